@@ -1,0 +1,1004 @@
+#!/usr/bin/env python3
+"""Start a multi-node PyTorch training container: prove memory can be pinned, find the live RDMA
+devices, set NCCL's environment, then exec torchrun (or the workload's own command).
+
+It replaces the seeds' init-container detection scripts, `ulimit`/`prlimit` wrappers and hostfile
+loops, whose failures were silent: an 8 MiB memlock limit found only when training crashed, an
+NCCL_IB_HCA naming devices that were down, a GID index that was only the usual one, a TCP fallback
+nobody noticed. Here each of those stops the pod at start with a message a user can act on.
+
+Standard library only, Python 3.8+: the program ships this file verbatim in a ConfigMap and runs
+`python3 /opt/launcher/launcher.py` in whatever PyTorch image the workload uses.
+
+Environment contract (rendered by the program; nothing else is read except sysfs, /proc and the
+kernel):
+
+  LAUNCHER_MODE              rdma | tcp (required)
+  LAUNCHER_MEMLOCK_STRATEGY  how the pod is meant to be allowed to pin memory (default none):
+                               node-limit         admin raised CRI-O default_ulimits; no capabilities
+                               root-ipc-lock      uid 0 with IPC_LOCK effective; the limit does not apply
+                               root-sys-resource  uid 0 with SYS_RESOURCE effective; the launcher
+                                                  raises RLIMIT_MEMLOCK to unlimited (`ulimit -l unlimited`)
+                               privileged         privileged container: every capability
+                               none               nothing (TCP workloads; pinning is not checked)
+  LAUNCHER_PIN_BYTES         size of the mlock proof buffer (default 268435456 = 256 MiB; it must be
+                             well above CRI-O's 8 MiB default to prove anything, and the pod's memory
+                             limit must leave room for it: mlock faults every page in)
+  LAUNCHER_TCP_FALLBACK      true | false (default false): in rdma mode with no ACTIVE RDMA port, run
+                             over TCP (loudly) instead of failing
+  LAUNCHER_RDMA_INTERFACES   comma list of the SR-IOV interfaces the pod should have (net1,net2,...)
+  LAUNCHER_TCP_SOCKET_IFNAME NCCL_SOCKET_IFNAME for tcp mode (default ^lo,docker0)
+  LAUNCHER_SYSFS_ROOT        default /sys; `--sysfs-root DIR` wins
+  LAUNCHER_NNODES            number of pods (default 1)
+  LAUNCHER_GPUS_PER_NODE     processes per pod (default 1)
+  MASTER_ADDR, MASTER_PORT   rendezvous endpoint (pod 0 behind the headless Service); required when
+                             LAUNCHER_NNODES > 1, else 127.0.0.1:29500
+  JOB_COMPLETION_INDEX       node rank of an Indexed Job pod (wins over POD_NAME)
+  POD_NAME                   node rank = the trailing -N ordinal of a StatefulSet pod; a single pod
+                             (LAUNCHER_NNODES=1) is rank 0
+  LAUNCHER_RUN               torchrun | command (default torchrun)
+  LAUNCHER_ARGS              JSON list of strings: the script and its arguments for torchrun, or the
+                             whole command (e.g. ["sleep","infinity"] for a development pod)
+  NCCL_*                     any NCCL variable the workload sets explicitly is kept as it is; the
+                             report says what detection would have chosen instead
+
+Exported to the command (and, for `oc exec` sessions, written as `export KEY='VALUE'` lines to
+/tmp/launcher.env, or --env-file PATH): NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_IB_GID_INDEX (only when one
+index is right on every port), NCCL_SOCKET_IFNAME, every other NCCL_* already set, MASTER_ADDR,
+MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE, WORLD_SIZE.
+
+Usage:
+  launcher.py [--sysfs-root DIR] [--env-file PATH]   check, report on stderr, exec the command
+  launcher.py --print-env [--sysfs-root DIR]         check, print KEY=VALUE lines on stdout, exit
+
+Exit codes: 0 the pod would start (--print-env); 2 a check failed or the configuration is invalid
+(the diagnosis is on stderr); 127 the command could not be executed. Otherwise the process becomes
+the command, so signals reach the training process directly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import errno
+import json
+import mmap
+import os
+import re
+import resource
+import shlex
+import sys
+from dataclasses import dataclass, field
+from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+
+EXIT_OK = 0
+EXIT_WOULD_NOT_START = 2
+EXIT_EXEC_FAILED = 127
+
+CAP_IPC_LOCK = 14
+CAP_SYS_RESOURCE = 24
+ALL_CAPS_MASK = (1 << 41) - 1  # capabilities 0..40 as of Linux 6.x; "privileged" sets them all
+
+MIB = 1024 * 1024
+CRIO_DEFAULT_MEMLOCK = 8 * MIB  # what a container inherits when the node's default_ulimits is empty
+DEFAULT_PIN_BYTES = 256 * MIB
+INFINITY = resource.RLIM_INFINITY
+
+DEFAULT_TCP_SOCKET_IFNAME = "^lo,docker0"
+DEFAULT_ENV_FILE = "/tmp/launcher.env"
+DEFAULT_MASTER_PORT = 29500
+
+MODES = ("rdma", "tcp")
+STRATEGIES = ("node-limit", "root-ipc-lock", "root-sys-resource", "privileged", "none")
+RUNS = ("torchrun", "command")
+
+# The NCCL variables the launcher decides. Any other NCCL_* is passed through untouched.
+MANAGED_NCCL = ("NCCL_IB_DISABLE", "NCCL_IB_HCA", "NCCL_IB_GID_INDEX", "NCCL_SOCKET_IFNAME")
+
+LOC_PROT_ERR_NOTE = (
+    "if NCCL later reports IBV_WC_LOC_PROT_ERR, that is not a memlock symptom (a memlock shortfall "
+    "makes ibv_reg_mr fail with 'Cannot allocate memory'); NCCL's own hint for it is PCI ACS "
+    "breaking GPUDirect RDMA"
+)
+
+STRATEGY_HOWTO = {
+    "node-limit": "node-limit: the cluster admin applies a MachineConfig to the GPU node pool that "
+    "writes /etc/crio/crio.conf.d/99-memlock with [crio.runtime] default_ulimits = "
+    '["memlock=-1:-1"]; works for any uid with no capabilities (there is no CRI-O ulimit annotation)',
+    "root-ipc-lock": "root-ipc-lock: an SCC with runAsUser RunAsAny that allows IPC_LOCK, granted to "
+    "the service account; the pod sets runAsUser: 0 and adds IPC_LOCK; the limit then does not apply",
+    "root-sys-resource": "root-sys-resource: as root-ipc-lock, plus SYS_RESOURCE allowed and added, "
+    "so the launcher raises RLIMIT_MEMLOCK to unlimited (the seeds' `ulimit -l unlimited`)",
+    "privileged": "privileged: securityContext.privileged: true with the privileged SCC (or one with "
+    "allowPrivilegedContainer); grants every capability, least safe",
+}
+
+
+class ConfigError(Exception):
+    """The rendered environment is unusable; the message names the variables."""
+
+
+# ---------------------------------------------------------------------------------------------
+# Configuration: the environment contract, parsed and validated in one place.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Config:
+    mode: str
+    strategy: str
+    pin_bytes: int
+    tcp_fallback: bool
+    rdma_interfaces: Tuple[str, ...]
+    tcp_socket_ifname: str
+    sysfs_root: str
+    nnodes: int
+    gpus_per_node: int
+    master_addr: str
+    master_port: Optional[int]
+    pod_name: str
+    completion_index: Optional[str]
+    run: str
+    args: Tuple[str, ...]
+    nccl: Dict[str, str] = field(default_factory=dict)  # every NCCL_* set explicitly
+
+
+def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None) -> Config:
+    """Read the contract from `environ`; collect every problem before failing, so a user fixes
+    the stack once rather than once per variable."""
+    problems: List[str] = []
+
+    def get(name: str, default: str = "") -> str:
+        return environ.get(name, default).strip()
+
+    def choice(name: str, allowed: Sequence[str], default: Optional[str]) -> str:
+        value = get(name, default or "")
+        if value not in allowed:
+            shown = repr(value) if value else "unset"
+            problems.append(f"{name} is {shown}; expected one of: {', '.join(allowed)}")
+        return value
+
+    def integer(name: str, default: Optional[int], minimum: int, maximum: Optional[int] = None) -> int:
+        raw = get(name)
+        if not raw:
+            if default is None:
+                problems.append(f"{name} is unset; expected an integer")
+                return minimum
+            return default
+        try:
+            value = int(raw)
+        except ValueError:
+            problems.append(f"{name} is {raw!r}; expected an integer")
+            return minimum
+        if value < minimum or (maximum is not None and value > maximum):
+            bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+            problems.append(f"{name} is {value}; expected an integer {bound}")
+        return value
+
+    def boolean(name: str, default: bool) -> bool:
+        raw = get(name).lower()
+        if not raw:
+            return default
+        if raw in ("true", "1", "yes"):
+            return True
+        if raw in ("false", "0", "no"):
+            return False
+        problems.append(f"{name} is {raw!r}; expected true or false")
+        return default
+
+    mode = choice("LAUNCHER_MODE", MODES, None)
+    strategy = choice("LAUNCHER_MEMLOCK_STRATEGY", STRATEGIES, "none")
+    run = choice("LAUNCHER_RUN", RUNS, "torchrun")
+    pin_bytes = integer("LAUNCHER_PIN_BYTES", DEFAULT_PIN_BYTES, 1)
+    nnodes = integer("LAUNCHER_NNODES", 1, 1)
+    gpus = integer("LAUNCHER_GPUS_PER_NODE", 1, 1)
+
+    master_addr = get("MASTER_ADDR")
+    master_port = integer("MASTER_PORT", 0, 1, 65535) if get("MASTER_PORT") else None
+    if nnodes > 1 and not master_addr:
+        problems.append("MASTER_ADDR is unset; a multi-node job needs pod 0's DNS name")
+    if nnodes > 1 and master_port is None:
+        problems.append("MASTER_PORT is unset; a multi-node job needs the rendezvous port")
+
+    args = _parse_args_json(get("LAUNCHER_ARGS", "[]"), problems)
+    if not args:
+        what = "the training script" if run == "torchrun" else "the command to run"
+        problems.append(f"LAUNCHER_ARGS is empty; it must name {what}")
+
+    sysfs_root = sysfs_root_arg or get("LAUNCHER_SYSFS_ROOT", "/sys") or "/sys"
+    if not os.path.isdir(sysfs_root):
+        problems.append(f"sysfs root {sysfs_root} is not a directory (LAUNCHER_SYSFS_ROOT / --sysfs-root)")
+
+    completion = environ.get("JOB_COMPLETION_INDEX", "").strip() or None
+    tcp_fallback = boolean("LAUNCHER_TCP_FALLBACK", False)
+
+    if problems:
+        raise ConfigError("\n".join(problems))
+    return Config(
+        mode=mode,
+        strategy=strategy,
+        pin_bytes=pin_bytes,
+        tcp_fallback=tcp_fallback,
+        rdma_interfaces=tuple(i.strip() for i in get("LAUNCHER_RDMA_INTERFACES").split(",") if i.strip()),
+        tcp_socket_ifname=get("LAUNCHER_TCP_SOCKET_IFNAME") or DEFAULT_TCP_SOCKET_IFNAME,
+        sysfs_root=sysfs_root,
+        nnodes=nnodes,
+        gpus_per_node=gpus,
+        master_addr=master_addr,
+        master_port=master_port,
+        pod_name=get("POD_NAME"),
+        completion_index=completion,
+        run=run,
+        args=tuple(args),
+        nccl={k: v for k, v in environ.items() if k.startswith("NCCL_")},
+    )
+
+
+def _parse_args_json(raw: str, problems: List[str]) -> List[str]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        problems.append(f"LAUNCHER_ARGS is not valid JSON ({exc}); expected a JSON list of strings")
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        problems.append(f"LAUNCHER_ARGS is {raw!r}; expected a JSON list of strings")
+        return []
+    return value
+
+
+# ---------------------------------------------------------------------------------------------
+# Facts: what the kernel and sysfs say. Gathering them is the only I/O besides the final exec.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Gid:
+    index: int
+    gid: str  # "" when unreadable
+    gid_type: str  # "RoCE v2", "IB/RoCE v1", or "" (reads fail with EINVAL for unpopulated entries)
+
+
+@dataclass(frozen=True)
+class RdmaPort:
+    device: str
+    port: int
+    state: str  # "ACTIVE", "DOWN", "INIT", ... ("unknown" if unreadable)
+    link_layer: str  # "InfiniBand", "Ethernet" (RoCE), or "unknown"
+    gids: Tuple[Gid, ...] = ()
+
+    @property
+    def name(self) -> str:
+        return f"{self.device}:{self.port}"
+
+    @property
+    def active(self) -> bool:
+        return self.state == "ACTIVE"
+
+    @property
+    def roce(self) -> bool:
+        return self.link_layer == "Ethernet"
+
+    def roce_v2_ipv4_indexes(self) -> List[int]:
+        """The GID indexes NCCL can use for RoCE v2 over IPv4 (KNOWLEDGE: 3 is only the usual one)."""
+        return [g.index for g in self.gids if g.gid_type == "RoCE v2" and is_ipv4_mapped(g.gid)]
+
+
+@dataclass(frozen=True)
+class MemlockFacts:
+    uid: int
+    cap_eff: int
+    cap_amb: int
+    limit_before: Tuple[int, int]
+    raise_target: Optional[Tuple[int, int]]  # what setrlimit was asked for; None if not asked
+    raise_error: Optional[str]  # the kernel's refusal; None if accepted or not asked
+    limit_after: Tuple[int, int]
+    pin_bytes: int
+    pin_errno: Optional[int]  # None: not attempted; 0: mlock succeeded; else errno
+
+
+@dataclass(frozen=True)
+class Facts:
+    memlock: MemlockFacts
+    ports: Tuple[RdmaPort, ...]
+    net_names: Tuple[str, ...]  # interfaces in <sysfs>/class/net
+
+
+def natural_key(name: str) -> List[object]:
+    """Sort mlx5_2 before mlx5_10."""
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+
+
+def _read(path: str) -> Optional[str]:
+    # Real sysfs has files that exist but cannot be read (gid_attrs of unpopulated GID entries give
+    # EINVAL); an unreadable file is "unknown", never a crash.
+    try:
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _listdir(path: str) -> List[str]:
+    try:
+        return sorted(os.listdir(path), key=natural_key)
+    except OSError:
+        return []
+
+
+def parse_port_state(text: Optional[str]) -> str:
+    """`4: ACTIVE` -> `ACTIVE`."""
+    if not text:
+        return "unknown"
+    return text.split(":", 1)[-1].strip() or "unknown"
+
+
+def is_ipv4_mapped(gid: str) -> bool:
+    """True for ::ffff:a.b.c.d written as sysfs does: 0000:0000:0000:0000:0000:ffff:0a00:6a07."""
+    groups = gid.strip().split(":")
+    if len(groups) != 8:
+        return False
+    try:
+        words = [int(g, 16) for g in groups]
+    except ValueError:
+        return False
+    return words[:5] == [0] * 5 and words[5] == 0xFFFF and (words[6] or words[7]) != 0
+
+
+def read_rdma_ports(sysfs_root: str) -> List[RdmaPort]:
+    base = os.path.join(sysfs_root, "class", "infiniband")
+    ports = []
+    for device in _listdir(base):
+        ports_dir = os.path.join(base, device, "ports")
+        for port in _listdir(ports_dir):
+            if not port.isdigit():
+                continue
+            pdir = os.path.join(ports_dir, port)
+            gids = tuple(
+                Gid(int(i), _read(os.path.join(pdir, "gids", i)) or "",
+                    _read(os.path.join(pdir, "gid_attrs", "types", i)) or "")
+                for i in _listdir(os.path.join(pdir, "gids")) if i.isdigit()
+            )
+            ports.append(RdmaPort(
+                device=device,
+                port=int(port),
+                state=parse_port_state(_read(os.path.join(pdir, "state"))),
+                link_layer=_read(os.path.join(pdir, "link_layer")) or "unknown",
+                gids=gids,
+            ))
+    return ports
+
+
+def read_net_names(sysfs_root: str) -> List[str]:
+    return _listdir(os.path.join(sysfs_root, "class", "net"))
+
+
+def parse_caps(status_text: str) -> Tuple[int, int]:
+    """(CapEff, CapAmb) from /proc/self/status; 0 when a line is missing."""
+    caps = {"CapEff": 0, "CapAmb": 0}
+    for line in status_text.splitlines():
+        key, _, value = line.partition(":")
+        if key in caps:
+            try:
+                caps[key] = int(value.strip(), 16)
+            except ValueError:
+                pass
+    return caps["CapEff"], caps["CapAmb"]
+
+
+def has_cap(mask: int, bit: int) -> bool:
+    return bool(mask >> bit & 1)
+
+
+def limit_value(value: int) -> float:
+    return float("inf") if value == INFINITY else float(value)
+
+
+def fmt_limit(value: int) -> str:
+    return "unlimited" if value == INFINITY else f"{value // 1024} KB"
+
+
+def should_prove_pinning(mode: str, strategy: str) -> bool:
+    # An RDMA pod always proves it can pin, whatever it declares; a TCP pod declaring "none" is not
+    # expected to pin at all.
+    return not (mode == "tcp" and strategy == "none")
+
+
+def memlock_raise_target(strategy: str, limit: Tuple[int, int]) -> Optional[Tuple[int, int]]:
+    """What to ask setrlimit for. The kernel decides: raising the hard limit needs SYS_RESOURCE
+    (kernel/sys.c), which only root-sys-resource and privileged containers have. Lifting the soft
+    limit up to the hard limit needs no privilege, so every pinning strategy gets that."""
+    if strategy == "none":
+        return None
+    if strategy in ("root-sys-resource", "privileged"):
+        return (INFINITY, INFINITY)
+    soft, hard = limit
+    if limit_value(soft) < limit_value(hard):
+        return (hard, hard)
+    return None
+
+
+def raise_memlock(target: Tuple[int, int]) -> Optional[str]:
+    try:
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, target)
+        return None
+    except (OSError, ValueError) as exc:  # Python reports EPERM as "not allowed to raise maximum limit"
+        return str(exc)
+
+
+def prove_pinning(nbytes: int) -> int:
+    """mlock an anonymous buffer the way ibv_reg_mr pins pages; 0 on success, else the errno.
+    The kernel applies the same rule to both: RLIMIT_MEMLOCK unless IPC_LOCK is effective."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mlock.argtypes = libc.munlock.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    try:
+        # fileno -1 makes Python add MAP_ANONYMOUS itself.
+        buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    except OSError as exc:
+        return exc.errno or errno.ENOMEM
+    try:
+        anchor = ctypes.c_char.from_buffer(buf)
+        address = ctypes.addressof(anchor)
+        del anchor  # the mmap cannot be closed while a ctypes view of it is alive
+        if libc.mlock(address, nbytes) != 0:
+            return ctypes.get_errno() or errno.ENOMEM
+        libc.munlock(address, nbytes)
+        return 0
+    finally:
+        buf.close()
+
+
+def gather_memlock(cfg: Config) -> MemlockFacts:
+    cap_eff, cap_amb = parse_caps(_read("/proc/self/status") or "")
+    before = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    target = memlock_raise_target(cfg.strategy, before)
+    raise_error = raise_memlock(target) if target else None
+    after = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+    pin = prove_pinning(cfg.pin_bytes) if should_prove_pinning(cfg.mode, cfg.strategy) else None
+    return MemlockFacts(os.geteuid(), cap_eff, cap_amb, before, target, raise_error, after,
+                        cfg.pin_bytes, pin)
+
+
+def gather_facts(cfg: Config) -> Facts:
+    return Facts(
+        memlock=gather_memlock(cfg),
+        ports=tuple(read_rdma_ports(cfg.sysfs_root)),
+        net_names=tuple(read_net_names(cfg.sysfs_root)),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Decisions: pure functions over Config and Facts.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass
+class MemlockVerdict:
+    ok: bool
+    lines: List[str]
+    problem: str = ""  # causes and fix, when not ok
+
+
+def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
+    ipc = has_cap(f.cap_eff, CAP_IPC_LOCK)
+    sysres = has_cap(f.cap_eff, CAP_SYS_RESOURCE)
+    soft, hard = f.limit_after
+    lines = [
+        f"strategy: {strategy}",
+        f"uid: {f.uid}",
+        f"CapEff: {f.cap_eff:#018x} (IPC_LOCK {'effective' if ipc else 'not effective'}, "
+        f"SYS_RESOURCE {'effective' if sysres else 'not effective'})",
+        f"RLIMIT_MEMLOCK: soft {fmt_limit(f.limit_before[0])}, hard {fmt_limit(f.limit_before[1])}",
+    ]
+    if f.raise_target is not None:
+        wanted = "/".join(fmt_limit(v) for v in f.raise_target)
+        if f.raise_error is None:
+            lines.append(f"raised RLIMIT_MEMLOCK to {wanted} (soft/hard)")
+        else:
+            lines.append(f"could not raise RLIMIT_MEMLOCK to {wanted}: {f.raise_error}")
+    if f.limit_after != f.limit_before:
+        lines.append(f"RLIMIT_MEMLOCK now: soft {fmt_limit(soft)}, hard {fmt_limit(hard)}")
+    if f.pin_errno is None:
+        lines.append("pinning not checked (strategy none in tcp mode)")
+        return MemlockVerdict(True, lines)
+
+    size = f"{f.pin_bytes // MIB} MiB" if f.pin_bytes >= MIB else f"{f.pin_bytes} bytes"
+    if f.pin_bytes <= CRIO_DEFAULT_MEMLOCK:
+        lines.append(f"warning: a {size} proof buffer fits CRI-O's 8 MiB default and proves nothing; "
+                     "raise LAUNCHER_PIN_BYTES")
+    if f.pin_errno != 0:
+        lines.append(f"mlock of {size}: FAILED ({errno.errorcode.get(f.pin_errno, f.pin_errno)}: "
+                     f"{os.strerror(f.pin_errno)})")
+        return MemlockVerdict(False, lines, diagnose_pinning(strategy, f))
+
+    how = ("IPC_LOCK is effective, so RLIMIT_MEMLOCK does not apply" if ipc
+           else f"within RLIMIT_MEMLOCK ({fmt_limit(soft)})")
+    lines.append(f"mlock of {size}: ok ({how})")
+    if f.uid != 0 and ipc and not has_cap(f.cap_amb, CAP_IPC_LOCK) and limit_value(soft) < f.pin_bytes:
+        # A non-root process keeps only ambient capabilities across execve: torchrun would lose
+        # IPC_LOCK and fall back to the low limit.
+        problem = (f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid "
+                   f"({f.uid}) loses it at exec; the training process would be held to "
+                   f"{fmt_limit(soft)}. Fix: " + "; or ".join(
+                       STRATEGY_HOWTO[s] for s in ("node-limit", "privileged")))
+        return MemlockVerdict(False, lines, problem)
+    if not ipc and soft != INFINITY:
+        lines.append(f"note: the limit is finite ({fmt_limit(soft)}); NCCL may register more than "
+                     "the proof buffer; unlimited is safer")
+    lines.extend(strategy_consistency_notes(strategy, f, ipc))
+    return MemlockVerdict(True, lines)
+
+
+def strategy_consistency_notes(strategy: str, f: MemlockFacts, ipc: bool) -> List[str]:
+    """Pinning works, but maybe not for the reason the stack declares; say so, since a later change
+    (another node pool, another SCC) would then break it."""
+    notes = []
+    if strategy == "node-limit" and f.limit_before[0] != INFINITY:
+        notes.append(f"note: strategy node-limit, but this node's limit is {fmt_limit(f.limit_before[0])}"
+                     + ("; pinning works through IPC_LOCK instead" if ipc else ""))
+    if strategy in ("root-ipc-lock", "root-sys-resource", "privileged") and f.uid != 0:
+        notes.append(f"note: strategy {strategy} expects uid 0, but the container runs as uid {f.uid}")
+    if strategy == "root-sys-resource" and f.raise_error:
+        notes.append("note: strategy root-sys-resource, but the limit could not be raised; "
+                     "pinning works through " + ("IPC_LOCK" if ipc else "the existing limit"))
+    if strategy == "none":
+        notes.append("note: memlock strategy none in rdma mode; pinning works here, but declare the "
+                     "strategy that makes it work so the preflight can check it")
+    if strategy == "privileged" and f.cap_eff & ALL_CAPS_MASK != ALL_CAPS_MASK:
+        notes.append("note: strategy privileged, but the container does not hold every capability")
+    return notes
+
+
+def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
+    """Why mlock failed, and which strategy (KNOWLEDGE.md's table) would make it work."""
+    ipc = has_cap(f.cap_eff, CAP_IPC_LOCK)
+    sysres = has_cap(f.cap_eff, CAP_SYS_RESOURCE)
+    soft, hard = f.limit_after
+    causes = []
+    if ipc:
+        causes.append(f"IPC_LOCK is effective, so the memlock limit is not the cause: the kernel refused "
+                      f"with {errno.errorcode.get(f.pin_errno, f.pin_errno)}; is the pod's memory limit "
+                      f"below LAUNCHER_PIN_BYTES ({f.pin_bytes} bytes)?")
+    elif f.uid != 0:
+        causes.append(f"the container runs as non-root uid {f.uid}: capabilities added in "
+                      f"securityContext.capabilities.add reach the effective set only for uid 0 "
+                      f"(CapEff={f.cap_eff:#x}), so IPC_LOCK cannot lift the limit")
+    else:
+        causes.append(f"CAP_IPC_LOCK is not effective (CapEff={f.cap_eff:#x}): the container does not "
+                      "add IPC_LOCK, or the SCC that admitted it (annotation openshift.io/scc) does not "
+                      "allow it")
+    if not ipc:
+        crio = " (CRI-O's default)" if soft == CRIO_DEFAULT_MEMLOCK else ""
+        causes.append(f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio} (hard {fmt_limit(hard)}), below the "
+                      f"{f.pin_bytes // 1024} KB the launcher tried to pin")
+    if f.raise_target is not None and f.raise_error is not None:
+        causes.append(f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard "
+                      f"limit needs CAP_SYS_RESOURCE, which is "
+                      f"{'effective' if sysres else 'not effective'}")
+    fixes = [declared_strategy_fix(strategy, f, ipc, sysres)]
+    if f.uid != 0:
+        fixes.append("for a non-root uid only node-limit or privileged work: "
+                     + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged")))
+    else:
+        fixes.append("strategies that work: " + "; or ".join(STRATEGY_HOWTO.values()))
+    return ("cannot pin memory, which RDMA needs (ibv_reg_mr would fail with 'Cannot allocate memory'):\n"
+            + "\n".join("  cause: " + c for c in causes)
+            + "\n" + "\n".join("  fix: " + x for x in fixes))
+
+
+def declared_strategy_fix(strategy: str, f: MemlockFacts, ipc: bool, sysres: bool) -> str:
+    if strategy == "none":
+        return "the workload declares memlock strategy none but runs in rdma mode: choose one"
+    if strategy == "node-limit":
+        return (f"strategy node-limit, but this node's memlock limit is {fmt_limit(f.limit_before[0])}: "
+                "the CRI-O default_ulimits MachineConfig is not applied here, or the pod was scheduled "
+                "outside the node pool that has it")
+    if strategy == "privileged":
+        return ("strategy privileged, but the container does not hold every capability "
+                f"(CapEff={f.cap_eff:#x}): set securityContext.privileged: true and grant an SCC "
+                "that allows privileged containers")
+    if ipc:
+        return "give the pod more memory, or lower LAUNCHER_PIN_BYTES below its memory limit"
+    if f.uid != 0:
+        return (f"strategy {strategy} needs uid 0: set the pod's runAsUser: 0 and grant an SCC with "
+                "runAsUser RunAsAny")
+    if strategy == "root-ipc-lock" or sysres:
+        return "strategy root-ipc-lock needs IPC_LOCK in capabilities.add and allowed by the SCC"
+    return ("strategy root-sys-resource needs SYS_RESOURCE in capabilities.add and allowed by the SCC; "
+            "or use root-ipc-lock, which needs IPC_LOCK only")
+
+
+def hca_value(ports: Sequence[RdmaPort]) -> str:
+    """Exact-match form: without the leading '=', NCCL treats `mlx5_1` as a prefix of mlx5_10.."""
+    return "=" + ",".join(p.name for p in ports)
+
+
+def choose_gid_index(ports: Sequence[RdmaPort]) -> Tuple[Optional[int], str]:
+    """One GID index valid (RoCE v2, IPv4-mapped) on every selected RoCE port, else None and why."""
+    roce = [p for p in ports if p.roce]
+    if not roce:
+        return None, "no RoCE port selected; InfiniBand uses GID index 0, NCCL needs no setting"
+    per_port = {p.name: p.roce_v2_ipv4_indexes() for p in roce}
+    common = set.intersection(*(set(v) for v in per_port.values()))
+    if common:
+        index = min(common)
+        return index, f"the RoCE v2 IPv4 GID is at index {index} on every selected RoCE port"
+    table = ", ".join(f"{name} -> {','.join(map(str, v)) or 'none'}" for name, v in per_port.items())
+    return None, (f"no single RoCE v2 IPv4 GID index holds on every port ({table}); left unset so "
+                  "NCCL >= 2.21.5 picks one per port itself")
+
+
+def parse_nccl_list(spec: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]]]:
+    """NCCL's interface/HCA list syntax: optional '^' (exclude), then optional '=' (exact),
+    then comma-separated `name[:port]` entries. Returns (exclude, exact, entries)."""
+    exclude = spec.startswith("^")
+    rest = spec[1:] if exclude else spec
+    exact = rest.startswith("=")
+    rest = rest[1:] if exact else rest
+    entries = []
+    for item in rest.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        name, _, port = item.partition(":")
+        entries.append((name, int(port) if port.isdigit() else None))
+    return exclude, exact, entries
+
+
+def nccl_list_matches(spec: str, names: Sequence[str]) -> List[str]:
+    """The names an NCCL_SOCKET_IFNAME-style list selects (ports ignored)."""
+    exclude, exact, entries = parse_nccl_list(spec)
+
+    def hit(name: str) -> bool:
+        return any(name == e if exact else name.startswith(e) for e, _ in entries)
+
+    return [n for n in names if hit(n) != exclude]
+
+
+def check_explicit_hca(spec: str, ports: Sequence[RdmaPort]) -> List[str]:
+    """Seed 002 shipped NCCL_IB_HCA=mlx5_6,mlx5_7,mlx5_10,mlx5_11 while mlx5_8/9 were the ACTIVE ones.
+    Say which entries name nothing ACTIVE, and which prefixes catch other devices."""
+    exclude, exact, entries = parse_nccl_list(spec)
+    if exclude:
+        return []
+    devices = sorted({p.device for p in ports}, key=natural_key)
+    active = {p.device for p in ports if p.active}
+    warnings = []
+    for name, _ in entries:
+        matched = [d for d in devices if d == name or (not exact and d.startswith(name))]
+        if not any(d in active for d in matched):
+            warnings.append(f"explicit NCCL_IB_HCA names {name}, which is not an ACTIVE RDMA device here")
+        if not exact and [d for d in matched if d != name]:
+            others = ", ".join(d for d in matched if d != name)
+            warnings.append(f"explicit NCCL_IB_HCA entry {name} is a prefix and also selects {others}; "
+                            "use the exact form with a leading '='")
+    return warnings
+
+
+def check_explicit_gid_index(spec: str, ports: Sequence[RdmaPort]) -> List[str]:
+    try:
+        index = int(spec)
+    except ValueError:
+        return [f"explicit NCCL_IB_GID_INDEX={spec!r} is not an integer"]
+    wrong = [p.name for p in ports if p.active and p.roce and index not in p.roce_v2_ipv4_indexes()]
+    if wrong:
+        return [f"explicit NCCL_IB_GID_INDEX={index} is not a RoCE v2 IPv4 GID on {', '.join(wrong)}"]
+    return []
+
+
+@dataclass
+class NetworkDecision:
+    detected: Dict[str, Optional[str]]  # None: deliberately left unset
+    why: Dict[str, str]
+    warnings: List[str]
+    errors: List[str]
+    fell_back: bool = False
+
+
+def decide_network(cfg: Config, ports: Sequence[RdmaPort], net_names: Sequence[str]) -> NetworkDecision:
+    if cfg.mode == "tcp":
+        d = tcp_settings(cfg, "tcp mode")
+        if any(p.active for p in ports):
+            d.warnings.append("RDMA ports are ACTIVE but the workload runs in tcp mode")
+        return d
+
+    active = [p for p in ports if p.active]
+    if not active:
+        found = ", ".join(f"{p.name} {p.state}" for p in ports) or "none"
+        reason = (f"no ACTIVE RDMA port under {cfg.sysfs_root}/class/infiniband (found: {found}); "
+                  "check that the pod requests the SR-IOV RDMA resources and that the links are up")
+        if not cfg.tcp_fallback:
+            return NetworkDecision({}, {}, [], [reason + "; set LAUNCHER_TCP_FALLBACK=true to run over TCP instead"])
+        d = tcp_settings(cfg, "FELL BACK TO TCP")
+        d.fell_back = True
+        d.warnings.append("!!! RDMA MODE FELL BACK TO TCP: " + reason
+                          + ". Training runs over sockets, roughly 10x less bandwidth. !!!")
+        return d
+
+    detected: Dict[str, Optional[str]] = {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": hca_value(active)}
+    why = {"NCCL_IB_DISABLE": "rdma mode",
+           "NCCL_IB_HCA": "the ACTIVE ports, exact-match form"}
+    down = [p.name for p in ports if not p.active]
+    if down:
+        why["NCCL_IB_HCA"] += f"; not ACTIVE, left out: {', '.join(down)}"
+    index, reason = choose_gid_index(active)
+    detected["NCCL_IB_GID_INDEX"] = None if index is None else str(index)
+    why["NCCL_IB_GID_INDEX"] = reason
+
+    warnings: List[str] = []
+    errors: List[str] = []
+    socket, socket_why, problem = rdma_socket_ifname(cfg, net_names)
+    detected["NCCL_SOCKET_IFNAME"] = socket
+    why["NCCL_SOCKET_IFNAME"] = socket_why
+    if problem and socket is None:
+        errors.append(problem)
+    elif problem:
+        warnings.append(problem)
+    return NetworkDecision(detected, why, warnings, errors)
+
+
+def tcp_settings(cfg: Config, reason: str) -> NetworkDecision:
+    return NetworkDecision(
+        {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": cfg.tcp_socket_ifname},
+        {"NCCL_IB_DISABLE": reason, "NCCL_SOCKET_IFNAME": f"{reason}: LAUNCHER_TCP_SOCKET_IFNAME"},
+        [], [])
+
+
+def rdma_socket_ifname(cfg: Config, net_names: Sequence[str]) -> Tuple[Optional[str], str, str]:
+    """(value, why, problem). NCCL bootstraps over these sockets; naming interfaces the pod lacks is
+    seed 003's 'Bootstrap: no socket interface found'."""
+    if not cfg.rdma_interfaces:
+        return (cfg.tcp_socket_ifname, "LAUNCHER_RDMA_INTERFACES is empty: LAUNCHER_TCP_SOCKET_IFNAME",
+                "")
+    present = [i for i in cfg.rdma_interfaces if i in net_names]
+    missing = [i for i in cfg.rdma_interfaces if i not in net_names]
+    have = ", ".join(net_names) or "none"
+    if not present:
+        return (None, "", f"none of the SR-IOV interfaces {', '.join(missing)} exist in the pod "
+                f"(interfaces: {have}); NCCL would fail with 'Bootstrap: no socket interface found'. "
+                "The cause is the pod's k8s.v1.cni.cncf.io/networks annotation or the "
+                "NetworkAttachmentDefinitions it names (missing in this namespace, or not attached)")
+    # Plain names are prefixes to NCCL (net1 also matches net10); go exact only when that matters.
+    clash = any(n not in present and n.startswith(p) for n in net_names for p in present)
+    value = ("=" if clash else "") + ",".join(present)
+    problem = ""
+    if missing:
+        problem = (f"SR-IOV interfaces missing from the pod: {', '.join(missing)} (interfaces: {have}); "
+                   "check the networks annotation and the NetworkAttachmentDefinitions")
+    return value, "the LAUNCHER_RDMA_INTERFACES that exist in the pod", problem
+
+
+def node_rank(cfg: Config) -> int:
+    if cfg.completion_index is not None:
+        source, raw = "JOB_COMPLETION_INDEX", cfg.completion_index
+    elif cfg.nnodes == 1:
+        return 0
+    else:
+        match = re.search(r"-(\d+)$", cfg.pod_name)
+        if not match:
+            raise ConfigError(f"cannot tell the node rank: POD_NAME {cfg.pod_name!r} has no trailing -N "
+                              "ordinal and JOB_COMPLETION_INDEX is unset")
+        source, raw = "POD_NAME", match.group(1)
+    try:
+        rank = int(raw)
+    except ValueError:
+        raise ConfigError(f"{source} gives node rank {raw!r}, not an integer") from None
+    if not 0 <= rank < cfg.nnodes:
+        raise ConfigError(f"node rank {rank} (from {source}) is outside 0..{cfg.nnodes - 1} "
+                          f"for LAUNCHER_NNODES={cfg.nnodes}")
+    return rank
+
+
+def rendezvous_env(cfg: Config, rank: int) -> Dict[str, str]:
+    return {
+        "MASTER_ADDR": cfg.master_addr or "127.0.0.1",
+        "MASTER_PORT": str(cfg.master_port or DEFAULT_MASTER_PORT),
+        "NNODES": str(cfg.nnodes),
+        "NODE_RANK": str(rank),
+        "NPROC_PER_NODE": str(cfg.gpus_per_node),
+        "WORLD_SIZE": str(cfg.nnodes * cfg.gpus_per_node),
+    }
+
+
+def build_argv(cfg: Config, env: Mapping[str, str]) -> List[str]:
+    if cfg.run == "command":
+        return list(cfg.args)
+    # Underscore spellings: accepted by every torchrun, old images included.
+    return ["torchrun", "--nnodes", env["NNODES"], "--nproc_per_node", env["NPROC_PER_NODE"],
+            "--node_rank", env["NODE_RANK"], "--master_addr", env["MASTER_ADDR"],
+            "--master_port", env["MASTER_PORT"], *cfg.args]
+
+
+@dataclass
+class Plan:
+    env: Dict[str, str]
+    argv: List[str]
+    sections: List[Tuple[str, List[str]]]
+    warnings: List[str]
+    errors: List[str]
+
+
+def decide(cfg: Config, facts: Facts) -> Plan:
+    sections: List[Tuple[str, List[str]]] = []
+    warnings: List[str] = []
+    errors: List[str] = []
+
+    net = decide_network(cfg, facts.ports, facts.net_names)
+    warnings += net.warnings
+    errors += net.errors
+    rdma = cfg.mode == "rdma" and not net.fell_back
+
+    memlock = judge_memlock(cfg.strategy, facts.memlock)
+    if rdma:
+        memlock.lines.append("note: " + LOC_PROT_ERR_NOTE)
+    sections.append(("memory pinning", memlock.lines))
+    if not memlock.ok:
+        if rdma:
+            errors.insert(0, memlock.problem)
+        else:
+            warnings.append("pinning failed, which tcp mode does not need; continuing. " + memlock.problem)
+
+    sections.append(("rdma devices", [describe_port(p) for p in facts.ports] or ["none found"]))
+
+    env: Dict[str, str] = {}
+    nccl_lines = []
+    for key in MANAGED_NCCL:
+        detected = net.detected.get(key)
+        if key in cfg.nccl:
+            env[key] = cfg.nccl[key]
+            would = f"choose {key}={detected}" if detected is not None else "leave it unset"
+            because = f" ({net.why[key]})" if key in net.why else ""
+            nccl_lines.append(f"{key}={cfg.nccl[key]}  kept: set explicitly by the workload; "
+                              f"detection would {would}{because}")
+        elif detected is not None:
+            env[key] = detected
+            nccl_lines.append(f"{key}={detected}  ({net.why.get(key, '')})")
+        elif key in net.why:
+            nccl_lines.append(f"{key} unset: {net.why[key]}")
+    for key in sorted(set(cfg.nccl) - set(MANAGED_NCCL)):
+        env[key] = cfg.nccl[key]
+        nccl_lines.append(f"{key}={cfg.nccl[key]}  kept: set explicitly by the workload")
+    sections.append(("nccl", nccl_lines))
+    warnings += explicit_value_warnings(cfg, facts, rdma)
+
+    try:
+        rank = node_rank(cfg)
+    except ConfigError as exc:
+        errors.append(str(exc))
+        return Plan(env, [], sections, warnings, errors)
+    env.update(rendezvous_env(cfg, rank))
+    argv = build_argv(cfg, env)
+    source = ("JOB_COMPLETION_INDEX" if cfg.completion_index is not None
+              else "single node" if cfg.nnodes == 1 else f"POD_NAME {cfg.pod_name}")
+    sections.append(("rendezvous", [
+        f"node rank {rank} (from {source}) of {cfg.nnodes}; {cfg.gpus_per_node} processes per node; "
+        f"world size {env['WORLD_SIZE']}",
+        f"master {env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+        "command: " + " ".join(shlex.quote(a) for a in argv),
+    ]))
+    return Plan(env, argv, sections, warnings, errors)
+
+
+def explicit_value_warnings(cfg: Config, facts: Facts, rdma: bool) -> List[str]:
+    """Explicit values are kept, but a value that cannot work is worth a loud line."""
+    warnings = []
+    if rdma and "NCCL_IB_HCA" in cfg.nccl:
+        warnings += check_explicit_hca(cfg.nccl["NCCL_IB_HCA"], facts.ports)
+    if rdma and "NCCL_IB_GID_INDEX" in cfg.nccl:
+        warnings += check_explicit_gid_index(cfg.nccl["NCCL_IB_GID_INDEX"], facts.ports)
+    if rdma and cfg.nccl.get("NCCL_IB_DISABLE", "0").strip() not in ("", "0"):
+        warnings.append(f"explicit NCCL_IB_DISABLE={cfg.nccl['NCCL_IB_DISABLE']} turns RDMA off in rdma mode")
+    if "NCCL_SOCKET_IFNAME" in cfg.nccl:
+        chosen = nccl_list_matches(cfg.nccl["NCCL_SOCKET_IFNAME"], facts.net_names)
+        if not chosen:
+            warnings.append(f"explicit NCCL_SOCKET_IFNAME={cfg.nccl['NCCL_SOCKET_IFNAME']} matches no "
+                            f"interface in the pod ({', '.join(facts.net_names) or 'none'}); NCCL will "
+                            "fail with 'Bootstrap: no socket interface found'")
+    return warnings
+
+
+def describe_port(p: RdmaPort) -> str:
+    kind = "RoCE" if p.roce else p.link_layer
+    text = f"{p.name} {p.state} {kind}"
+    if p.roce:
+        indexes = p.roce_v2_ipv4_indexes()
+        text += f", RoCE v2 IPv4 GID index {','.join(map(str, indexes))}" if indexes else ", no RoCE v2 IPv4 GID"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------
+# Output and the thin main.
+# ---------------------------------------------------------------------------------------------
+
+BANNER = "=" * 24
+
+
+def render_report(cfg: Optional[Config], plan: Optional[Plan], errors: Sequence[str] = ()) -> str:
+    mode = f" ({cfg.mode} mode)" if cfg else ""
+    out = [f"{BANNER} launcher report{mode} BEGIN {BANNER}"]
+    for title, lines in (plan.sections if plan else []):
+        out.append(f"{title}:")
+        out.extend(f"  {line}" for line in lines)
+    warnings = plan.warnings if plan else []
+    if warnings:
+        out.append("warnings:")
+        out.extend(f"  WARNING: {w}" for w in warnings)
+    errors = list(errors) + (plan.errors if plan else [])
+    if errors:
+        out.append("verdict: WOULD NOT START")
+        out.extend(f"  ERROR: {e}" for e in errors)
+    else:
+        out.append("verdict: START")
+    out.append(f"{BANNER} launcher report END {BANNER}")
+    return "\n".join(out) + "\n"
+
+
+def env_file_text(env: Mapping[str, str], argv: Sequence[str]) -> str:
+    lines = ["# Written by the launcher at container start. In an `oc exec` session: "
+             "source this file, then run torchrun as below.",
+             "# " + " ".join(shlex.quote(a) for a in argv)]
+    lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_env_file(path: str, text: str) -> Optional[str]:
+    try:
+        tmp = f"{path}.{os.getpid()}"
+        with open(tmp, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+        return None
+    except OSError as exc:
+        return str(exc)
+
+
+def parse_cli(argv: Optional[Sequence[str]]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--print-env", action="store_true",
+                        help="run every check, print the exported environment (KEY=VALUE) and exit")
+    parser.add_argument("--sysfs-root", help="sysfs to read RDMA devices and interfaces from "
+                        "(default LAUNCHER_SYSFS_ROOT or /sys)")
+    parser.add_argument("--env-file", default=DEFAULT_ENV_FILE,
+                        help=f"where to write the environment for oc exec sessions (default {DEFAULT_ENV_FILE})")
+    return parser.parse_args(argv)
+
+
+def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
+    cli = parse_cli(argv)
+    environ = os.environ if environ is None else environ
+    try:
+        cfg = load_config(environ, cli.sysfs_root)
+    except ConfigError as exc:
+        sys.stderr.write(render_report(None, None, str(exc).splitlines()))
+        return EXIT_WOULD_NOT_START
+
+    plan = decide(cfg, gather_facts(cfg))
+    if not plan.errors and not cli.print_env:
+        problem = write_env_file(cli.env_file, env_file_text(plan.env, plan.argv))
+        plan.sections.append(("environment file", [
+            f"could not write {cli.env_file}: {problem}" if problem else
+            f"{cli.env_file} (`source {cli.env_file}` in oc exec sessions)"]))
+        if problem:
+            plan.warnings.append(f"oc exec sessions will not see the launcher's environment: {problem}")
+    sys.stderr.write(render_report(cfg, plan))
+    sys.stderr.flush()
+    if plan.errors:
+        return EXIT_WOULD_NOT_START
+    if cli.print_env:
+        sys.stdout.write("".join(f"{k}={v}\n" for k, v in sorted(plan.env.items())))
+        return EXIT_OK
+
+    child_env = dict(environ)
+    child_env.update(plan.env)
+    sys.stdout.flush()
+    try:
+        # exec, not a child: the command keeps the launcher's PID (PID 1 in the container), so the
+        # kubelet's SIGTERM reaches torchrun, which forwards it to the training processes.
+        os.execvpe(plan.argv[0], plan.argv, child_env)
+    except OSError as exc:
+        sys.stderr.write(f"launcher: cannot execute {plan.argv[0]}: {exc}\n")
+        return EXIT_EXEC_FAILED
+    return EXIT_EXEC_FAILED  # not reached
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,76 @@
+"""The SR-IOV networks RDMA pods attach: NAD copies per user namespace, or references to `default`.
+
+The copy is the seeds' `oc get ... | sed ... | oc apply` done declaratively: the source NAD is read
+live from the cluster at deploy time (so the CNI config the SR-IOV operator wrote is what gets
+copied), the server-set metadata is dropped, and the resourceName annotation, which ties the
+network to the SR-IOV device plugin resource the pod must request, is kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, SRIOV_OWNER_REF, NetworkAttachmentDefinitionSource
+from stacks.model import ClusterConfig
+
+# Metadata the API server (or the operator that owns the source) sets; a copy must not carry it.
+SERVER_SET = ("uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink", "ownerReferences")
+DROPPED_ANNOTATIONS = (SRIOV_OWNER_REF, "kubectl.kubernetes.io/last-applied-configuration")
+
+
+def copied_metadata(source: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """The source NAD's metadata as a copy in `namespace` must carry it."""
+    annotations = {k: v for k, v in (source.get("annotations") or {}).items() if k not in DROPPED_ANNOTATIONS}
+    labels = {**(source.get("labels") or {}), **MANAGED_BY}
+    meta = {k: v for k, v in source.items() if k not in SERVER_SET and k not in ("annotations", "labels", "namespace")}
+    return {**meta, "namespace": namespace, "annotations": annotations, "labels": labels}
+
+
+def copy_namespaces(config: ClusterConfig) -> list[str]:
+    """Namespaces that get copies: every user namespace of an SR-IOV cluster in copy mode."""
+    fabric = config.fabric
+    if fabric is None or fabric.device_access != "sriov" or fabric.nad_mode != "copy":
+        return []
+    return list(config.namespaces)
+
+
+def attachment_ref(config: ClusterConfig, namespace: str, network: str, interface: str) -> str:
+    """How a pod in `namespace` names a network in its networks annotation (`name@ifname`)."""
+    assert config.fabric is not None
+    ns = namespace if config.fabric.nad_mode == "copy" else config.fabric.nad_source_namespace
+    return f"{ns}/{network}@{interface}"
+
+
+class RdmaNetworks(pulumi.ComponentResource):
+    """Reads each SR-IOV NAD once and copies it into every user namespace (or only references it)."""
+
+    network_names: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-training:index:RdmaNetworks", name, None, opts)
+        fabric = config.fabric
+        names: list[str] = []
+        targets = copy_namespaces(config)
+        if fabric is not None and targets:
+            for att in fabric.attachments:
+                source = NetworkAttachmentDefinitionSource(
+                    f"{fabric.nad_source_namespace}/{att.network}", fabric.nad_source_namespace, att.network,
+                    pulumi.ResourceOptions(parent=self),
+                )
+                for ns in targets:
+                    k8s.apiextensions.CustomResource(
+                        f"{ns}/{att.network}",
+                        api_version=NAD_API,
+                        kind=NAD_KIND,
+                        metadata=source.metadata.apply(lambda m, ns=ns: copied_metadata(m, ns)),
+                        spec=source.spec.apply(lambda s: {"config": s["config"]}),
+                        opts=pulumi.ResourceOptions(parent=self),
+                    )
+                    names.append(f"{ns}/{att.network}")
+        elif fabric is not None:
+            names = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
+        self.network_names = pulumi.Output.from_input(names)
+        self.register_outputs({"network_names": self.network_names})

@@ -1,0 +1,50 @@
+"""The whole stack: config -> components -> resources, and the stack outputs.
+
+`build` is all `__main__.py` runs under `pulumi up`, and all the offline renderer runs under
+Pulumi's mock runtime, so both see the same program.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pulumi
+
+from components.networks import RdmaNetworks, copy_namespaces
+from components.security import ClusterSecurity
+from components.storage import SharedStorage, standalone_claims
+from components.training import TrainingWorkload, workload_outputs
+from stacks.model import ClusterConfig
+
+
+def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
+    """The outputs, computed from the config alone (they do not wait on the cluster)."""
+    fabric = config.fabric
+    if fabric is None:
+        nads: list[str] = []
+    elif copy_namespaces(config):
+        nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copy_namespaces(config)]
+    else:
+        nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
+    return {
+        "cluster": config.name,
+        "namespaces": list(config.namespaces),
+        "scc": config.security.scc,
+        "scc_created": config.security.create,
+        "service_accounts": [f"{sa.namespace}/{sa.name}" for sa in config.security.service_accounts],
+        "network_attachments": sorted(nads),
+        "pvcs": sorted(f"{v.namespace}/{claim}" for claim, v in standalone_claims(config)),
+        "workloads": {w.name: workload_outputs(config, w) for w in config.all_workloads()},
+    }
+
+
+def build(config: ClusterConfig) -> dict[str, Any]:
+    """Declare every resource of the stack; returns the stack outputs."""
+    security = ClusterSecurity("security", config)
+    networks = RdmaNetworks("networks", config)
+    storage = SharedStorage("storage", config)
+    # Pods need their service account, SCC grant, networks and claims before the API server admits them.
+    after = pulumi.ResourceOptions(depends_on=[security, networks, storage])
+    for w in config.all_workloads():
+        TrainingWorkload(config, w, after)
+    return stack_outputs(config)

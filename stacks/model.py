@@ -1,0 +1,452 @@
+"""What a cluster IS: the typed, validated configuration of one stack.
+
+Everything the seed documents set up by hand is a field here. Every field is documented (the
+docstrings become the descriptions of `python -m stacks schema`), every name that lands on the
+cluster is checked as a Kubernetes name, every size as a quantity. This module is the ground floor:
+it imports nothing of the project above it.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+# --- value types ------------------------------------------------------------------------------
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CAPABILITY = re.compile(r"^[A-Z][A-Z_]*$")
+
+
+def _label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes name: use lowercase letters, digits and '-', "
+            "start and end with a letter or digit, at most 63 characters"
+        )
+    return value
+
+
+def _subdomain(value: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes object name: use lowercase letters, digits, '-' "
+            "and '.', start and end with a letter or digit, at most 253 characters"
+        )
+    return value
+
+
+def _quantity(value: str) -> str:
+    if not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 100Gi, 500Mi, 64, 500m)")
+    return value
+
+
+def _resource(value: str) -> str:
+    if not _RESOURCE.match(value):
+        raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if not _ENV_NAME.match(value):
+        raise ValueError(f"{value!r} is not a valid environment variable name")
+    return value
+
+
+def _capability(value: str) -> str:
+    if not _CAPABILITY.match(value) or value.startswith("CAP_"):
+        raise ValueError(f"{value!r} is not a capability name as Kubernetes spells it (IPC_LOCK, not cap_ipc_lock)")
+    return value
+
+
+K8sName = Annotated[str, AfterValidator(_label)]
+"""A DNS-1123 label: names of namespaces, workloads, service accounts, PVCs, NADs."""
+ObjectName = Annotated[str, AfterValidator(_subdomain)]
+"""A DNS-1123 subdomain: names of cluster-scoped objects such as SCCs and storage classes."""
+Quantity = Annotated[str, AfterValidator(_quantity)]
+ResourceName = Annotated[str, AfterValidator(_resource)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+Capability = Annotated[str, AfterValidator(_capability)]
+
+Transport = Literal["rdma", "tcp"]
+LinkLayer = Literal["roce-v2", "infiniband"]
+GdrLevel = Literal["LOC", "PIX", "PXB", "PHB", "SYS"]
+MemlockStrategy = Literal["node-limit", "root-ipc-lock", "root-sys-resource", "privileged", "none"]
+WorkloadKind = Literal["statefulset", "job", "pod"]
+AccessMode = Literal["ReadWriteMany", "ReadWriteOnce"]
+
+# The capabilities each memlock strategy adds to the container (KNOWLEDGE.md's table). IPC_LOCK
+# in the *effective* set lets a root process pin memory past RLIMIT_MEMLOCK; SYS_RESOURCE is only
+# needed to raise the limit itself (`ulimit -l unlimited`), which IPC_LOCK alone cannot do.
+STRATEGY_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "node-limit": (),
+    "root-ipc-lock": ("IPC_LOCK",),
+    "root-sys-resource": ("IPC_LOCK", "SYS_RESOURCE"),
+    "privileged": (),
+    "none": (),
+}
+# Added capabilities are effective only for uid 0 (CRI-O and containerd set no ambient set).
+STRATEGY_RUNS_AS_ROOT = {"root-ipc-lock", "root-sys-resource"}
+
+
+class Strict(BaseModel):
+    """Unknown fields are errors, values are immutable, docstrings are the field documentation."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+# --- hardware and fabric ----------------------------------------------------------------------
+
+
+class Node(Strict):
+    name: str
+    """The node's name as `oc get nodes` shows it (kubernetes.io/hostname)."""
+    gpus: int = Field(gt=0)
+    """GPUs the node offers as nvidia.com/gpu."""
+
+
+class SriovAttachment(Strict):
+    """One SR-IOV network a pod attaches, in the order the pod lists it."""
+
+    network: K8sName
+    """Name of the NetworkAttachmentDefinition, e.g. eno5np0-network."""
+    resource: ResourceName
+    """The SR-IOV device plugin resource the NAD is annotated with (k8s.v1.cni.cncf.io/resourceName)."""
+    interface: str = Field(pattern=r"^net[0-9]+$")
+    """Interface name inside the pod: net1, net2, ... in attachment order."""
+    device: str | None = None
+    """RDMA device behind the attachment according to the seeds (documentation only; the launcher
+    detects the live devices in the pod)."""
+    cni_config: str | None = None
+    """The CNI config (a JSON string) of the source NAD. On a cluster the live object is read and
+    copied; the offline renderer answers that read with this value."""
+
+
+class DeviceObservation(Strict):
+    """What one seed document saw of a cluster's RDMA devices. Seeds contradict each other; all
+    observations are kept as data and the fabric says which list the stack uses."""
+
+    source: str
+    """Which seed document, and where in it."""
+    devices: list[str]
+    """The devices named there."""
+    note: str = ""
+    """What the observation means, and what was wrong with it if anything."""
+
+
+class RdmaFabric(Strict):
+    """The high-speed network of a cluster's GPU nodes."""
+
+    link_layer: LinkLayer
+    """roce-v2 (Ethernet) or infiniband."""
+    nic: str
+    """Adapter model, for the record."""
+    link_gbps: int = Field(gt=0)
+    """Line rate of one port in Gb/s."""
+    devices: list[str] = Field(min_length=1)
+    """RDMA devices (ports) the stack treats as live on every GPU node: the list static checks use."""
+    device_observations: list[DeviceObservation] = []
+    """Every device list the seeds report, including the ones the stack does not use, and why."""
+    attachments: list[SriovAttachment] = []
+    """SR-IOV attachments in interface order. Empty where RDMA devices reach the pod another way."""
+    nad_source_namespace: K8sName = "default"
+    """Where the SR-IOV operator creates the NADs."""
+    nad_mode: Literal["copy", "reference"] = "copy"
+    """copy: a NAD per user namespace, copied from the source at deploy time (the seeds' way);
+    reference: pods name `default/NAME` and no copies are made (OpenShift allows NADs of `default`)."""
+    device_access: Literal["sriov", "privileged"] = "sriov"
+    """How /dev/infiniband reaches the container: SR-IOV device plugin resources, or a privileged
+    container that sees the host's devices."""
+    static_hca: bool = False
+    """Pin NCCL_IB_HCA to `devices` in the rendered environment. Off: the launcher detects the ACTIVE
+    ports in the pod, which is right on nodes whose device names differ."""
+    gid_index: int | None = None
+    """Pin NCCL_IB_GID_INDEX. None: the launcher picks the RoCE v2 IPv4 index per port (and NCCL 2.21.5+
+    does so itself). InfiniBand needs none."""
+    gdr_level: GdrLevel = "SYS"
+    """NCCL_NET_GDR_LEVEL (the seeds' legacy value 5 is SYS)."""
+
+    @model_validator(mode="after")
+    def _interfaces_in_order(self) -> RdmaFabric:
+        expected = [f"net{i}" for i in range(1, len(self.attachments) + 1)]
+        got = [a.interface for a in self.attachments]
+        if got != expected:
+            raise ValueError(f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}")
+        if self.device_access == "sriov" and not self.attachments:
+            raise ValueError("device_access 'sriov' needs at least one attachment")
+        return self
+
+    def port_count(self) -> int:
+        """Ports a pod uses: one per attachment, or every live device where there are none."""
+        return len(self.attachments) or len(self.devices)
+
+
+# --- storage ----------------------------------------------------------------------------------
+
+
+class StorageClass(Strict):
+    name: ObjectName
+    """The StorageClass name on the cluster."""
+    access_modes: list[AccessMode] = Field(min_length=1)
+    """Access modes it provides for filesystem volumes."""
+    note: str = ""
+    """Where the seeds say so."""
+
+
+class Volume(Strict):
+    """A data volume (workspace, datasets). Never deleted by `pulumi destroy` or a rename."""
+
+    name: K8sName
+    """PVC name (for per-pod volumes: the volumeClaimTemplate name; pods get NAME-POD)."""
+    namespace: K8sName
+    """Namespace of the PVC."""
+    mount_path: str = Field(pattern=r"^/")
+    """Where workloads mount it."""
+    size: Quantity
+    """Requested size."""
+    storage_class: ObjectName | None = None
+    """Storage class. None leaves it to the cluster default, which the preflight flags."""
+    shared: bool = True
+    """True: one ReadWriteMany PVC every pod mounts. False: per-pod ReadWriteOnce claims
+    (StatefulSet volumeClaimTemplates), for clusters without an RWX class."""
+
+
+class PvcStorageClassFix(Strict):
+    """A patch of an existing PVC that has no storage class (Cairo's NFS server root volume)."""
+
+    namespace: K8sName
+    pvc: K8sName
+    storage_class: ObjectName
+    reason: str
+    """Why, for the record and the preview."""
+
+
+# --- security ---------------------------------------------------------------------------------
+
+
+class ServiceAccount(Strict):
+    name: K8sName
+    namespace: K8sName
+
+
+class Security(Strict):
+    """The SCC the training pods run under, and who may use it."""
+
+    scc: ObjectName
+    """SCC name. Pods pin it with the annotation openshift.io/required-scc."""
+    create: bool
+    """True: the program creates the SCC (least privilege, capabilities from the workloads' memlock
+    strategies). False: an SCC that exists on the cluster is referenced."""
+    existing_allowed_capabilities: list[Capability] | None = None
+    """For an existing SCC: the capabilities it allows (None: every capability, as `privileged`)."""
+    existing_allows_privileged: bool = False
+    """For an existing SCC: whether it allows privileged containers."""
+    existing_allows_root: bool = True
+    """For an existing SCC: whether its runAsUser strategy admits uid 0 (RunAsAny)."""
+    broad_grant_reason: str | None = None
+    """Required when the SCC allows privileged containers: why the stack accepts it. Printed."""
+    grant: bool = True
+    """Bind the SCC's `use` ClusterRole to the service accounts (as `oc adm policy add-scc-to-user`).
+    False for SCCs every authenticated user may use already (restricted-v2)."""
+    service_accounts: list[ServiceAccount] = []
+    """Service accounts the program creates and grants the SCC to."""
+
+    @model_validator(mode="after")
+    def _reason_for_broad_grants(self) -> Security:
+        if not self.create and self.existing_allows_privileged and not self.broad_grant_reason:
+            raise ValueError(
+                f"SCC {self.scc!r} allows privileged containers: set broad_grant_reason to say why this stack accepts it"
+            )
+        return self
+
+
+# --- workloads --------------------------------------------------------------------------------
+
+
+class Mount(Strict):
+    volume: K8sName
+    """Name of a Volume of the stack in the workload's namespace."""
+    mount_path: str | None = Field(default=None, pattern=r"^/")
+    """Overrides the volume's mount path."""
+
+
+class TcpVariant(Strict):
+    """A TCP copy of an RDMA workload: same definition, no SR-IOV networks, no pinning."""
+
+    name: K8sName
+    image: str | None = None
+    """Another image, e.g. a newer PyTorch."""
+
+
+class Workload(Strict):
+    """One training or development deployment."""
+
+    name: K8sName
+    """Object name; pods are NAME-0, NAME-1, ..."""
+    namespace: K8sName
+    user: str
+    """Who runs it."""
+    source: str = ""
+    """The seed manifest it replaces."""
+    kind: WorkloadKind = "statefulset"
+    """statefulset: multi-node, restarts forever; job: multi-node, runs to completion; pod: one node."""
+    image: str
+    service_account: K8sName
+    nodes: int = Field(default=1, gt=0)
+    """Pods, one per node."""
+    gpus_per_node: int = Field(gt=0)
+    transport: Transport
+    memlock: MemlockStrategy | None = None
+    """How the pod gets to pin memory (KNOWLEDGE.md). None: the cluster default for the transport."""
+    privileged_reason: str | None = None
+    """Required with memlock 'privileged': why this workload needs a privileged container."""
+    tcp_fallback: bool = False
+    """In RDMA mode with no ACTIVE port, start over TCP (loudly) instead of failing."""
+    cpu: Quantity = "32"
+    memory: Quantity = "256Gi"
+    shm_size: Quantity = "32Gi"
+    """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
+    mounts: list[Mount] = []
+    run: Literal["torchrun", "command"] = "command"
+    """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
+    command: it execs `args` as given (interactive pods: sleep infinity)."""
+    args: list[str] = ["sleep", "infinity"]
+    master_port: int = Field(default=29500, ge=1, le=65535)
+    env: dict[EnvName, str] = {}
+    """Explicit environment (NCCL_* here wins over detection)."""
+    node_names: list[str] = []
+    """Pin pods to these nodes (by hostname)."""
+    backoff_limit: int = Field(default=0, ge=0)
+    """Jobs: retries of a failed pod before the Job fails."""
+    ttl_seconds_after_finished: int | None = Field(default=86400, ge=0)
+    """Jobs: delete the finished Job and its pods after this many seconds (None keeps them)."""
+    tcp_variants: list[TcpVariant] = []
+    """TCP copies derived from this definition."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> Workload:
+        if self.kind == "pod" and self.nodes != 1:
+            raise ValueError("a pod workload runs on one node: set nodes to 1, or use kind statefulset or job")
+        if self.memlock == "privileged" and not self.privileged_reason:
+            raise ValueError("memlock 'privileged' needs privileged_reason (it is printed)")
+        if self.tcp_variants and self.transport != "rdma":
+            raise ValueError("tcp_variants derive from an RDMA workload; this one is already TCP")
+        return self
+
+
+class Defaults(Strict):
+    memlock_rdma: MemlockStrategy = "root-ipc-lock"
+    """Memlock strategy of RDMA workloads that do not name one."""
+    memlock_tcp: MemlockStrategy = "none"
+    """Memlock strategy of TCP workloads that do not name one."""
+    tcp_socket_ifname: str = "^lo,docker0"
+    """NCCL_SOCKET_IFNAME for TCP workloads (the seeds' value)."""
+    pin_bytes: int = Field(default=256 * 1024 * 1024, gt=8 * 1024 * 1024)
+    """Size of the buffer the launcher pins to prove memory locking works (must exceed 8 MiB)."""
+
+
+class ClusterConfig(Strict):
+    """One OpenShift cluster: one Pulumi stack."""
+
+    name: K8sName
+    """Stack name."""
+    description: str
+    api_host: str | None = None
+    """API server host, where the seeds give it."""
+    openshift_version: str = "4.17"
+    gpu_model: str
+    gpus_per_node: int = Field(gt=0)
+    nodes: list[Node] = []
+    """GPU nodes known by name."""
+    fabric: RdmaFabric | None = None
+    """None: no RDMA (TCP only)."""
+    storage_classes: list[StorageClass] = []
+    """Storage classes known to exist."""
+    namespaces: list[K8sName] = Field(min_length=1)
+    """User namespaces (OpenShift projects) the stack deploys into. They exist already: creating a
+    project is the users' or admins' business, not this program's."""
+    security: Security
+    defaults: Defaults = Defaults()
+    volumes: list[Volume] = []
+    pvc_fixes: list[PvcStorageClassFix] = []
+    workloads: list[Workload] = []
+    notes: list[str] = []
+    """Contradictions between the seeds and the choices the stack makes about them."""
+
+    @model_validator(mode="after")
+    def _references(self) -> ClusterConfig:
+        ns = set(self.namespaces)
+        seen: dict[tuple[str, str], str] = {}
+
+        def unique(kind: str, namespace: str, name: str) -> None:
+            if (kind, namespace + "/" + name) in seen:
+                raise ValueError(f"duplicate {kind} name {name!r} in namespace {namespace!r}")
+            seen[(kind, namespace + "/" + name)] = name
+
+        for sa in self.security.service_accounts:
+            if sa.namespace not in ns:
+                raise ValueError(f"service account {sa.name!r} is in namespace {sa.namespace!r}, which is not in namespaces")
+            unique("service account", sa.namespace, sa.name)
+        volumes = {}
+        for v in self.volumes:
+            if v.namespace not in ns:
+                raise ValueError(f"volume {v.name!r} is in namespace {v.namespace!r}, which is not in namespaces")
+            unique("volume", v.namespace, v.name)
+            volumes[(v.namespace, v.name)] = v
+        accounts = {(sa.namespace, sa.name) for sa in self.security.service_accounts}
+        for w in self.all_workloads():
+            if w.namespace not in ns:
+                raise ValueError(f"workload {w.name!r} is in namespace {w.namespace!r}, which is not in namespaces")
+            unique("workload", w.namespace, w.name)
+            if (w.namespace, w.service_account) not in accounts:
+                raise ValueError(
+                    f"workload {w.name!r} uses service account {w.service_account!r}, which security.service_accounts "
+                    f"does not list in namespace {w.namespace!r}"
+                )
+            for m in w.mounts:
+                if (w.namespace, m.volume) not in volumes:
+                    raise ValueError(f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}")
+            if w.transport == "rdma" and self.fabric is None:
+                raise ValueError(f"workload {w.name!r} uses rdma, but the cluster has no fabric")
+        return self
+
+    # Derived views. Kept as methods so the stored config stays exactly what was written.
+
+    def all_workloads(self) -> list[Workload]:
+        """The workloads with their TCP variants expanded (a variant follows its source)."""
+        out: list[Workload] = []
+        for w in self.workloads:
+            out.append(w)
+            for v in w.tcp_variants:
+                out.append(
+                    w.model_copy(
+                        update={
+                            "name": v.name,
+                            "image": v.image or w.image,
+                            "transport": "tcp",
+                            "memlock": None,
+                            "privileged_reason": None,
+                            "tcp_fallback": False,
+                            "tcp_variants": [],
+                            "source": f"{w.source} (TCP variant of {w.name})".strip(),
+                        }
+                    )
+                )
+        return out
+
+    def memlock_of(self, w: Workload) -> str:
+        if w.memlock is not None:
+            return w.memlock
+        return self.defaults.memlock_rdma if w.transport == "rdma" else self.defaults.memlock_tcp
+
+    def volume(self, namespace: str, name: str) -> Volume:
+        return next(v for v in self.volumes if v.namespace == namespace and v.name == name)
+
+    def storage_class(self, name: str | None) -> StorageClass | None:
+        return next((s for s in self.storage_classes if s.name == name), None)

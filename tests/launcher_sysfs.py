@@ -1,0 +1,99 @@
+"""Build fake sysfs trees shaped like the real ones, for the launcher's tests.
+
+Real layout (what the launcher reads):
+  class/infiniband/<dev>/ports/<p>/state               "4: ACTIVE", "1: DOWN"
+  class/infiniband/<dev>/ports/<p>/link_layer          "InfiniBand" or "Ethernet" (RoCE)
+  class/infiniband/<dev>/ports/<p>/gids/<i>            "0000:0000:0000:0000:0000:ffff:0a00:6a07"
+  class/infiniband/<dev>/ports/<p>/gid_attrs/types/<i> "RoCE v2" or "IB/RoCE v1"; reading an
+                                                       unpopulated entry fails with EINVAL
+  class/net/<ifname>/                                  one entry per interface in the pod
+"""
+
+from __future__ import annotations
+
+import pathlib
+from typing import Dict, Iterable, Optional, Tuple
+
+ZERO_GID = "0000:0000:0000:0000:0000:0000:0000:0000"
+STATES = {"ACTIVE": "4: ACTIVE", "DOWN": "1: DOWN", "INIT": "2: INIT"}
+
+# One GID table entry: (gid, type); type None means "exists but unreadable" like the kernel's EINVAL.
+GidTable = Dict[int, Tuple[str, Optional[str]]]
+
+
+def ipv4_gid(a: int, b: int, c: int, d: int) -> str:
+    return f"0000:0000:0000:0000:0000:ffff:{a:02x}{b:02x}:{c:02x}{d:02x}"
+
+
+def link_local_gid(suffix: str = "f08e:cbff:fe95:29dc") -> str:
+    return "fe80:0000:0000:0000:" + suffix
+
+
+def roce_gids(v2_ipv4_index: int = 3, ip: Tuple[int, int, int, int] = (10, 0, 106, 7),
+              size: int = 8) -> GidTable:
+    """The usual RoCE layout: 0/1 link-local v1/v2, 2/3 IPv4 v1/v2 - but with the IPv4 v2 entry
+    wherever the test says, and v1 just before it. Other entries are unpopulated (zero GID,
+    unreadable type)."""
+    table: GidTable = {i: (ZERO_GID, None) for i in range(size)}
+    table[0] = (link_local_gid(), "IB/RoCE v1")
+    table[1] = (link_local_gid(), "RoCE v2")
+    table[v2_ipv4_index - 1] = (ipv4_gid(*ip), "IB/RoCE v1")
+    table[v2_ipv4_index] = (ipv4_gid(*ip), "RoCE v2")
+    return table
+
+
+def ib_gids() -> GidTable:
+    return {0: ("fe80:0000:0000:0000:a088:c203:0045:1a2c", "IB/RoCE v1"), 1: (ZERO_GID, None)}
+
+
+def add_port(root: pathlib.Path, device: str, port: int = 1, state: str = "ACTIVE",
+             link_layer: str = "Ethernet", gids: Optional[GidTable] = None) -> pathlib.Path:
+    pdir = root / "class" / "infiniband" / device / "ports" / str(port)
+    (pdir / "gids").mkdir(parents=True, exist_ok=True)
+    (pdir / "gid_attrs" / "types").mkdir(parents=True, exist_ok=True)
+    (pdir / "state").write_text(STATES.get(state, state) + "\n")
+    (pdir / "link_layer").write_text(link_layer + "\n")
+    if gids is None:
+        gids = roce_gids() if link_layer == "Ethernet" else ib_gids()
+    for index, (gid, gid_type) in gids.items():
+        (pdir / "gids" / str(index)).write_text(gid + "\n")
+        type_path = pdir / "gid_attrs" / "types" / str(index)
+        if gid_type is None:
+            # A directory where a file should be: open() fails with an OSError (IsADirectoryError),
+            # standing in for the kernel's EINVAL even when the tests run as root.
+            type_path.mkdir()
+        else:
+            type_path.write_text(gid_type + "\n")
+    return pdir
+
+
+def add_netdevs(root: pathlib.Path, names: Iterable[str]) -> None:
+    for name in names:
+        (root / "class" / "net" / name).mkdir(parents=True, exist_ok=True)
+
+
+def empty(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0")) -> pathlib.Path:
+    add_netdevs(root, netdevs)
+    return root
+
+
+def barcelona(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "net2", "net3", "net4"),
+              gid_index: int = 3) -> pathlib.Path:
+    """Seed 002: mlx5_6..mlx5_9 ACTIVE RoCE, mlx5_10 and mlx5_11 (named in its NCCL_IB_HCA) DOWN."""
+    for n, dev in enumerate(["mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]):
+        add_port(root, dev, gids=roce_gids(gid_index, (10, 0, 103 + n, 7)))
+    for dev in ["mlx5_10", "mlx5_11"]:
+        add_port(root, dev, state="DOWN", gids={0: (link_local_gid(), "IB/RoCE v1"), 1: (ZERO_GID, None)})
+    add_netdevs(root, netdevs)
+    return root
+
+
+def cairo(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "net2", "net3", "net4")) -> pathlib.Path:
+    """Seed 004: InfiniBand mlx5_2..mlx5_5 ACTIVE at 400 Gb/s; mlx5_0/1 are the hosts' Ethernet ports,
+    down inside the pod."""
+    for dev in ["mlx5_0", "mlx5_1"]:
+        add_port(root, dev, state="DOWN", gids={0: (ZERO_GID, None)})
+    for dev in ["mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5"]:
+        add_port(root, dev, link_layer="InfiniBand")
+    add_netdevs(root, netdevs)
+    return root
