@@ -13,7 +13,7 @@ from typing import Any
 import pulumi
 import pulumi_kubernetes as k8s
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, SRIOV_OWNER_REF, NetworkAttachmentDefinitionSource
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, SRIOV_OWNER_REF, NetworkAttachmentDefinitionSource
 from stacks.model import ClusterConfig
 
 # Metadata the API server (or the operator that owns the source) sets; a copy must not carry it.
@@ -27,6 +27,31 @@ def copied_metadata(source: dict[str, Any], namespace: str) -> dict[str, Any]:
     labels = {**(source.get("labels") or {}), **MANAGED_BY}
     meta = {k: v for k, v in source.items() if k not in SERVER_SET and k not in ("annotations", "labels", "namespace")}
     return {**meta, "namespace": namespace, "annotations": annotations, "labels": labels}
+
+
+def configured_source(config: ClusterConfig, network: str) -> dict[str, Any]:
+    """The source NAD as the stack config describes it: what the offline renderer and the preflight
+    use in place of the live read."""
+    assert config.fabric is not None
+    att = next(a for a in config.fabric.attachments if a.network == network)
+    return {
+        "metadata": {"name": att.network, "namespace": config.fabric.nad_source_namespace, "annotations": {RESOURCE_NAME: att.resource}},
+        "spec": {"config": att.cni_config or "{}"},
+    }
+
+
+def nad_copy(source: dict[str, Any], namespace: str) -> dict[str, Any]:
+    return {"apiVersion": NAD_API, "kind": NAD_KIND, "metadata": copied_metadata(source["metadata"], namespace), "spec": {"config": source["spec"]["config"]}}
+
+
+def network_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+    """The NAD copies, from the configured sources (the component copies the live ones)."""
+    assert config.fabric is not None or not copy_namespaces(config)
+    return [
+        nad_copy(configured_source(config, a.network), ns)
+        for a in (config.fabric.attachments if config.fabric else [])
+        for ns in copy_namespaces(config)
+    ]
 
 
 def copy_namespaces(config: ClusterConfig) -> list[str]:
@@ -61,12 +86,15 @@ class RdmaNetworks(pulumi.ComponentResource):
                     pulumi.ResourceOptions(parent=self),
                 )
                 for ns in targets:
+                    copy = pulumi.Output.all(source.metadata, source.spec).apply(
+                        lambda ms, ns=ns: nad_copy({"metadata": ms[0], "spec": ms[1]}, ns)
+                    )
                     k8s.apiextensions.CustomResource(
                         f"{ns}/{att.network}",
                         api_version=NAD_API,
                         kind=NAD_KIND,
-                        metadata=source.metadata.apply(lambda m, ns=ns: copied_metadata(m, ns)),
-                        spec=source.spec.apply(lambda s: {"config": s["config"]}),
+                        metadata=copy["metadata"],
+                        spec=copy["spec"],
                         opts=pulumi.ResourceOptions(parent=self),
                     )
                     names.append(f"{ns}/{att.network}")

@@ -10,10 +10,10 @@ from typing import Any
 
 import pulumi
 
-from components.networks import RdmaNetworks, copy_namespaces
-from components.security import ClusterSecurity
-from components.storage import SharedStorage, standalone_claims
-from components.training import TrainingWorkload, workload_outputs
+from components.networks import RdmaNetworks, copy_namespaces, network_objects
+from components.security import ClusterSecurity, security_objects
+from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
+from components.training import TrainingWorkload, workload_objects, workload_outputs
 from stacks.model import ClusterConfig
 
 
@@ -36,6 +36,21 @@ def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
         "pvcs": sorted(f"{v.namespace}/{claim}" for claim, v in standalone_claims(config)),
         "workloads": {w.name: workload_outputs(config, w) for w in config.all_workloads()},
     }
+
+
+def objects(config: ClusterConfig) -> list[dict[str, Any]]:
+    """Every object the stack declares, as plain data, built by the same functions the components
+    use (NAD copies from the configured sources, where `pulumi up` copies the live ones). The
+    preflight reads these inside `pulumi preview`; the tests hold them equal to the rendering."""
+    objs = security_objects(config) + network_objects(config) + storage_objects(config)
+    for w in config.all_workloads():
+        objs += workload_objects(config, w)
+    return objs
+
+
+def patches(config: ClusterConfig) -> list[dict[str, Any]]:
+    """Server-side apply patches of objects that exist on the cluster already."""
+    return patch_objects(config)
 
 
 def build(config: ClusterConfig) -> dict[str, Any]:

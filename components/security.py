@@ -11,9 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
-
-from components.kube import MANAGED_BY, SCC_API, SecurityContextConstraints
+from components.kube import MANAGED_BY, SCC_API, declare
 from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
@@ -97,6 +95,26 @@ def use_binding(scc: str, namespace: str, accounts: list[str]) -> dict[str, Any]
     }
 
 
+def service_account(namespace: str, name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)}}
+
+
+def security_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+    """SCC and its use-role (when created), the ServiceAccounts, and one use-binding per namespace."""
+    sec = config.security
+    objs: list[dict[str, Any]] = []
+    if sec.create:
+        # An existing SCC's use-role exists already (OpenShift ships one per default SCC).
+        objs += [scc_object(config), use_role(sec.scc)]
+    accounts_by_ns: dict[str, list[str]] = {}
+    for sa in sec.service_accounts:
+        objs.append(service_account(sa.namespace, sa.name))
+        accounts_by_ns.setdefault(sa.namespace, []).append(sa.name)
+    if sec.grant:
+        objs += [use_binding(sec.scc, ns, accounts) for ns, accounts in sorted(accounts_by_ns.items())]
+    return objs
+
+
 class ClusterSecurity(pulumi.ComponentResource):
     """The SCC (created, or an existing one referenced), its use-grant, and the ServiceAccounts."""
 
@@ -105,33 +123,14 @@ class ClusterSecurity(pulumi.ComponentResource):
 
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-training:index:ClusterSecurity", name, None, opts)
+        # The grant follows the SCC and its role, so a binding never names a role that is not there yet.
+        declared: list[pulumi.Resource] = []
+        for obj in security_objects(config):
+            after = [d for d in declared if obj["kind"] in ("ClusterRole", "RoleBinding")]
+            res = declare(obj, pulumi.ResourceOptions(parent=self, depends_on=after))
+            if obj["kind"] in ("SecurityContextConstraints", "ClusterRole"):
+                declared.append(res)
         sec = config.security
-        child = pulumi.ResourceOptions(parent=self)
-        role_deps: list[pulumi.Resource] = []
-        if sec.create:
-            scc = SecurityContextConstraints(sec.scc, scc_object(config), child)
-            obj = use_role(sec.scc)
-            role = k8s.rbac.v1.ClusterRole(
-                use_role_name(sec.scc), metadata=obj["metadata"], rules=obj["rules"],
-                opts=pulumi.ResourceOptions(parent=self, depends_on=[scc]),
-            )
-            role_deps = [role]
-        # An existing SCC's use-role exists already (OpenShift ships one per default SCC).
-        accounts_by_ns: dict[str, list[str]] = {}
-        for sa in sec.service_accounts:
-            k8s.core.v1.ServiceAccount(
-                f"{sa.namespace}/{sa.name}",
-                metadata={"name": sa.name, "namespace": sa.namespace, "labels": dict(MANAGED_BY)},
-                opts=child,
-            )
-            accounts_by_ns.setdefault(sa.namespace, []).append(sa.name)
-        if sec.grant:
-            for ns, accounts in sorted(accounts_by_ns.items()):
-                obj = use_binding(sec.scc, ns, accounts)
-                k8s.rbac.v1.RoleBinding(
-                    f"{ns}/{use_role_name(sec.scc)}", metadata=obj["metadata"], role_ref=obj["roleRef"],
-                    subjects=obj["subjects"], opts=pulumi.ResourceOptions(parent=self, depends_on=role_deps),
-                )
         self.scc_name = pulumi.Output.from_input(sec.scc)
         self.service_accounts = pulumi.Output.from_input([f"{sa.namespace}/{sa.name}" for sa in sec.service_accounts])
         self.register_outputs({"scc_name": self.scc_name, "service_accounts": self.service_accounts})

@@ -10,10 +10,8 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
-
-from components.kube import MANAGED_BY
-from stacks.model import ClusterConfig, Volume
+from components.kube import MANAGED_BY, declare, logical_name
+from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
 
 KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
 
@@ -47,6 +45,34 @@ def standalone_claims(config: ClusterConfig) -> list[tuple[str, Volume]]:
     return claims
 
 
+def claim_object(name: str, volume: Volume) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": name, "namespace": volume.namespace, "labels": dict(MANAGED_BY)},
+        "spec": claim_spec(volume),
+    }
+
+
+def fix_patch(fix: PvcStorageClassFix) -> dict[str, Any]:
+    """A server-side apply patch of the existing claim: only storageClassName (and a note) are ours.
+    Kubernetes accepts setting the class on a claim that has none and is not bound yet."""
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": {"name": fix.pvc, "namespace": fix.namespace, "annotations": {"gpu-training/reason": fix.reason}},
+        "spec": {"storageClassName": fix.storage_class},
+    }
+
+
+def storage_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+    return [claim_object(name, v) for name, v in standalone_claims(config)]
+
+
+def patch_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+    return [fix_patch(f) for f in config.pvc_fixes]
+
+
 class SharedStorage(pulumi.ComponentResource):
     """The stack's PVCs (protected) and patches of existing PVCs."""
 
@@ -55,22 +81,11 @@ class SharedStorage(pulumi.ComponentResource):
     def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-training:index:SharedStorage", name, None, opts)
         names = []
-        for claim, volume in standalone_claims(config):
-            k8s.core.v1.PersistentVolumeClaim(
-                f"{volume.namespace}/{claim}",
-                metadata={"name": claim, "namespace": volume.namespace, "labels": dict(MANAGED_BY)},
-                spec=claim_spec(volume),
-                opts=pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self)),
-            )
-            names.append(f"{volume.namespace}/{claim}")
-        for fix in config.pvc_fixes:
-            # A server-side apply patch of the existing claim: only storageClassName is ours.
-            # Kubernetes accepts setting it on a claim that has none and is not yet bound.
-            k8s.core.v1.PersistentVolumeClaimPatch(
-                f"{fix.namespace}/{fix.pvc}-storage-class",
-                metadata={"name": fix.pvc, "namespace": fix.namespace, "annotations": {"gpu-training/reason": fix.reason}},
-                spec={"storageClassName": fix.storage_class},
-                opts=pulumi.ResourceOptions(parent=self, retain_on_delete=True),
-            )
+        for obj in storage_objects(config):
+            declare(obj, pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self)))
+            names.append(logical_name(obj))
+        for obj in patch_objects(config):
+            # Removing the patch from the stack must leave the NFS server's claim alone.
+            declare(obj, pulumi.ResourceOptions(parent=self, retain_on_delete=True), patch=True)
         self.claim_names = pulumi.Output.from_input(names)
         self.register_outputs({"claim_names": self.claim_names})

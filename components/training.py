@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
-
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC
+from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, declare
 from components.launcher import LAUNCHER_PATH
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
@@ -54,8 +52,11 @@ class Names:
         return f"{self.pod(0)}.{self.headless_dns}"
 
 
-def launcher_source() -> str:
-    return LAUNCHER_PATH.read_text(encoding="utf-8")
+def launcher_files() -> dict[str, str]:
+    """Every standard-library module of components/launcher/, verbatim: the ConfigMap holds the
+    tested files, not copies."""
+    folder = LAUNCHER_PATH.parent
+    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"}
 
 
 def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
@@ -276,6 +277,30 @@ def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
     }
 
 
+def workload_objects(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
+    """The launcher ConfigMap, the headless Service (multi-node kinds) and the workload itself."""
+    names = Names(w)
+    meta = {"name": w.name, "namespace": w.namespace, "labels": labels(w)}
+    objs: list[dict[str, Any]] = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": names.launcher, "namespace": w.namespace, "labels": labels(w)},
+            "data": launcher_files(),
+        }
+    ]
+    if w.kind != "pod":
+        objs.append({"apiVersion": "v1", "kind": "Service", **headless_service(w)})
+    if w.kind == "statefulset":
+        objs.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": statefulset_spec(config, w)})
+    elif w.kind == "job":
+        objs.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec(config, w)})
+    else:
+        tpl = pod_template(config, w)
+        objs.append({"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, **tpl["metadata"]}, "spec": tpl["spec"]})
+    return objs
+
+
 class TrainingWorkload(pulumi.ComponentResource):
     """Launcher ConfigMap + headless Service + StatefulSet / Indexed Job / Pod for one workload."""
 
@@ -283,33 +308,9 @@ class TrainingWorkload(pulumi.ComponentResource):
 
     def __init__(self, config: ClusterConfig, w: Workload, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("gpu-training:index:TrainingWorkload", f"{w.namespace}/{w.name}", None, opts)
-        names = Names(w)
-        rn = f"{w.namespace}/{w.name}"
-        child = pulumi.ResourceOptions(parent=self)
+        *support, main = workload_objects(config, w)
+        declared = [declare(obj, pulumi.ResourceOptions(parent=self)) for obj in support]
         # Explicit object names cannot coexist with their replacement: delete first on replace.
-        replace = pulumi.ResourceOptions(parent=self, delete_before_replace=True)
-        cm = k8s.core.v1.ConfigMap(
-            f"{rn}-launcher",
-            metadata={"name": names.launcher, "namespace": w.namespace, "labels": labels(w)},
-            data={"launcher.py": launcher_source()},
-            opts=child,
-        )
-        after = pulumi.ResourceOptions(depends_on=[cm])
-        if w.kind != "pod":
-            svc = headless_service(w)
-            k8s.core.v1.Service(f"{rn}-headless", metadata=svc["metadata"], spec=svc["spec"], opts=child)
-        meta = {"name": w.name, "namespace": w.namespace, "labels": labels(w)}
-        if w.kind == "statefulset":
-            k8s.apps.v1.StatefulSet(rn, metadata=meta, spec=statefulset_spec(config, w), opts=pulumi.ResourceOptions.merge(replace, after))
-        elif w.kind == "job":
-            k8s.batch.v1.Job(rn, metadata=meta, spec=job_spec(config, w), opts=pulumi.ResourceOptions.merge(replace, after))
-        else:
-            tpl = pod_template(config, w)
-            k8s.core.v1.Pod(
-                rn,
-                metadata={**meta, "labels": tpl["metadata"]["labels"], "annotations": tpl["metadata"]["annotations"]},
-                spec=tpl["spec"],
-                opts=pulumi.ResourceOptions.merge(replace, after),
-            )
-        self.master_addr = pulumi.Output.from_input(names.master_addr)
+        declare(main, pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=declared))
+        self.master_addr = pulumi.Output.from_input(Names(w).master_addr)
         self.register_outputs({"master_addr": self.master_addr})
