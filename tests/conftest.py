@@ -1,0 +1,52 @@
+"""Shared fixtures.
+
+Rendering runs the real program under Pulumi's mock runtime (render.engine.run). The mock runtime is
+process-global, so each run sets up its own event loop and root stack; renders of the committed
+stacks are cached per session because many tests read them and none mutates them.
+"""
+
+from __future__ import annotations
+
+import sys
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SHARED = ROOT.parent / "shared"
+sys.path.insert(0, str(ROOT))
+
+import stacks  # noqa: E402
+from render.engine import Rendering, run  # noqa: E402
+
+
+@cache
+def rendered_stack(name: str) -> Rendering:
+    return run(stacks.load(name))
+
+
+@pytest.fixture(params=stacks.STACKS)
+def stack_rendering(request: pytest.FixtureRequest) -> Rendering:
+    """Each committed stack, rendered once per session."""
+    return rendered_stack(request.param)
+
+
+def find(rendering: Rendering, kind: str, name: str, namespace: str | None = None) -> dict:
+    """The rendered object of that kind and name (and namespace); fails the test if absent."""
+    hits = [
+        o
+        for o in rendering.objects()
+        if o["kind"] == kind and o["metadata"]["name"] == name and (namespace is None or o["metadata"].get("namespace") == namespace)
+    ]
+    assert len(hits) == 1, f"expected one {kind} {namespace}/{name}, found {len(hits)}"
+    return hits[0]
+
+
+def container(obj: dict) -> dict:
+    spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+    return spec["containers"][0]
+
+
+def env_of(obj: dict) -> dict[str, str]:
+    return {e["name"]: e.get("value") for e in container(obj)["env"]}
