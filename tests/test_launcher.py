@@ -190,7 +190,7 @@ def test_explicit_nccl_values_are_kept_and_reported(tmp_path):
     assert plan.env["NCCL_IB_HCA"] == seed_hca
     assert plan.env["NCCL_NET_GDR_LEVEL"] == "SYS"
     assert "kept: set explicitly by the workload" in report
-    assert "detection would choose NCCL_IB_HCA==mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1" in report
+    assert "detection would choose NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1'" in report
     # Kept, but the user is told that two of the four names are not live here.
     assert any("mlx5_10, which is not an ACTIVE" in w for w in plan.warnings)
     assert any("mlx5_11, which is not an ACTIVE" in w for w in plan.warnings)
@@ -208,7 +208,7 @@ def test_explicit_prefix_hca_is_flagged(tmp_path):
 def test_explicit_gid_index_that_is_wrong_is_flagged(tmp_path):
     plan, report = plan_for(fake.barcelona(tmp_path, gid_index=5), NCCL_IB_GID_INDEX="3")
     assert plan.env["NCCL_IB_GID_INDEX"] == "3"
-    assert "detection would choose NCCL_IB_GID_INDEX=5" in report
+    assert "detection would choose NCCL_IB_GID_INDEX='5'" in report
     assert any("NCCL_IB_GID_INDEX=3 is not a RoCE v2 IPv4 GID on mlx5_6:1" in w for w in plan.warnings)
 
 
@@ -289,6 +289,22 @@ def test_non_root_ipc_lock_that_would_not_survive_exec_is_refused():
     verdict = L.judge_memlock("node-limit", memlock_facts(uid=1000, cap_eff=1 << L.CAP_IPC_LOCK, cap_amb=0))
     assert not verdict.ok
     assert "loses it at exec" in verdict.problem
+
+
+def test_privileged_strategy_is_checked_against_this_kernels_capabilities():
+    seed_004 = memlock_facts(cap_eff=0x45FB, cap_last=40)  # CRI-O defaults + IPC_LOCK: not privileged
+    assert any("does not hold every capability" in line
+               for line in L.judge_memlock("privileged", seed_004).lines)
+    older_kernel_all_caps = memlock_facts(cap_eff=(1 << 38) - 1, cap_last=37)
+    assert not any("does not hold every capability" in line
+                   for line in L.judge_memlock("privileged", older_kernel_all_caps).lines)
+
+
+def test_mlock_failing_despite_ipc_lock_blames_memory_not_the_limit():
+    verdict = L.judge_memlock("root-ipc-lock", memlock_facts(pin_errno=12))
+    assert not verdict.ok
+    assert "the memlock limit is not the cause" in verdict.problem
+    assert "give the pod more memory" in verdict.problem
 
 
 @pytest.mark.parametrize("strategy, limit, expected", [
@@ -391,8 +407,8 @@ def run_launcher(env, *args, prefix=(), launcher=LAUNCHER_FILE, python=sys.execu
 
 
 def tcp_env(**overrides):
-    return contract_env(LAUNCHER_MODE="tcp", LAUNCHER_MEMLOCK_STRATEGY="none", LAUNCHER_RDMA_INTERFACES="",
-                        **overrides)
+    return contract_env(**{"LAUNCHER_MODE": "tcp", "LAUNCHER_MEMLOCK_STRATEGY": "none",
+                           "LAUNCHER_RDMA_INTERFACES": "", **overrides})
 
 
 def test_print_env_prints_sorted_key_values_and_exits_zero(tmp_path):

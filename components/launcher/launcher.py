@@ -77,7 +77,7 @@ EXIT_EXEC_FAILED = 127
 
 CAP_IPC_LOCK = 14
 CAP_SYS_RESOURCE = 24
-ALL_CAPS_MASK = (1 << 41) - 1  # capabilities 0..40 as of Linux 6.x; "privileged" sets them all
+DEFAULT_CAP_LAST = 40  # CAP_CHECKPOINT_RESTORE, Linux 5.9+; the kernel says in /proc/sys/kernel/cap_last_cap
 
 MIB = 1024 * 1024
 CRIO_DEFAULT_MEMLOCK = 8 * MIB  # what a container inherits when the node's default_ulimits is empty
@@ -200,8 +200,8 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
     if nnodes > 1 and master_port is None:
         problems.append("MASTER_PORT is unset; a multi-node job needs the rendezvous port")
 
-    args = _parse_args_json(get("LAUNCHER_ARGS", "[]"), problems)
-    if not args:
+    args = _parse_args_json(get("LAUNCHER_ARGS") or "[]", problems)
+    if args == []:
         what = "the training script" if run == "torchrun" else "the command to run"
         problems.append(f"LAUNCHER_ARGS is empty; it must name {what}")
 
@@ -229,20 +229,21 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
         pod_name=get("POD_NAME"),
         completion_index=completion,
         run=run,
-        args=tuple(args),
+        args=tuple(args or ()),
         nccl={k: v for k, v in environ.items() if k.startswith("NCCL_")},
     )
 
 
-def _parse_args_json(raw: str, problems: List[str]) -> List[str]:
+def _parse_args_json(raw: str, problems: List[str]) -> Optional[List[str]]:
+    """None (and a problem recorded) when LAUNCHER_ARGS is not a JSON list of strings."""
     try:
         value = json.loads(raw)
     except ValueError as exc:
         problems.append(f"LAUNCHER_ARGS is not valid JSON ({exc}); expected a JSON list of strings")
-        return []
+        return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         problems.append(f"LAUNCHER_ARGS is {raw!r}; expected a JSON list of strings")
-        return []
+        return None
     return value
 
 
@@ -294,6 +295,12 @@ class MemlockFacts:
     limit_after: Tuple[int, int]
     pin_bytes: int
     pin_errno: Optional[int]  # None: not attempted; 0: mlock succeeded; else errno
+    cap_last: int = DEFAULT_CAP_LAST  # highest capability this kernel knows; privileged holds 0..cap_last
+
+    @property
+    def holds_every_cap(self) -> bool:
+        every = (1 << (self.cap_last + 1)) - 1
+        return self.cap_eff & every == every
 
 
 @dataclass(frozen=True)
@@ -454,8 +461,9 @@ def gather_memlock(cfg: Config) -> MemlockFacts:
     raise_error = raise_memlock(target) if target else None
     after = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     pin = prove_pinning(cfg.pin_bytes) if should_prove_pinning(cfg.mode, cfg.strategy) else None
+    cap_last = _read("/proc/sys/kernel/cap_last_cap") or ""
     return MemlockFacts(os.geteuid(), cap_eff, cap_amb, before, target, raise_error, after,
-                        cfg.pin_bytes, pin)
+                        cfg.pin_bytes, pin, int(cap_last) if cap_last.isdigit() else DEFAULT_CAP_LAST)
 
 
 def gather_facts(cfg: Config) -> Facts:
@@ -543,7 +551,7 @@ def strategy_consistency_notes(strategy: str, f: MemlockFacts, ipc: bool) -> Lis
     if strategy == "none":
         notes.append("note: memlock strategy none in rdma mode; pinning works here, but declare the "
                      "strategy that makes it work so the preflight can check it")
-    if strategy == "privileged" and f.cap_eff & ALL_CAPS_MASK != ALL_CAPS_MASK:
+    if strategy == "privileged" and not f.holds_every_cap:
         notes.append("note: strategy privileged, but the container does not hold every capability")
     return notes
 
@@ -568,7 +576,7 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
                       "allow it")
     if not ipc:
         crio = " (CRI-O's default)" if soft == CRIO_DEFAULT_MEMLOCK else ""
-        causes.append(f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio} (hard {fmt_limit(hard)}), below the "
+        causes.append(f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio}, hard {fmt_limit(hard)}, below the "
                       f"{f.pin_bytes // 1024} KB the launcher tried to pin")
     if f.raise_target is not None and f.raise_error is not None:
         causes.append(f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard "
@@ -586,18 +594,18 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
 
 
 def declared_strategy_fix(strategy: str, f: MemlockFacts, ipc: bool, sysres: bool) -> str:
+    if ipc:  # the limit does not apply, so no strategy is at fault
+        return "give the pod more memory, or lower LAUNCHER_PIN_BYTES below its memory limit"
     if strategy == "none":
         return "the workload declares memlock strategy none but runs in rdma mode: choose one"
     if strategy == "node-limit":
         return (f"strategy node-limit, but this node's memlock limit is {fmt_limit(f.limit_before[0])}: "
                 "the CRI-O default_ulimits MachineConfig is not applied here, or the pod was scheduled "
                 "outside the node pool that has it")
-    if strategy == "privileged":
+    if strategy == "privileged" and not f.holds_every_cap:
         return ("strategy privileged, but the container does not hold every capability "
                 f"(CapEff={f.cap_eff:#x}): set securityContext.privileged: true and grant an SCC "
                 "that allows privileged containers")
-    if ipc:
-        return "give the pod more memory, or lower LAUNCHER_PIN_BYTES below its memory limit"
     if f.uid != 0:
         return (f"strategy {strategy} needs uid 0: set the pod's runAsUser: 0 and grant an SCC with "
                 "runAsUser RunAsAny")
@@ -845,7 +853,7 @@ def decide(cfg: Config, facts: Facts) -> Plan:
         detected = net.detected.get(key)
         if key in cfg.nccl:
             env[key] = cfg.nccl[key]
-            would = f"choose {key}={detected}" if detected is not None else "leave it unset"
+            would = f"choose {key}={detected!r}" if detected is not None else "leave it unset"
             because = f" ({net.why[key]})" if key in net.why else ""
             nccl_lines.append(f"{key}={cfg.nccl[key]}  kept: set explicitly by the workload; "
                               f"detection would {would}{because}")
@@ -857,7 +865,7 @@ def decide(cfg: Config, facts: Facts) -> Plan:
     for key in sorted(set(cfg.nccl) - set(MANAGED_NCCL)):
         env[key] = cfg.nccl[key]
         nccl_lines.append(f"{key}={cfg.nccl[key]}  kept: set explicitly by the workload")
-    sections.append(("nccl", nccl_lines))
+    sections.append(("nccl", nccl_lines or ["nothing decided (see the errors below)"]))
     warnings += explicit_value_warnings(cfg, facts, rdma)
 
     try:
@@ -921,11 +929,11 @@ def render_report(cfg: Optional[Config], plan: Optional[Plan], errors: Sequence[
     warnings = plan.warnings if plan else []
     if warnings:
         out.append("warnings:")
-        out.extend(f"  WARNING: {w}" for w in warnings)
+        out.extend("  WARNING: " + w.replace("\n", "\n  ") for w in warnings)
     errors = list(errors) + (plan.errors if plan else [])
     if errors:
         out.append("verdict: WOULD NOT START")
-        out.extend(f"  ERROR: {e}" for e in errors)
+        out.extend("  ERROR: " + e.replace("\n", "\n  ") for e in errors)
     else:
         out.append("verdict: START")
     out.append(f"{BANNER} launcher report END {BANNER}")
