@@ -29,8 +29,7 @@ def link_local_gid(suffix: str = "f08e:cbff:fe95:29dc") -> str:
     return "fe80:0000:0000:0000:" + suffix
 
 
-def roce_gids(v2_ipv4_index: int = 3, ip: Tuple[int, int, int, int] = (10, 0, 106, 7),
-              size: int = 8) -> GidTable:
+def roce_gids(v2_ipv4_index: int = 3, ip: Tuple[int, int, int, int] = (10, 0, 106, 7), size: int = 8) -> GidTable:
     """The usual RoCE layout: 0/1 link-local v1/v2, 2/3 IPv4 v1/v2 - but with the IPv4 v2 entry
     wherever the test says, and v1 just before it. Other entries are unpopulated (zero GID,
     unreadable type)."""
@@ -46,8 +45,9 @@ def ib_gids() -> GidTable:
     return {0: ("fe80:0000:0000:0000:a088:c203:0045:1a2c", "IB/RoCE v1"), 1: (ZERO_GID, None)}
 
 
-def add_port(root: pathlib.Path, device: str, port: int = 1, state: str = "ACTIVE",
-             link_layer: str = "Ethernet", gids: Optional[GidTable] = None) -> pathlib.Path:
+def add_port(
+    root: pathlib.Path, device: str, port: int = 1, state: str = "ACTIVE", link_layer: str = "Ethernet", gids: Optional[GidTable] = None
+) -> pathlib.Path:
     pdir = root / "class" / "infiniband" / device / "ports" / str(port)
     (pdir / "gids").mkdir(parents=True, exist_ok=True)
     (pdir / "gid_attrs" / "types").mkdir(parents=True, exist_ok=True)
@@ -77,8 +77,9 @@ def empty(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0")) -> pathli
     return root
 
 
-def barcelona(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "net2", "net3", "net4"),
-              gid_index: int = 3) -> pathlib.Path:
+def barcelona(
+    root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "net2", "net3", "net4"), gid_index: int = 3
+) -> pathlib.Path:
     """Seed 002: mlx5_6..mlx5_9 ACTIVE RoCE, mlx5_10 and mlx5_11 (named in its NCCL_IB_HCA) DOWN."""
     for n, dev in enumerate(["mlx5_6", "mlx5_7", "mlx5_8", "mlx5_9"]):
         add_port(root, dev, gids=roce_gids(gid_index, (10, 0, 103 + n, 7)))

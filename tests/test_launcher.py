@@ -23,6 +23,9 @@ import socket
 import subprocess
 import sys
 import tempfile
+import types
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 import pytest
 
@@ -31,8 +34,9 @@ LAUNCHER_FILE = ROOT / "components" / "launcher" / "launcher.py"
 MIB = 1024 * 1024
 
 
-def _load(name: str, path: pathlib.Path):
+def _load(name: str, path: pathlib.Path) -> types.ModuleType:
     spec = importlib.util.spec_from_file_location(name, path)
+    assert spec is not None and spec.loader is not None, path
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses look their module up while the class is created
     spec.loader.exec_module(module)
@@ -43,9 +47,9 @@ L = _load("launcher", LAUNCHER_FILE)
 fake = _load("launcher_sysfs", pathlib.Path(__file__).with_name("launcher_sysfs.py"))
 
 
-def contract_env(**overrides):
+def contract_env(**overrides: str | None) -> dict[str, str]:
     """A Barcelona-like rendered environment for pod h-kim-1 of 2; None removes a key."""
-    env = {
+    env: dict[str, str | None] = {
         "LAUNCHER_MODE": "rdma",
         "LAUNCHER_MEMLOCK_STRATEGY": "root-ipc-lock",
         "LAUNCHER_RDMA_INTERFACES": "net1,net2,net3,net4",
@@ -61,21 +65,28 @@ def contract_env(**overrides):
     return {k: v for k, v in env.items() if v is not None}
 
 
-def memlock_facts(**overrides):
+def memlock_facts(**overrides: Any) -> Any:
     """Root with IPC_LOCK under CRI-O's 8 MiB default, pinning proven: the root-ipc-lock setup."""
-    values = dict(uid=0, cap_eff=1 << L.CAP_IPC_LOCK, cap_amb=0, limit_before=(8 * MIB, 8 * MIB),
-                  raise_target=None, raise_error=None, limit_after=(8 * MIB, 8 * MIB),
-                  pin_bytes=256 * MIB, pin_errno=0)
+    values = dict(
+        uid=0,
+        cap_eff=1 << L.CAP_IPC_LOCK,
+        cap_amb=0,
+        limit_before=(8 * MIB, 8 * MIB),
+        raise_target=None,
+        raise_error=None,
+        limit_after=(8 * MIB, 8 * MIB),
+        pin_bytes=256 * MIB,
+        pin_errno=0,
+    )
     values.update(overrides)
     if "limit_before" in overrides and "limit_after" not in overrides:
         values["limit_after"] = values["limit_before"]
     return L.MemlockFacts(**values)
 
 
-def plan_for(sysfs_root, memlock=None, **env_overrides):
+def plan_for(sysfs_root: pathlib.Path, memlock: Any = None, **env_overrides: str | None) -> tuple[Any, str]:
     cfg = L.load_config(contract_env(**env_overrides), str(sysfs_root))
-    facts = L.Facts(memlock or memlock_facts(), tuple(L.read_rdma_ports(str(sysfs_root))),
-                    tuple(L.read_net_names(str(sysfs_root))))
+    facts = L.Facts(memlock or memlock_facts(), tuple(L.read_rdma_ports(str(sysfs_root))), tuple(L.read_net_names(str(sysfs_root))))
     plan = L.decide(cfg, facts)
     return plan, L.render_report(cfg, plan)
 
@@ -85,7 +96,7 @@ def plan_for(sysfs_root, memlock=None, **env_overrides):
 # --------------------------------------------------------------------------------------------
 
 
-def test_barcelona_selects_only_active_ports_exactly(tmp_path):
+def test_barcelona_selects_only_active_ports_exactly(tmp_path: pathlib.Path) -> None:
     # Seed 002 shipped NCCL_IB_HCA=mlx5_6,mlx5_7,mlx5_10,mlx5_11 while mlx5_6..9 were ACTIVE.
     plan, report = plan_for(fake.barcelona(tmp_path))
     assert plan.errors == []
@@ -96,7 +107,7 @@ def test_barcelona_selects_only_active_ports_exactly(tmp_path):
     assert "left out: mlx5_10:1, mlx5_11:1" in report
 
 
-def test_cairo_infiniband_needs_no_gid_index(tmp_path):
+def test_cairo_infiniband_needs_no_gid_index(tmp_path: pathlib.Path) -> None:
     plan, report = plan_for(fake.cairo(tmp_path))
     assert plan.errors == []
     assert plan.env["NCCL_IB_HCA"] == "=mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1"
@@ -105,7 +116,7 @@ def test_cairo_infiniband_needs_no_gid_index(tmp_path):
 
 
 @pytest.mark.parametrize("active, expected", [("mlx5_1", "=mlx5_1:1"), ("mlx5_10", "=mlx5_10:1")])
-def test_prefix_named_devices_use_exact_form(tmp_path, active, expected):
+def test_prefix_named_devices_use_exact_form(tmp_path: pathlib.Path, active: str, expected: str) -> None:
     for dev in ("mlx5_1", "mlx5_10"):
         fake.add_port(tmp_path, dev, state="ACTIVE" if dev == active else "DOWN")
     fake.add_netdevs(tmp_path, ["eth0", "net1"])
@@ -115,11 +126,17 @@ def test_prefix_named_devices_use_exact_form(tmp_path, active, expected):
     assert L.nccl_list_matches(plan.env["NCCL_IB_HCA"].split(":")[0], ["mlx5_1", "mlx5_10"]) == [active]
 
 
-def test_gid_index_is_found_where_the_roce_v2_ipv4_entry_is(tmp_path):
+def test_gid_index_is_found_where_the_roce_v2_ipv4_entry_is(tmp_path: pathlib.Path) -> None:
     # Index 3 is a RoCE v2 entry, but link-local; 4 is the IPv4 address as RoCE v1; 5 is the one.
-    table = {i: (fake.ZERO_GID, None) for i in range(8)}
-    table.update({0: (fake.link_local_gid(), "IB/RoCE v1"), 3: (fake.link_local_gid(), "RoCE v2"),
-                  4: (fake.ipv4_gid(10, 0, 103, 7), "IB/RoCE v1"), 5: (fake.ipv4_gid(10, 0, 103, 7), "RoCE v2")})
+    table: dict[int, tuple[str, str | None]] = {i: (fake.ZERO_GID, None) for i in range(8)}
+    table.update(
+        {
+            0: (fake.link_local_gid(), "IB/RoCE v1"),
+            3: (fake.link_local_gid(), "RoCE v2"),
+            4: (fake.ipv4_gid(10, 0, 103, 7), "IB/RoCE v1"),
+            5: (fake.ipv4_gid(10, 0, 103, 7), "RoCE v2"),
+        }
+    )
     for dev in ("mlx5_6", "mlx5_7"):
         fake.add_port(tmp_path, dev, gids=table)
     fake.add_netdevs(tmp_path, ["eth0", "net1", "net2"])
@@ -127,12 +144,12 @@ def test_gid_index_is_found_where_the_roce_v2_ipv4_entry_is(tmp_path):
     assert plan.env["NCCL_IB_GID_INDEX"] == "5"
 
 
-def test_barcelona_layout_with_gid_index_shifted(tmp_path):
+def test_barcelona_layout_with_gid_index_shifted(tmp_path: pathlib.Path) -> None:
     plan, _ = plan_for(fake.barcelona(tmp_path, gid_index=5))
     assert plan.env["NCCL_IB_GID_INDEX"] == "5"
 
 
-def test_ports_disagreeing_on_gid_index_leave_it_to_nccl(tmp_path):
+def test_ports_disagreeing_on_gid_index_leave_it_to_nccl(tmp_path: pathlib.Path) -> None:
     fake.add_port(tmp_path, "mlx5_6", gids=fake.roce_gids(3))
     fake.add_port(tmp_path, "mlx5_7", gids=fake.roce_gids(5))
     fake.add_netdevs(tmp_path, ["net1", "net2"])
@@ -142,7 +159,7 @@ def test_ports_disagreeing_on_gid_index_leave_it_to_nccl(tmp_path):
     assert "mlx5_6:1 -> 3, mlx5_7:1 -> 5" in report
 
 
-def test_roce_port_without_ipv4_gid_leaves_index_unset(tmp_path):
+def test_roce_port_without_ipv4_gid_leaves_index_unset(tmp_path: pathlib.Path) -> None:
     fake.add_port(tmp_path, "mlx5_6", gids=fake.roce_gids(3))
     fake.add_port(tmp_path, "mlx5_7", gids={0: (fake.link_local_gid(), "RoCE v2"), 1: (fake.ZERO_GID, None)})
     fake.add_netdevs(tmp_path, ["net1"])
@@ -151,7 +168,7 @@ def test_roce_port_without_ipv4_gid_leaves_index_unset(tmp_path):
     assert "mlx5_7:1 -> none" in report
 
 
-def test_unreadable_gid_attrs_are_tolerated(tmp_path):
+def test_unreadable_gid_attrs_are_tolerated(tmp_path: pathlib.Path) -> None:
     fake.barcelona(tmp_path)
     ports = L.read_rdma_ports(str(tmp_path))
     # roce_gids() leaves unpopulated entries whose type cannot be read, as the kernel does.
@@ -161,14 +178,14 @@ def test_unreadable_gid_attrs_are_tolerated(tmp_path):
     assert ports[-1].name == "mlx5_11:1" and ports[-1].state == "DOWN"
 
 
-def test_some_rdma_interfaces_missing_uses_the_rest_and_warns(tmp_path):
+def test_some_rdma_interfaces_missing_uses_the_rest_and_warns(tmp_path: pathlib.Path) -> None:
     plan, report = plan_for(fake.barcelona(tmp_path, netdevs=["lo", "eth0", "net1", "net2"]))
     assert plan.errors == []
     assert plan.env["NCCL_SOCKET_IFNAME"] == "net1,net2"
     assert "SR-IOV interfaces missing from the pod: net3, net4" in report
 
 
-def test_no_rdma_interface_present_fails_with_bootstrap_diagnosis(tmp_path):
+def test_no_rdma_interface_present_fails_with_bootstrap_diagnosis(tmp_path: pathlib.Path) -> None:
     plan, report = plan_for(fake.barcelona(tmp_path, netdevs=["lo", "eth0"]))
     assert len(plan.errors) == 1
     error = plan.errors[0]
@@ -178,13 +195,13 @@ def test_no_rdma_interface_present_fails_with_bootstrap_diagnosis(tmp_path):
     assert "WOULD NOT START" in report
 
 
-def test_socket_ifname_goes_exact_when_a_prefix_would_catch_another_interface(tmp_path):
+def test_socket_ifname_goes_exact_when_a_prefix_would_catch_another_interface(tmp_path: pathlib.Path) -> None:
     fake.barcelona(tmp_path, netdevs=["lo", "eth0", "net1", "net2", "net10"])
     plan, _ = plan_for(tmp_path, LAUNCHER_RDMA_INTERFACES="net1,net2")
     assert plan.env["NCCL_SOCKET_IFNAME"] == "=net1,net2"
 
 
-def test_explicit_nccl_values_are_kept_and_reported(tmp_path):
+def test_explicit_nccl_values_are_kept_and_reported(tmp_path: pathlib.Path) -> None:
     seed_hca = "mlx5_6,mlx5_7,mlx5_10,mlx5_11"
     plan, report = plan_for(fake.barcelona(tmp_path), NCCL_IB_HCA=seed_hca, NCCL_NET_GDR_LEVEL="SYS")
     assert plan.env["NCCL_IB_HCA"] == seed_hca
@@ -196,7 +213,7 @@ def test_explicit_nccl_values_are_kept_and_reported(tmp_path):
     assert any("mlx5_11, which is not an ACTIVE" in w for w in plan.warnings)
 
 
-def test_explicit_prefix_hca_is_flagged(tmp_path):
+def test_explicit_prefix_hca_is_flagged(tmp_path: pathlib.Path) -> None:
     fake.add_port(tmp_path, "mlx5_1")
     fake.add_port(tmp_path, "mlx5_10", state="DOWN")
     fake.add_netdevs(tmp_path, ["net1"])
@@ -205,14 +222,14 @@ def test_explicit_prefix_hca_is_flagged(tmp_path):
     assert any("also selects mlx5_10" in w for w in plan.warnings)
 
 
-def test_explicit_gid_index_that_is_wrong_is_flagged(tmp_path):
+def test_explicit_gid_index_that_is_wrong_is_flagged(tmp_path: pathlib.Path) -> None:
     plan, report = plan_for(fake.barcelona(tmp_path, gid_index=5), NCCL_IB_GID_INDEX="3")
     assert plan.env["NCCL_IB_GID_INDEX"] == "3"
     assert "detection would choose NCCL_IB_GID_INDEX='5'" in report
     assert any("NCCL_IB_GID_INDEX=3 is not a RoCE v2 IPv4 GID on mlx5_6:1" in w for w in plan.warnings)
 
 
-def test_no_active_port_fails_without_fallback(tmp_path):
+def test_no_active_port_fails_without_fallback(tmp_path: pathlib.Path) -> None:
     fake.add_port(tmp_path, "mlx5_6", state="DOWN")
     fake.add_netdevs(tmp_path, ["net1"])
     plan, _ = plan_for(tmp_path, LAUNCHER_RDMA_INTERFACES="net1")
@@ -221,12 +238,13 @@ def test_no_active_port_fails_without_fallback(tmp_path):
     assert "LAUNCHER_TCP_FALLBACK=true" in plan.errors[0]
 
 
-def test_no_active_port_falls_back_to_tcp_loudly_when_allowed(tmp_path):
+def test_no_active_port_falls_back_to_tcp_loudly_when_allowed(tmp_path: pathlib.Path) -> None:
     fake.add_port(tmp_path, "mlx5_6", state="DOWN")
     fake.add_netdevs(tmp_path, ["eth0", "net1"])
     # Pinning failing does not stop a pod that has fallen back to TCP.
-    plan, report = plan_for(tmp_path, memlock=memlock_facts(cap_eff=0, pin_errno=12),
-                            LAUNCHER_RDMA_INTERFACES="net1", LAUNCHER_TCP_FALLBACK="true")
+    plan, report = plan_for(
+        tmp_path, memlock=memlock_facts(cap_eff=0, pin_errno=12), LAUNCHER_RDMA_INTERFACES="net1", LAUNCHER_TCP_FALLBACK="true"
+    )
     assert plan.errors == []
     assert plan.env["NCCL_IB_DISABLE"] == "1"
     assert plan.env["NCCL_SOCKET_IFNAME"] == "^lo,docker0"
@@ -234,10 +252,15 @@ def test_no_active_port_falls_back_to_tcp_loudly_when_allowed(tmp_path):
     assert "RDMA MODE FELL BACK TO TCP" in report
 
 
-def test_tcp_mode_uses_the_configured_socket_list(tmp_path):
-    plan, _ = plan_for(fake.empty(tmp_path), LAUNCHER_MODE="tcp", LAUNCHER_MEMLOCK_STRATEGY="none",
-                       LAUNCHER_RDMA_INTERFACES="", LAUNCHER_TCP_SOCKET_IFNAME="eth0",
-                       memlock=memlock_facts(pin_errno=None))
+def test_tcp_mode_uses_the_configured_socket_list(tmp_path: pathlib.Path) -> None:
+    plan, _ = plan_for(
+        fake.empty(tmp_path),
+        LAUNCHER_MODE="tcp",
+        LAUNCHER_MEMLOCK_STRATEGY="none",
+        LAUNCHER_RDMA_INTERFACES="",
+        LAUNCHER_TCP_SOCKET_IFNAME="eth0",
+        memlock=memlock_facts(pin_errno=None),
+    )
     assert plan.errors == []
     assert plan.env["NCCL_IB_DISABLE"] == "1"
     assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0"
@@ -248,13 +271,13 @@ def test_tcp_mode_uses_the_configured_socket_list(tmp_path):
 # --------------------------------------------------------------------------------------------
 
 
-def test_root_with_ipc_lock_pins_under_the_default_limit():
+def test_root_with_ipc_lock_pins_under_the_default_limit() -> None:
     verdict = L.judge_memlock("root-ipc-lock", memlock_facts())
     assert verdict.ok
     assert any("IPC_LOCK is effective, so RLIMIT_MEMLOCK does not apply" in line for line in verdict.lines)
 
 
-def test_non_root_failure_names_the_uid_and_the_strategies_that_work():
+def test_non_root_failure_names_the_uid_and_the_strategies_that_work() -> None:
     verdict = L.judge_memlock("root-ipc-lock", memlock_facts(uid=1000680000, cap_eff=0, pin_errno=12))
     assert not verdict.ok
     assert "non-root uid 1000680000" in verdict.problem
@@ -264,61 +287,61 @@ def test_non_root_failure_names_the_uid_and_the_strategies_that_work():
     assert "default_ulimits" in verdict.problem
 
 
-def test_root_without_ipc_lock_failure_names_ipc_lock():
+def test_root_without_ipc_lock_failure_names_ipc_lock() -> None:
     verdict = L.judge_memlock("root-ipc-lock", memlock_facts(cap_eff=0, pin_errno=12))
     assert not verdict.ok
     assert "CAP_IPC_LOCK is not effective" in verdict.problem
     assert "IPC_LOCK in capabilities.add" in verdict.problem
 
 
-def test_sys_resource_strategy_reports_a_refused_raise():
-    facts = memlock_facts(cap_eff=0, raise_target=(L.INFINITY, L.INFINITY),
-                          raise_error="not allowed to raise maximum limit", pin_errno=12)
+def test_sys_resource_strategy_reports_a_refused_raise() -> None:
+    facts = memlock_facts(cap_eff=0, raise_target=(L.INFINITY, L.INFINITY), raise_error="not allowed to raise maximum limit", pin_errno=12)
     verdict = L.judge_memlock("root-sys-resource", facts)
     assert not verdict.ok
     assert "could not be raised" in verdict.problem
     assert "CAP_SYS_RESOURCE, which is not effective" in verdict.problem
 
 
-def test_node_limit_strategy_points_at_the_machineconfig():
+def test_node_limit_strategy_points_at_the_machineconfig() -> None:
     verdict = L.judge_memlock("node-limit", memlock_facts(uid=1000680000, cap_eff=0, pin_errno=12))
     assert "MachineConfig is not applied here" in verdict.problem
 
 
-def test_non_root_ipc_lock_that_would_not_survive_exec_is_refused():
+def test_non_root_ipc_lock_that_would_not_survive_exec_is_refused() -> None:
     verdict = L.judge_memlock("node-limit", memlock_facts(uid=1000, cap_eff=1 << L.CAP_IPC_LOCK, cap_amb=0))
     assert not verdict.ok
     assert "loses it at exec" in verdict.problem
 
 
-def test_privileged_strategy_is_checked_against_this_kernels_capabilities():
+def test_privileged_strategy_is_checked_against_this_kernels_capabilities() -> None:
     seed_004 = memlock_facts(cap_eff=0x45FB, cap_last=40)  # CRI-O defaults + IPC_LOCK: not privileged
-    assert any("does not hold every capability" in line
-               for line in L.judge_memlock("privileged", seed_004).lines)
+    assert any("does not hold every capability" in line for line in L.judge_memlock("privileged", seed_004).lines)
     older_kernel_all_caps = memlock_facts(cap_eff=(1 << 38) - 1, cap_last=37)
-    assert not any("does not hold every capability" in line
-                   for line in L.judge_memlock("privileged", older_kernel_all_caps).lines)
+    assert not any("does not hold every capability" in line for line in L.judge_memlock("privileged", older_kernel_all_caps).lines)
 
 
-def test_mlock_failing_despite_ipc_lock_blames_memory_not_the_limit():
+def test_mlock_failing_despite_ipc_lock_blames_memory_not_the_limit() -> None:
     verdict = L.judge_memlock("root-ipc-lock", memlock_facts(pin_errno=12))
     assert not verdict.ok
     assert "the memlock limit is not the cause" in verdict.problem
     assert "give the pod more memory" in verdict.problem
 
 
-@pytest.mark.parametrize("strategy, limit, expected", [
-    ("root-sys-resource", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
-    ("privileged", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
-    ("root-ipc-lock", (8 * MIB, 8 * MIB), None),
-    ("node-limit", (8 * MIB, L.INFINITY), (L.INFINITY, L.INFINITY)),  # soft up to hard: no privilege
-    ("none", (8 * MIB, L.INFINITY), None),
-])
-def test_raise_target(strategy, limit, expected):
+@pytest.mark.parametrize(
+    "strategy, limit, expected",
+    [
+        ("root-sys-resource", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
+        ("privileged", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
+        ("root-ipc-lock", (8 * MIB, 8 * MIB), None),
+        ("node-limit", (8 * MIB, L.INFINITY), (L.INFINITY, L.INFINITY)),  # soft up to hard: no privilege
+        ("none", (8 * MIB, L.INFINITY), None),
+    ],
+)
+def test_raise_target(strategy: str, limit: tuple[int, int], expected: tuple[int, int] | None) -> None:
     assert L.memlock_raise_target(strategy, limit) == expected
 
 
-def test_pinning_failure_stops_rdma_but_not_tcp(tmp_path):
+def test_pinning_failure_stops_rdma_but_not_tcp(tmp_path: pathlib.Path) -> None:
     failing = memlock_facts(cap_eff=0, pin_errno=12)
     plan, report = plan_for(fake.barcelona(tmp_path), memlock=failing)
     assert plan.errors and "cannot pin memory" in plan.errors[0]
@@ -328,7 +351,7 @@ def test_pinning_failure_stops_rdma_but_not_tcp(tmp_path):
     assert any("pinning failed" in w for w in plan.warnings)
 
 
-def test_caps_are_parsed_from_proc_status():
+def test_caps_are_parsed_from_proc_status() -> None:
     status = "Name:\tpython3\nCapPrm:\t00000000000045fb\nCapEff:\t00000000000045fb\nCapAmb:\t0000000000000000\n"
     eff, amb = L.parse_caps(status)
     assert L.has_cap(eff, L.CAP_IPC_LOCK) and not L.has_cap(eff, L.CAP_SYS_RESOURCE)  # seed 004
@@ -340,42 +363,51 @@ def test_caps_are_parsed_from_proc_status():
 # --------------------------------------------------------------------------------------------
 
 
-def test_rank_from_statefulset_ordinal_and_world_size(tmp_path):
+def test_rank_from_statefulset_ordinal_and_world_size(tmp_path: pathlib.Path) -> None:
     plan, _ = plan_for(fake.barcelona(tmp_path))
     assert plan.env["NODE_RANK"] == "1"
     assert plan.env["WORLD_SIZE"] == "8"
-    assert plan.argv == ["torchrun", "--nnodes", "2", "--nproc_per_node", "4", "--node_rank", "1",
-                         "--master_addr", "h-kim-0.h-kim-headless.ns.svc.cluster.local",
-                         "--master_port", "29500", "train.py", "--epochs", "1"]
+    assert plan.argv == [
+        "torchrun",
+        "--nnodes",
+        "2",
+        "--nproc_per_node",
+        "4",
+        "--node_rank",
+        "1",
+        "--master_addr",
+        "h-kim-0.h-kim-headless.ns.svc.cluster.local",
+        "--master_port",
+        "29500",
+        "train.py",
+        "--epochs",
+        "1",
+    ]
 
 
-def test_job_completion_index_wins_over_pod_name(tmp_path):
-    plan, _ = plan_for(fake.barcelona(tmp_path), POD_NAME="train-7-xk2p9", JOB_COMPLETION_INDEX="0",
-                       LAUNCHER_NNODES="3")
+def test_job_completion_index_wins_over_pod_name(tmp_path: pathlib.Path) -> None:
+    plan, _ = plan_for(fake.barcelona(tmp_path), POD_NAME="train-7-xk2p9", JOB_COMPLETION_INDEX="0", LAUNCHER_NNODES="3")
     assert plan.env["NODE_RANK"] == "0"
 
 
-def test_rank_beyond_nnodes_is_an_error(tmp_path):
+def test_rank_beyond_nnodes_is_an_error(tmp_path: pathlib.Path) -> None:
     plan, _ = plan_for(fake.barcelona(tmp_path), POD_NAME="h-kim-2")
     assert any("node rank 2" in e for e in plan.errors)
 
 
-def test_single_pod_is_rank_zero_whatever_its_name(tmp_path):
-    plan, _ = plan_for(fake.barcelona(tmp_path), POD_NAME="deepti-pod-2", LAUNCHER_NNODES="1",
-                       MASTER_ADDR=None, MASTER_PORT=None)
+def test_single_pod_is_rank_zero_whatever_its_name(tmp_path: pathlib.Path) -> None:
+    plan, _ = plan_for(fake.barcelona(tmp_path), POD_NAME="deepti-pod-2", LAUNCHER_NNODES="1", MASTER_ADDR=None, MASTER_PORT=None)
     assert plan.errors == []
     assert (plan.env["NODE_RANK"], plan.env["MASTER_ADDR"]) == ("0", "127.0.0.1")
 
 
-def test_command_run_execs_args_as_given(tmp_path):
-    plan, _ = plan_for(fake.barcelona(tmp_path), LAUNCHER_RUN="command",
-                       LAUNCHER_ARGS='["sleep", "infinity"]')
+def test_command_run_execs_args_as_given(tmp_path: pathlib.Path) -> None:
+    plan, _ = plan_for(fake.barcelona(tmp_path), LAUNCHER_RUN="command", LAUNCHER_ARGS='["sleep", "infinity"]')
     assert plan.argv == ["sleep", "infinity"]
 
 
-def test_config_errors_name_every_bad_variable(tmp_path):
-    env = contract_env(LAUNCHER_MODE="roce", LAUNCHER_ARGS="train.py", LAUNCHER_NNODES="two",
-                       LAUNCHER_TCP_FALLBACK="maybe")
+def test_config_errors_name_every_bad_variable(tmp_path: pathlib.Path) -> None:
+    env = contract_env(LAUNCHER_MODE="roce", LAUNCHER_ARGS="train.py", LAUNCHER_NNODES="two", LAUNCHER_TCP_FALLBACK="maybe")
     with pytest.raises(L.ConfigError) as info:
         L.load_config(env, str(tmp_path))
     message = str(info.value)
@@ -383,15 +415,14 @@ def test_config_errors_name_every_bad_variable(tmp_path):
         assert name in message
 
 
-def test_package_exposes_the_tested_file():
+def test_package_exposes_the_tested_file() -> None:
     package = _load("components_launcher_pkg", LAUNCHER_FILE.with_name("__init__.py"))
     assert package.LAUNCHER_PATH == LAUNCHER_FILE
 
 
-def test_launcher_uses_only_the_standard_library():
+def test_launcher_uses_only_the_standard_library() -> None:
     source = LAUNCHER_FILE.read_text()
-    imported = {line.split()[1].split(".")[0] for line in source.splitlines()
-                if line.startswith(("import ", "from "))}
+    imported = {line.split()[1].split(".")[0] for line in source.splitlines() if line.startswith(("import ", "from "))}
     assert imported <= set(sys.stdlib_module_names) | {"__future__"}, imported
 
 
@@ -400,30 +431,43 @@ def test_launcher_uses_only_the_standard_library():
 # --------------------------------------------------------------------------------------------
 
 
-def run_launcher(env, *args, prefix=(), launcher=LAUNCHER_FILE, python=sys.executable, cwd=None):
+def run_launcher(
+    env: dict[str, str],
+    *args: str,
+    prefix: Sequence[str] = (),
+    launcher: pathlib.Path = LAUNCHER_FILE,
+    python: str = sys.executable,
+    cwd: str | None = None,
+) -> subprocess.CompletedProcess[str]:
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
-    return subprocess.run([*prefix, python, str(launcher), *args], env=full_env, capture_output=True,
-                          text=True, timeout=60, cwd=cwd)
+    return subprocess.run([*prefix, python, str(launcher), *args], env=full_env, capture_output=True, text=True, timeout=60, cwd=cwd)
 
 
-def tcp_env(**overrides):
-    return contract_env(**{"LAUNCHER_MODE": "tcp", "LAUNCHER_MEMLOCK_STRATEGY": "none",
-                           "LAUNCHER_RDMA_INTERFACES": "", **overrides})
+def tcp_env(**overrides: str | None) -> dict[str, str]:
+    return contract_env(**{"LAUNCHER_MODE": "tcp", "LAUNCHER_MEMLOCK_STRATEGY": "none", "LAUNCHER_RDMA_INTERFACES": "", **overrides})
 
 
-def test_print_env_prints_sorted_key_values_and_exits_zero(tmp_path):
+def test_print_env_prints_sorted_key_values_and_exits_zero(tmp_path: pathlib.Path) -> None:
     result = run_launcher(tcp_env(NCCL_DEBUG="INFO"), "--print-env", "--sysfs-root", str(fake.empty(tmp_path)))
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
     assert lines == sorted(lines)
     env = dict(line.split("=", 1) for line in lines)
-    assert env == {"MASTER_ADDR": "h-kim-0.h-kim-headless.ns.svc.cluster.local", "MASTER_PORT": "29500",
-                   "NCCL_DEBUG": "INFO", "NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": "^lo,docker0",
-                   "NNODES": "2", "NODE_RANK": "1", "NPROC_PER_NODE": "4", "WORLD_SIZE": "8"}
+    assert env == {
+        "MASTER_ADDR": "h-kim-0.h-kim-headless.ns.svc.cluster.local",
+        "MASTER_PORT": "29500",
+        "NCCL_DEBUG": "INFO",
+        "NCCL_IB_DISABLE": "1",
+        "NCCL_SOCKET_IFNAME": "^lo,docker0",
+        "NNODES": "2",
+        "NODE_RANK": "1",
+        "NPROC_PER_NODE": "4",
+        "WORLD_SIZE": "8",
+    }
     assert "launcher report (tcp mode) BEGIN" in result.stderr
 
 
-def test_print_env_failure_exits_two_with_diagnosis_and_no_traceback(tmp_path):
+def test_print_env_failure_exits_two_with_diagnosis_and_no_traceback(tmp_path: pathlib.Path) -> None:
     env = tcp_env(LAUNCHER_MODE="rdma", LAUNCHER_RDMA_INTERFACES="net1")
     result = run_launcher(env, "--print-env", "--sysfs-root", str(fake.empty(tmp_path)))
     assert result.returncode == 2
@@ -432,14 +476,14 @@ def test_print_env_failure_exits_two_with_diagnosis_and_no_traceback(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-def test_bad_configuration_exits_two_without_traceback(tmp_path):
+def test_bad_configuration_exits_two_without_traceback(tmp_path: pathlib.Path) -> None:
     result = run_launcher(tcp_env(LAUNCHER_ARGS="{not json"), "--print-env", "--sysfs-root", str(tmp_path))
     assert result.returncode == 2
     assert "LAUNCHER_ARGS is not valid JSON" in result.stderr
     assert "Traceback" not in result.stderr
 
 
-def test_sysfs_root_argument_wins_over_environment(tmp_path):
+def test_sysfs_root_argument_wins_over_environment(tmp_path: pathlib.Path) -> None:
     real = fake.barcelona(tmp_path / "real")
     env = contract_env(LAUNCHER_SYSFS_ROOT=str(tmp_path / "missing"))
     assert L.load_config(env, str(real)).sysfs_root == str(real)
@@ -447,24 +491,33 @@ def test_sysfs_root_argument_wins_over_environment(tmp_path):
         L.load_config(env)
 
 
-def test_exec_replaces_the_launcher_and_exports_the_environment(tmp_path):
+def test_exec_replaces_the_launcher_and_exports_the_environment(tmp_path: pathlib.Path) -> None:
     env_file = tmp_path / "launcher.env"
     script = 'echo "pid=$$ rank=$NODE_RANK world=$WORLD_SIZE ifname=$NCCL_SOCKET_IFNAME"'
     env = tcp_env(LAUNCHER_RUN="command", LAUNCHER_ARGS=json.dumps(["sh", "-c", script]))
-    proc = subprocess.Popen([sys.executable, str(LAUNCHER_FILE), "--sysfs-root", str(fake.empty(tmp_path)),
-                             "--env-file", str(env_file)], env={"PATH": os.environ["PATH"], **env},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, str(LAUNCHER_FILE), "--sysfs-root", str(fake.empty(tmp_path)), "--env-file", str(env_file)],
+        env={"PATH": os.environ["PATH"], **env},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     out, err = proc.communicate(timeout=60)
     assert proc.returncode == 0, err
     # Same PID: the command replaced the launcher, so signals sent to the pod reach it directly.
     assert out.strip() == f"pid={proc.pid} rank=1 world=8 ifname=^lo,docker0"
     # An `oc exec` session sees the same environment by sourcing the file.
-    sourced = subprocess.run(["sh", "-c", f'. "{env_file}"; echo "$NODE_RANK $NCCL_SOCKET_IFNAME"'],
-                             env={"PATH": os.environ["PATH"]}, capture_output=True, text=True, timeout=30)
+    sourced = subprocess.run(
+        ["sh", "-c", f'. "{env_file}"; echo "$NODE_RANK $NCCL_SOCKET_IFNAME"'],
+        env={"PATH": os.environ["PATH"]},
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     assert sourced.stdout.strip() == "1 ^lo,docker0"
 
 
-def test_missing_command_exits_127_without_traceback(tmp_path):
+def test_missing_command_exits_127_without_traceback(tmp_path: pathlib.Path) -> None:
     env = tcp_env(LAUNCHER_RUN="command", LAUNCHER_ARGS='["/nonexistent/trainer"]')
     result = run_launcher(env, "--sysfs-root", str(fake.empty(tmp_path)), "--env-file", str(tmp_path / "e"))
     assert result.returncode == 127
@@ -479,12 +532,12 @@ def test_missing_command_exits_127_without_traceback(tmp_path):
 EIGHT_MIB_LIMIT = ["prlimit", "--memlock=8388608:8388608"]
 
 
-def _self_caps():
+def _self_caps() -> int:
     with open("/proc/self/status") as handle:
-        return L.parse_caps(handle.read())[0]
+        return int(L.parse_caps(handle.read())[0])
 
 
-def _kernel_skip_reason():
+def _kernel_skip_reason() -> str | None:
     if os.geteuid() != 0:
         return "the kernel tests need root (they drop IPC_LOCK and switch to uid 1000)"
     missing = [tool for tool in ("prlimit", "capsh", "setpriv") if not shutil.which(tool)]
@@ -499,7 +552,7 @@ kernel = pytest.mark.skipif(_kernel_skip_reason() is not None, reason=_kernel_sk
 
 
 @pytest.fixture(scope="module")
-def world_readable():
+def world_readable() -> Iterator[pathlib.Path]:
     """A copy of the launcher and a one-port RoCE sysfs in a 0755 directory, so uid 1000 can read
     them (pytest's tmp_path for root is 0700)."""
     base = pathlib.Path(tempfile.mkdtemp(prefix="launcher-kernel-"))
@@ -516,20 +569,31 @@ def world_readable():
         shutil.rmtree(base, ignore_errors=True)
 
 
-def kernel_run(base, strategy, prefix=(), mode="rdma", python=sys.executable):
-    env = contract_env(LAUNCHER_MODE=mode, LAUNCHER_MEMLOCK_STRATEGY=strategy, LAUNCHER_RDMA_INTERFACES="net1",
-                       LAUNCHER_PIN_BYTES=str(256 * MIB))
-    return run_launcher(env, "--print-env", "--sysfs-root", str(base / "sys"), launcher=base / "launcher.py",
-                        prefix=[*EIGHT_MIB_LIMIT, *prefix], python=python, cwd=str(base))
+def kernel_run(
+    base: pathlib.Path, strategy: str, prefix: Sequence[str] = (), mode: str = "rdma", python: str = sys.executable
+) -> subprocess.CompletedProcess[str]:
+    env = contract_env(
+        LAUNCHER_MODE=mode, LAUNCHER_MEMLOCK_STRATEGY=strategy, LAUNCHER_RDMA_INTERFACES="net1", LAUNCHER_PIN_BYTES=str(256 * MIB)
+    )
+    return run_launcher(
+        env,
+        "--print-env",
+        "--sysfs-root",
+        str(base / "sys"),
+        launcher=base / "launcher.py",
+        prefix=[*EIGHT_MIB_LIMIT, *prefix],
+        python=python,
+        cwd=str(base),
+    )
 
 
-def capsh_drop(caps):
+def capsh_drop(caps: str) -> list[str]:
     # capsh runs /bin/bash with what follows "--"; bash then execs the launcher without the caps.
     return ["capsh", f"--drop={caps}", "--", "-c", 'exec "$@"', "launcher"]
 
 
 @kernel
-def test_kernel_root_with_ipc_lock_pins_under_8_mib(world_readable):
+def test_kernel_root_with_ipc_lock_pins_under_8_mib(world_readable: pathlib.Path) -> None:
     result = kernel_run(world_readable, "root-ipc-lock")
     assert result.returncode == 0, result.stderr
     assert "RLIMIT_MEMLOCK: soft 8192 KB, hard 8192 KB" in result.stderr
@@ -538,7 +602,7 @@ def test_kernel_root_with_ipc_lock_pins_under_8_mib(world_readable):
 
 
 @kernel
-def test_kernel_without_ipc_lock_fails_naming_ipc_lock(world_readable):
+def test_kernel_without_ipc_lock_fails_naming_ipc_lock(world_readable: pathlib.Path) -> None:
     result = kernel_run(world_readable, "root-ipc-lock", prefix=capsh_drop("cap_ipc_lock"))
     assert result.returncode == 2, result.stderr
     assert "CAP_IPC_LOCK is not effective" in result.stderr
@@ -547,23 +611,28 @@ def test_kernel_without_ipc_lock_fails_naming_ipc_lock(world_readable):
 
 
 @kernel
-def test_kernel_tcp_mode_reports_and_continues_without_ipc_lock(world_readable):
+def test_kernel_tcp_mode_reports_and_continues_without_ipc_lock(world_readable: pathlib.Path) -> None:
     result = kernel_run(world_readable, "root-ipc-lock", prefix=capsh_drop("cap_ipc_lock"), mode="tcp")
     assert result.returncode == 0, result.stderr
     assert "mlock of 256 MiB: FAILED (ENOMEM" in result.stderr
     assert "pinning failed, which tcp mode does not need" in result.stderr
 
 
-def _python_for_uid_1000():
+def _python_for_uid_1000() -> str | None:
     for candidate in (sys.executable, "/usr/bin/python3", shutil.which("python3")):
-        if candidate and subprocess.run(["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups",
-                                         candidate, "-c", "pass"], capture_output=True).returncode == 0:
+        if (
+            candidate
+            and subprocess.run(
+                ["setpriv", "--reuid=1000", "--regid=1000", "--clear-groups", candidate, "-c", "pass"], capture_output=True
+            ).returncode
+            == 0
+        ):
             return candidate
     return None
 
 
 @kernel
-def test_kernel_non_root_uid_fails_naming_the_uid(world_readable):
+def test_kernel_non_root_uid_fails_naming_the_uid(world_readable: pathlib.Path) -> None:
     python = _python_for_uid_1000()
     if python is None:
         pytest.skip("no python3 that uid 1000 can execute")
@@ -575,10 +644,9 @@ def test_kernel_non_root_uid_fails_naming_the_uid(world_readable):
 
 
 @kernel
-def test_kernel_sys_resource_strategy_raises_the_limit_and_pins(world_readable):
+def test_kernel_sys_resource_strategy_raises_the_limit_and_pins(world_readable: pathlib.Path) -> None:
     if not L.has_cap(_self_caps(), L.CAP_SYS_RESOURCE):
-        pytest.skip("this machine's processes lack CAP_SYS_RESOURCE (not in the bounding set), so "
-                    "nothing here can raise a hard rlimit")
+        pytest.skip("this machine's processes lack CAP_SYS_RESOURCE (not in the bounding set), so nothing here can raise a hard rlimit")
     result = kernel_run(world_readable, "root-sys-resource", prefix=capsh_drop("cap_ipc_lock"))
     assert result.returncode == 0, result.stderr
     assert "raised RLIMIT_MEMLOCK to unlimited/unlimited" in result.stderr
@@ -586,7 +654,7 @@ def test_kernel_sys_resource_strategy_raises_the_limit_and_pins(world_readable):
 
 
 @kernel
-def test_kernel_sys_resource_strategy_without_the_capability_fails(world_readable):
+def test_kernel_sys_resource_strategy_without_the_capability_fails(world_readable: pathlib.Path) -> None:
     result = kernel_run(world_readable, "root-sys-resource", prefix=capsh_drop("cap_ipc_lock,cap_sys_resource"))
     assert result.returncode == 2, result.stderr
     assert "could not raise RLIMIT_MEMLOCK to unlimited/unlimited" in result.stderr
@@ -615,13 +683,13 @@ dist.destroy_process_group()
 """
 
 
-def _free_port():
+def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+        return int(sock.getsockname()[1])
 
 
-def test_two_launchers_run_a_two_node_torchrun_all_reduce(tmp_path):
+def test_two_launchers_run_a_two_node_torchrun_all_reduce(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("torch", reason="PyTorch is not installed here; the end-to-end torchrun test needs it")
     bindir = os.path.dirname(sys.executable)
     if not shutil.which("torchrun", path=bindir):
@@ -634,15 +702,25 @@ def test_two_launchers_run_a_two_node_torchrun_all_reduce(tmp_path):
     port = str(_free_port())
     procs = []
     for rank in (0, 1):
-        env = tcp_env(POD_NAME=f"x-{rank}", LAUNCHER_NNODES="2", LAUNCHER_GPUS_PER_NODE="1",
-                      MASTER_ADDR="127.0.0.1", MASTER_PORT=port,
-                      LAUNCHER_ARGS=json.dumps([str(script), str(results)]))
-        env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", ""), GLOO_SOCKET_IFNAME="lo",
-                   OMP_NUM_THREADS="1")
-        procs.append(subprocess.Popen(
-            [sys.executable, str(LAUNCHER_FILE), "--sysfs-root", str(sysfs),
-             "--env-file", str(tmp_path / f"rank{rank}.env")],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True))
+        env = tcp_env(
+            POD_NAME=f"x-{rank}",
+            LAUNCHER_NNODES="2",
+            LAUNCHER_GPUS_PER_NODE="1",
+            MASTER_ADDR="127.0.0.1",
+            MASTER_PORT=port,
+            LAUNCHER_ARGS=json.dumps([str(script), str(results)]),
+        )
+        env.update(PATH=bindir + os.pathsep + os.environ.get("PATH", ""), GLOO_SOCKET_IFNAME="lo", OMP_NUM_THREADS="1")
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, str(LAUNCHER_FILE), "--sysfs-root", str(sysfs), "--env-file", str(tmp_path / f"rank{rank}.env")],
+                env=env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                start_new_session=True,
+            )
+        )
     outputs = []
     try:
         for proc in procs:
@@ -651,6 +729,6 @@ def test_two_launchers_run_a_two_node_torchrun_all_reduce(tmp_path):
         for proc in procs:
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGKILL)
-    for proc, out in zip(procs, outputs):
+    for proc, out in zip(procs, outputs, strict=True):
         assert proc.returncode == 0, out
     assert sorted(p.name for p in results.iterdir()) == ["rank0", "rank1"]

@@ -361,17 +361,19 @@ def read_rdma_ports(sysfs_root: str) -> List[RdmaPort]:
                 continue
             pdir = os.path.join(ports_dir, port)
             gids = tuple(
-                Gid(int(i), _read(os.path.join(pdir, "gids", i)) or "",
-                    _read(os.path.join(pdir, "gid_attrs", "types", i)) or "")
-                for i in _listdir(os.path.join(pdir, "gids")) if i.isdigit()
+                Gid(int(i), _read(os.path.join(pdir, "gids", i)) or "", _read(os.path.join(pdir, "gid_attrs", "types", i)) or "")
+                for i in _listdir(os.path.join(pdir, "gids"))
+                if i.isdigit()
             )
-            ports.append(RdmaPort(
-                device=device,
-                port=int(port),
-                state=parse_port_state(_read(os.path.join(pdir, "state"))),
-                link_layer=_read(os.path.join(pdir, "link_layer")) or "unknown",
-                gids=gids,
-            ))
+            ports.append(
+                RdmaPort(
+                    device=device,
+                    port=int(port),
+                    state=parse_port_state(_read(os.path.join(pdir, "state"))),
+                    link_layer=_read(os.path.join(pdir, "link_layer")) or "unknown",
+                    gids=gids,
+                )
+            )
     return ports
 
 
@@ -398,6 +400,10 @@ def has_cap(mask: int, bit: int) -> bool:
 
 def limit_value(value: int) -> float:
     return float("inf") if value == INFINITY else float(value)
+
+
+def errno_name(code: int) -> str:
+    return errno.errorcode.get(code, str(code))
 
 
 def fmt_limit(value: int) -> str:
@@ -462,8 +468,18 @@ def gather_memlock(cfg: Config) -> MemlockFacts:
     after = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     pin = prove_pinning(cfg.pin_bytes) if should_prove_pinning(cfg.mode, cfg.strategy) else None
     cap_last = _read("/proc/sys/kernel/cap_last_cap") or ""
-    return MemlockFacts(os.geteuid(), cap_eff, cap_amb, before, target, raise_error, after,
-                        cfg.pin_bytes, pin, int(cap_last) if cap_last.isdigit() else DEFAULT_CAP_LAST)
+    return MemlockFacts(
+        os.geteuid(),
+        cap_eff,
+        cap_amb,
+        before,
+        target,
+        raise_error,
+        after,
+        cfg.pin_bytes,
+        pin,
+        int(cap_last) if cap_last.isdigit() else DEFAULT_CAP_LAST,
+    )
 
 
 def gather_facts(cfg: Config) -> Facts:
@@ -511,27 +527,24 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
 
     size = f"{f.pin_bytes // MIB} MiB" if f.pin_bytes >= MIB else f"{f.pin_bytes} bytes"
     if f.pin_bytes <= CRIO_DEFAULT_MEMLOCK:
-        lines.append(f"warning: a {size} proof buffer fits CRI-O's 8 MiB default and proves nothing; "
-                     "raise LAUNCHER_PIN_BYTES")
+        lines.append(f"warning: a {size} proof buffer fits CRI-O's 8 MiB default and proves nothing; raise LAUNCHER_PIN_BYTES")
     if f.pin_errno != 0:
-        lines.append(f"mlock of {size}: FAILED ({errno.errorcode.get(f.pin_errno, f.pin_errno)}: "
-                     f"{os.strerror(f.pin_errno)})")
+        lines.append(f"mlock of {size}: FAILED ({errno_name(f.pin_errno)}: {os.strerror(f.pin_errno)})")
         return MemlockVerdict(False, lines, diagnose_pinning(strategy, f))
 
-    how = ("IPC_LOCK is effective, so RLIMIT_MEMLOCK does not apply" if ipc
-           else f"within RLIMIT_MEMLOCK ({fmt_limit(soft)})")
+    how = "IPC_LOCK is effective, so RLIMIT_MEMLOCK does not apply" if ipc else f"within RLIMIT_MEMLOCK ({fmt_limit(soft)})"
     lines.append(f"mlock of {size}: ok ({how})")
     if f.uid != 0 and ipc and not has_cap(f.cap_amb, CAP_IPC_LOCK) and limit_value(soft) < f.pin_bytes:
         # A non-root process keeps only ambient capabilities across execve: torchrun would lose
         # IPC_LOCK and fall back to the low limit.
-        problem = (f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid "
-                   f"({f.uid}) loses it at exec; the training process would be held to "
-                   f"{fmt_limit(soft)}. Fix: " + "; or ".join(
-                       STRATEGY_HOWTO[s] for s in ("node-limit", "privileged")))
+        problem = (
+            f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid "
+            f"({f.uid}) loses it at exec; the training process would be held to "
+            f"{fmt_limit(soft)}. Fix: " + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
+        )
         return MemlockVerdict(False, lines, problem)
     if not ipc and soft != INFINITY:
-        lines.append(f"note: the limit is finite ({fmt_limit(soft)}); NCCL may register more than "
-                     "the proof buffer; unlimited is safer")
+        lines.append(f"note: the limit is finite ({fmt_limit(soft)}); NCCL may register more than the proof buffer; unlimited is safer")
     lines.extend(strategy_consistency_notes(strategy, f, ipc))
     return MemlockVerdict(True, lines)
 
@@ -541,16 +554,22 @@ def strategy_consistency_notes(strategy: str, f: MemlockFacts, ipc: bool) -> Lis
     (another node pool, another SCC) would then break it."""
     notes = []
     if strategy == "node-limit" and f.limit_before[0] != INFINITY:
-        notes.append(f"note: strategy node-limit, but this node's limit is {fmt_limit(f.limit_before[0])}"
-                     + ("; pinning works through IPC_LOCK instead" if ipc else ""))
+        notes.append(
+            f"note: strategy node-limit, but this node's limit is {fmt_limit(f.limit_before[0])}"
+            + ("; pinning works through IPC_LOCK instead" if ipc else "")
+        )
     if strategy in ("root-ipc-lock", "root-sys-resource", "privileged") and f.uid != 0:
         notes.append(f"note: strategy {strategy} expects uid 0, but the container runs as uid {f.uid}")
     if strategy == "root-sys-resource" and f.raise_error:
-        notes.append("note: strategy root-sys-resource, but the limit could not be raised; "
-                     "pinning works through " + ("IPC_LOCK" if ipc else "the existing limit"))
+        notes.append(
+            "note: strategy root-sys-resource, but the limit could not be raised; "
+            "pinning works through " + ("IPC_LOCK" if ipc else "the existing limit")
+        )
     if strategy == "none":
-        notes.append("note: memlock strategy none in rdma mode; pinning works here, but declare the "
-                     "strategy that makes it work so the preflight can check it")
+        notes.append(
+            "note: memlock strategy none in rdma mode; pinning works here, but declare the "
+            "strategy that makes it work so the preflight can check it"
+        )
     if strategy == "privileged" and not f.holds_every_cap:
         notes.append("note: strategy privileged, but the container does not hold every capability")
     return notes
@@ -563,34 +582,49 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
     soft, hard = f.limit_after
     causes = []
     if ipc:
-        causes.append(f"IPC_LOCK is effective, so the memlock limit is not the cause: the kernel refused "
-                      f"with {errno.errorcode.get(f.pin_errno, f.pin_errno)}; is the pod's memory limit "
-                      f"below LAUNCHER_PIN_BYTES ({f.pin_bytes} bytes)?")
+        causes.append(
+            f"IPC_LOCK is effective, so the memlock limit is not the cause: the kernel refused "
+            f"with {errno_name(f.pin_errno or 0)}; is the pod's memory limit "
+            f"below LAUNCHER_PIN_BYTES ({f.pin_bytes} bytes)?"
+        )
     elif f.uid != 0:
-        causes.append(f"the container runs as non-root uid {f.uid}: capabilities added in "
-                      f"securityContext.capabilities.add reach the effective set only for uid 0 "
-                      f"(CapEff={f.cap_eff:#x}), so IPC_LOCK cannot lift the limit")
+        causes.append(
+            f"the container runs as non-root uid {f.uid}: capabilities added in "
+            f"securityContext.capabilities.add reach the effective set only for uid 0 "
+            f"(CapEff={f.cap_eff:#x}), so IPC_LOCK cannot lift the limit"
+        )
     else:
-        causes.append(f"CAP_IPC_LOCK is not effective (CapEff={f.cap_eff:#x}): the container does not "
-                      "add IPC_LOCK, or the SCC that admitted it (annotation openshift.io/scc) does not "
-                      "allow it")
+        causes.append(
+            f"CAP_IPC_LOCK is not effective (CapEff={f.cap_eff:#x}): the container does not "
+            "add IPC_LOCK, or the SCC that admitted it (annotation openshift.io/scc) does not "
+            "allow it"
+        )
     if not ipc:
         crio = " (CRI-O's default)" if soft == CRIO_DEFAULT_MEMLOCK else ""
-        causes.append(f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio}, hard {fmt_limit(hard)}, below the "
-                      f"{f.pin_bytes // 1024} KB the launcher tried to pin")
+        causes.append(
+            f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio}, hard {fmt_limit(hard)}, below the "
+            f"{f.pin_bytes // 1024} KB the launcher tried to pin"
+        )
     if f.raise_target is not None and f.raise_error is not None:
-        causes.append(f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard "
-                      f"limit needs CAP_SYS_RESOURCE, which is "
-                      f"{'effective' if sysres else 'not effective'}")
+        causes.append(
+            f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard "
+            f"limit needs CAP_SYS_RESOURCE, which is "
+            f"{'effective' if sysres else 'not effective'}"
+        )
     fixes = [declared_strategy_fix(strategy, f, ipc, sysres)]
     if f.uid != 0:
-        fixes.append("for a non-root uid only node-limit or privileged work: "
-                     + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged")))
+        fixes.append(
+            "for a non-root uid only node-limit or privileged work: "
+            + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
+        )
     else:
         fixes.append("strategies that work: " + "; or ".join(STRATEGY_HOWTO.values()))
-    return ("cannot pin memory, which RDMA needs (ibv_reg_mr would fail with 'Cannot allocate memory'):\n"
-            + "\n".join("  cause: " + c for c in causes)
-            + "\n" + "\n".join("  fix: " + x for x in fixes))
+    return (
+        "cannot pin memory, which RDMA needs (ibv_reg_mr would fail with 'Cannot allocate memory'):\n"
+        + "\n".join("  cause: " + c for c in causes)
+        + "\n"
+        + "\n".join("  fix: " + x for x in fixes)
+    )
 
 
 def declared_strategy_fix(strategy: str, f: MemlockFacts, ipc: bool, sysres: bool) -> str:
@@ -599,20 +633,25 @@ def declared_strategy_fix(strategy: str, f: MemlockFacts, ipc: bool, sysres: boo
     if strategy == "none":
         return "the workload declares memlock strategy none but runs in rdma mode: choose one"
     if strategy == "node-limit":
-        return (f"strategy node-limit, but this node's memlock limit is {fmt_limit(f.limit_before[0])}: "
-                "the CRI-O default_ulimits MachineConfig is not applied here, or the pod was scheduled "
-                "outside the node pool that has it")
+        return (
+            f"strategy node-limit, but this node's memlock limit is {fmt_limit(f.limit_before[0])}: "
+            "the CRI-O default_ulimits MachineConfig is not applied here, or the pod was scheduled "
+            "outside the node pool that has it"
+        )
     if strategy == "privileged" and not f.holds_every_cap:
-        return ("strategy privileged, but the container does not hold every capability "
-                f"(CapEff={f.cap_eff:#x}): set securityContext.privileged: true and grant an SCC "
-                "that allows privileged containers")
+        return (
+            "strategy privileged, but the container does not hold every capability "
+            f"(CapEff={f.cap_eff:#x}): set securityContext.privileged: true and grant an SCC "
+            "that allows privileged containers"
+        )
     if f.uid != 0:
-        return (f"strategy {strategy} needs uid 0: set the pod's runAsUser: 0 and grant an SCC with "
-                "runAsUser RunAsAny")
+        return f"strategy {strategy} needs uid 0: set the pod's runAsUser: 0 and grant an SCC with runAsUser RunAsAny"
     if strategy == "root-ipc-lock" or sysres:
         return "strategy root-ipc-lock needs IPC_LOCK in capabilities.add and allowed by the SCC"
-    return ("strategy root-sys-resource needs SYS_RESOURCE in capabilities.add and allowed by the SCC; "
-            "or use root-ipc-lock, which needs IPC_LOCK only")
+    return (
+        "strategy root-sys-resource needs SYS_RESOURCE in capabilities.add and allowed by the SCC; "
+        "or use root-ipc-lock, which needs IPC_LOCK only"
+    )
 
 
 def hca_value(ports: Sequence[RdmaPort]) -> str:
@@ -631,8 +670,7 @@ def choose_gid_index(ports: Sequence[RdmaPort]) -> Tuple[Optional[int], str]:
         index = min(common)
         return index, f"the RoCE v2 IPv4 GID is at index {index} on every selected RoCE port"
     table = ", ".join(f"{name} -> {','.join(map(str, v)) or 'none'}" for name, v in per_port.items())
-    return None, (f"no single RoCE v2 IPv4 GID index holds on every port ({table}); left unset so "
-                  "NCCL >= 2.21.5 picks one per port itself")
+    return None, (f"no single RoCE v2 IPv4 GID index holds on every port ({table}); left unset so NCCL >= 2.21.5 picks one per port itself")
 
 
 def parse_nccl_list(spec: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]]]:
@@ -677,8 +715,9 @@ def check_explicit_hca(spec: str, ports: Sequence[RdmaPort]) -> List[str]:
             warnings.append(f"explicit NCCL_IB_HCA names {name}, which is not an ACTIVE RDMA device here")
         if not exact and [d for d in matched if d != name]:
             others = ", ".join(d for d in matched if d != name)
-            warnings.append(f"explicit NCCL_IB_HCA entry {name} is a prefix and also selects {others}; "
-                            "use the exact form with a leading '='")
+            warnings.append(
+                f"explicit NCCL_IB_HCA entry {name} is a prefix and also selects {others}; use the exact form with a leading '='"
+            )
     return warnings
 
 
@@ -712,19 +751,19 @@ def decide_network(cfg: Config, ports: Sequence[RdmaPort], net_names: Sequence[s
     active = [p for p in ports if p.active]
     if not active:
         found = ", ".join(f"{p.name} {p.state}" for p in ports) or "none"
-        reason = (f"no ACTIVE RDMA port under {cfg.sysfs_root}/class/infiniband (found: {found}); "
-                  "check that the pod requests the SR-IOV RDMA resources and that the links are up")
+        reason = (
+            f"no ACTIVE RDMA port under {cfg.sysfs_root}/class/infiniband (found: {found}); "
+            "check that the pod requests the SR-IOV RDMA resources and that the links are up"
+        )
         if not cfg.tcp_fallback:
             return NetworkDecision({}, {}, [], [reason + "; set LAUNCHER_TCP_FALLBACK=true to run over TCP instead"])
         d = tcp_settings(cfg, "FELL BACK TO TCP")
         d.fell_back = True
-        d.warnings.append("!!! RDMA MODE FELL BACK TO TCP: " + reason
-                          + ". Training runs over sockets, roughly 10x less bandwidth. !!!")
+        d.warnings.append("!!! RDMA MODE FELL BACK TO TCP: " + reason + ". Training runs over sockets, roughly 10x less bandwidth. !!!")
         return d
 
     detected: Dict[str, Optional[str]] = {"NCCL_IB_DISABLE": "0", "NCCL_IB_HCA": hca_value(active)}
-    why = {"NCCL_IB_DISABLE": "rdma mode",
-           "NCCL_IB_HCA": "the ACTIVE ports, exact-match form"}
+    why = {"NCCL_IB_DISABLE": "rdma mode", "NCCL_IB_HCA": "the ACTIVE ports, exact-match form"}
     down = [p.name for p in ports if not p.active]
     if down:
         why["NCCL_IB_HCA"] += f"; not ACTIVE, left out: {', '.join(down)}"
@@ -748,30 +787,37 @@ def tcp_settings(cfg: Config, reason: str) -> NetworkDecision:
     return NetworkDecision(
         {"NCCL_IB_DISABLE": "1", "NCCL_SOCKET_IFNAME": cfg.tcp_socket_ifname},
         {"NCCL_IB_DISABLE": reason, "NCCL_SOCKET_IFNAME": f"{reason}: LAUNCHER_TCP_SOCKET_IFNAME"},
-        [], [])
+        [],
+        [],
+    )
 
 
 def rdma_socket_ifname(cfg: Config, net_names: Sequence[str]) -> Tuple[Optional[str], str, str]:
     """(value, why, problem). NCCL bootstraps over these sockets; naming interfaces the pod lacks is
     seed 003's 'Bootstrap: no socket interface found'."""
     if not cfg.rdma_interfaces:
-        return (cfg.tcp_socket_ifname, "LAUNCHER_RDMA_INTERFACES is empty: LAUNCHER_TCP_SOCKET_IFNAME",
-                "")
+        return (cfg.tcp_socket_ifname, "LAUNCHER_RDMA_INTERFACES is empty: LAUNCHER_TCP_SOCKET_IFNAME", "")
     present = [i for i in cfg.rdma_interfaces if i in net_names]
     missing = [i for i in cfg.rdma_interfaces if i not in net_names]
     have = ", ".join(net_names) or "none"
     if not present:
-        return (None, "", f"none of the SR-IOV interfaces {', '.join(missing)} exist in the pod "
-                f"(interfaces: {have}); NCCL would fail with 'Bootstrap: no socket interface found'. "
-                "The cause is the pod's k8s.v1.cni.cncf.io/networks annotation or the "
-                "NetworkAttachmentDefinitions it names (missing in this namespace, or not attached)")
+        return (
+            None,
+            "",
+            f"none of the SR-IOV interfaces {', '.join(missing)} exist in the pod "
+            f"(interfaces: {have}); NCCL would fail with 'Bootstrap: no socket interface found'. "
+            "The cause is the pod's k8s.v1.cni.cncf.io/networks annotation or the "
+            "NetworkAttachmentDefinitions it names (missing in this namespace, or not attached)",
+        )
     # Plain names are prefixes to NCCL (net1 also matches net10); go exact only when that matters.
     clash = any(n not in present and n.startswith(p) for n in net_names for p in present)
     value = ("=" if clash else "") + ",".join(present)
     problem = ""
     if missing:
-        problem = (f"SR-IOV interfaces missing from the pod: {', '.join(missing)} (interfaces: {have}); "
-                   "check the networks annotation and the NetworkAttachmentDefinitions")
+        problem = (
+            f"SR-IOV interfaces missing from the pod: {', '.join(missing)} (interfaces: {have}); "
+            "check the networks annotation and the NetworkAttachmentDefinitions"
+        )
     return value, "the LAUNCHER_RDMA_INTERFACES that exist in the pod", problem
 
 
@@ -783,16 +829,16 @@ def node_rank(cfg: Config) -> int:
     else:
         match = re.search(r"-(\d+)$", cfg.pod_name)
         if not match:
-            raise ConfigError(f"cannot tell the node rank: POD_NAME {cfg.pod_name!r} has no trailing -N "
-                              "ordinal and JOB_COMPLETION_INDEX is unset")
+            raise ConfigError(
+                f"cannot tell the node rank: POD_NAME {cfg.pod_name!r} has no trailing -N ordinal and JOB_COMPLETION_INDEX is unset"
+            )
         source, raw = "POD_NAME", match.group(1)
     try:
         rank = int(raw)
     except ValueError:
         raise ConfigError(f"{source} gives node rank {raw!r}, not an integer") from None
     if not 0 <= rank < cfg.nnodes:
-        raise ConfigError(f"node rank {rank} (from {source}) is outside 0..{cfg.nnodes - 1} "
-                          f"for LAUNCHER_NNODES={cfg.nnodes}")
+        raise ConfigError(f"node rank {rank} (from {source}) is outside 0..{cfg.nnodes - 1} for LAUNCHER_NNODES={cfg.nnodes}")
     return rank
 
 
@@ -811,9 +857,20 @@ def build_argv(cfg: Config, env: Mapping[str, str]) -> List[str]:
     if cfg.run == "command":
         return list(cfg.args)
     # Underscore spellings: accepted by every torchrun, old images included.
-    return ["torchrun", "--nnodes", env["NNODES"], "--nproc_per_node", env["NPROC_PER_NODE"],
-            "--node_rank", env["NODE_RANK"], "--master_addr", env["MASTER_ADDR"],
-            "--master_port", env["MASTER_PORT"], *cfg.args]
+    return [
+        "torchrun",
+        "--nnodes",
+        env["NNODES"],
+        "--nproc_per_node",
+        env["NPROC_PER_NODE"],
+        "--node_rank",
+        env["NODE_RANK"],
+        "--master_addr",
+        env["MASTER_ADDR"],
+        "--master_port",
+        env["MASTER_PORT"],
+        *cfg.args,
+    ]
 
 
 @dataclass
@@ -855,8 +912,7 @@ def decide(cfg: Config, facts: Facts) -> Plan:
             env[key] = cfg.nccl[key]
             would = f"choose {key}={detected!r}" if detected is not None else "leave it unset"
             because = f" ({net.why[key]})" if key in net.why else ""
-            nccl_lines.append(f"{key}={cfg.nccl[key]}  kept: set explicitly by the workload; "
-                              f"detection would {would}{because}")
+            nccl_lines.append(f"{key}={cfg.nccl[key]}  kept: set explicitly by the workload; detection would {would}{because}")
         elif detected is not None:
             env[key] = detected
             nccl_lines.append(f"{key}={detected}  ({net.why.get(key, '')})")
@@ -875,14 +931,19 @@ def decide(cfg: Config, facts: Facts) -> Plan:
         return Plan(env, [], sections, warnings, errors)
     env.update(rendezvous_env(cfg, rank))
     argv = build_argv(cfg, env)
-    source = ("JOB_COMPLETION_INDEX" if cfg.completion_index is not None
-              else "single node" if cfg.nnodes == 1 else f"POD_NAME {cfg.pod_name}")
-    sections.append(("rendezvous", [
-        f"node rank {rank} (from {source}) of {cfg.nnodes}; {cfg.gpus_per_node} processes per node; "
-        f"world size {env['WORLD_SIZE']}",
-        f"master {env['MASTER_ADDR']}:{env['MASTER_PORT']}",
-        "command: " + " ".join(shlex.quote(a) for a in argv),
-    ]))
+    source = (
+        "JOB_COMPLETION_INDEX" if cfg.completion_index is not None else "single node" if cfg.nnodes == 1 else f"POD_NAME {cfg.pod_name}"
+    )
+    sections.append(
+        (
+            "rendezvous",
+            [
+                f"node rank {rank} (from {source}) of {cfg.nnodes}; {cfg.gpus_per_node} processes per node; world size {env['WORLD_SIZE']}",
+                f"master {env['MASTER_ADDR']}:{env['MASTER_PORT']}",
+                "command: " + " ".join(shlex.quote(a) for a in argv),
+            ],
+        )
+    )
     return Plan(env, argv, sections, warnings, errors)
 
 
@@ -898,9 +959,11 @@ def explicit_value_warnings(cfg: Config, facts: Facts, rdma: bool) -> List[str]:
     if "NCCL_SOCKET_IFNAME" in cfg.nccl:
         chosen = nccl_list_matches(cfg.nccl["NCCL_SOCKET_IFNAME"], facts.net_names)
         if not chosen:
-            warnings.append(f"explicit NCCL_SOCKET_IFNAME={cfg.nccl['NCCL_SOCKET_IFNAME']} matches no "
-                            f"interface in the pod ({', '.join(facts.net_names) or 'none'}); NCCL will "
-                            "fail with 'Bootstrap: no socket interface found'")
+            warnings.append(
+                f"explicit NCCL_SOCKET_IFNAME={cfg.nccl['NCCL_SOCKET_IFNAME']} matches no "
+                f"interface in the pod ({', '.join(facts.net_names) or 'none'}); NCCL will "
+                "fail with 'Bootstrap: no socket interface found'"
+            )
     return warnings
 
 
@@ -923,7 +986,7 @@ BANNER = "=" * 24
 def render_report(cfg: Optional[Config], plan: Optional[Plan], errors: Sequence[str] = ()) -> str:
     mode = f" ({cfg.mode} mode)" if cfg else ""
     out = [f"{BANNER} launcher report{mode} BEGIN {BANNER}"]
-    for title, lines in (plan.sections if plan else []):
+    for title, lines in plan.sections if plan else []:
         out.append(f"{title}:")
         out.extend(f"  {line}" for line in lines)
     warnings = plan.warnings if plan else []
@@ -941,9 +1004,10 @@ def render_report(cfg: Optional[Config], plan: Optional[Plan], errors: Sequence[
 
 
 def env_file_text(env: Mapping[str, str], argv: Sequence[str]) -> str:
-    lines = ["# Written by the launcher at container start. In an `oc exec` session: "
-             "source this file, then run torchrun as below.",
-             "# " + " ".join(shlex.quote(a) for a in argv)]
+    lines = [
+        "# Written by the launcher at container start. In an `oc exec` session: source this file, then run torchrun as below.",
+        "# " + " ".join(shlex.quote(a) for a in argv),
+    ]
     lines += [f"export {key}={shlex.quote(value)}" for key, value in sorted(env.items())]
     return "\n".join(lines) + "\n"
 
@@ -961,12 +1025,11 @@ def write_env_file(path: str, text: str) -> Optional[str]:
 
 def parse_cli(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--print-env", action="store_true",
-                        help="run every check, print the exported environment (KEY=VALUE) and exit")
-    parser.add_argument("--sysfs-root", help="sysfs to read RDMA devices and interfaces from "
-                        "(default LAUNCHER_SYSFS_ROOT or /sys)")
-    parser.add_argument("--env-file", default=DEFAULT_ENV_FILE,
-                        help=f"where to write the environment for oc exec sessions (default {DEFAULT_ENV_FILE})")
+    parser.add_argument("--print-env", action="store_true", help="run every check, print the exported environment (KEY=VALUE) and exit")
+    parser.add_argument("--sysfs-root", help="sysfs to read RDMA devices and interfaces from (default LAUNCHER_SYSFS_ROOT or /sys)")
+    parser.add_argument(
+        "--env-file", default=DEFAULT_ENV_FILE, help=f"where to write the environment for oc exec sessions (default {DEFAULT_ENV_FILE})"
+    )
     return parser.parse_args(argv)
 
 
@@ -982,9 +1045,16 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     plan = decide(cfg, gather_facts(cfg))
     if not plan.errors and not cli.print_env:
         problem = write_env_file(cli.env_file, env_file_text(plan.env, plan.argv))
-        plan.sections.append(("environment file", [
-            f"could not write {cli.env_file}: {problem}" if problem else
-            f"{cli.env_file} (`source {cli.env_file}` in oc exec sessions)"]))
+        plan.sections.append(
+            (
+                "environment file",
+                [
+                    f"could not write {cli.env_file}: {problem}"
+                    if problem
+                    else f"{cli.env_file} (`source {cli.env_file}` in oc exec sessions)"
+                ],
+            )
+        )
         if problem:
             plan.warnings.append(f"oc exec sessions will not see the launcher's environment: {problem}")
     sys.stderr.write(render_report(cfg, plan))
@@ -1005,7 +1075,6 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     except OSError as exc:
         sys.stderr.write(f"launcher: cannot execute {plan.argv[0]}: {exc}\n")
         return EXIT_EXEC_FAILED
-    return EXIT_EXEC_FAILED  # not reached
 
 
 if __name__ == "__main__":
