@@ -11,9 +11,8 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
-import pulumi_kubernetes as k8s
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, SRIOV_OWNER_REF, NetworkAttachmentDefinitionSource
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, SRIOV_OWNER_REF, KubernetesObject, NetworkAttachmentDefinitionSource
 from stacks.model import ClusterConfig
 
 # Metadata the API server (or the operator that owns the source) sets; a copy must not carry it.
@@ -87,16 +86,14 @@ class RdmaNetworks(pulumi.ComponentResource):
                 )
                 for ns in targets:
                     copy = pulumi.Output.all(source.metadata, source.spec).apply(
-                        lambda ms, ns=ns: nad_copy({"metadata": ms[0], "spec": ms[1]}, ns)
+                        lambda ms, ns=ns: nad_copy({"metadata": ms[0], "spec": ms[1]}, ns)  # type: ignore[misc]  # default-bound ns
                     )
-                    k8s.apiextensions.CustomResource(
-                        f"{ns}/{att.network}",
-                        api_version=NAD_API,
-                        kind=NAD_KIND,
-                        metadata=copy["metadata"],
-                        spec=copy["spec"],
-                        opts=pulumi.ResourceOptions(parent=self),
+                    KubernetesObject(
+                        {"apiVersion": NAD_API, "kind": NAD_KIND, "metadata": copy["metadata"], "spec": copy["spec"]},
+                        pulumi.ResourceOptions(parent=self),
+                        name=f"{ns}/{att.network}",
                     )
+
                     names.append(f"{ns}/{att.network}")
         elif fabric is not None:
             names = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]

@@ -28,7 +28,12 @@ def canonical(obj: Any, top: bool = False) -> Any:
     return obj
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter where PyYAML has it: the pure-Python one spends most of a render on the
+# launcher source in every ConfigMap. Both write the same bytes.
+_Base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_Base):  # type: ignore[valid-type,misc]
     pass
 
 

@@ -1,0 +1,1 @@
+"""`make bench`: what rendering costs, measured against importing pulumi_kubernetes."""

@@ -1,0 +1,84 @@
+"""`python -m bench`: wall time to render each stack and synthetic stacks of 25/50/100 workloads,
+next to the time a fresh interpreter takes to `import pulumi_kubernetes` alone.
+
+Two views, because `pulumi preview` pays both:
+- end to end: a fresh `python -m stacks render --all` process (interpreter, imports, program, YAML);
+- in process: the program's own work per stack once the imports are done (median of repeats).
+The synthetic stacks copy Barcelona's h-kim workload N times, so the cost per workload shows whether
+the program stays linear.
+"""
+
+from __future__ import annotations
+
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import stacks
+from render.engine import run
+from render.writer import write
+from stacks.model import ClusterConfig
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def fresh(cmd: list[str], repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def in_process(config: ClusterConfig, out: Path, repeats: int) -> float:
+    times = []
+    for _ in range(repeats):
+        t = time.perf_counter()
+        write(run(config), out)
+        times.append(time.perf_counter() - t)
+    return statistics.median(times)
+
+
+def synthetic(n: int) -> ClusterConfig:
+    base = stacks.load("barcelona")
+    (template,) = [w for w in base.workloads if w.name == "h-kim"]
+    workloads = [template.model_copy(update={"name": f"w-{i:03d}", "tcp_variants": []}) for i in range(n)]
+    # validate again so the synthetic stack is as checked as a real one
+    return ClusterConfig.model_validate({**base.model_dump(), "name": f"synthetic-{n}", "workloads": [w.model_dump() for w in workloads]})
+
+
+def main() -> int:
+    py = sys.executable
+    imp = fresh([py, "-c", "import pulumi_kubernetes"], 5)
+    e2e = fresh([py, "-m", "stacks", "render", "--all", "--out", tempfile.mkdtemp()], 3)
+    out = Path(tempfile.mkdtemp())
+    run(stacks.load("nerc"))  # warm-up: lazy imports and first-run caches
+    rows = []
+    for name in stacks.STACKS:
+        config = stacks.load(name)
+        t = in_process(config, out, 5)
+        rows.append((name, len(config.all_workloads()), len(run(config).resources), t))
+    stacks_total = sum(r[3] for r in rows)
+    for n in (25, 50, 100):
+        config = synthetic(n)
+        rows.append((config.name, n, len(run(config).resources), in_process(config, out, 3)))
+
+    print(f"import pulumi_kubernetes (fresh interpreter, median of 5): {imp * 1000:7.0f} ms")
+    print(f"python -m stacks render --all (fresh process, median of 3): {e2e * 1000:7.0f} ms  = {e2e / imp:.2f}x import")
+    print()
+    print(f"{'stack':<14}{'workloads':>10}{'resources':>10}{'ms':>9}{'ms/resource':>13}{'x import':>10}")
+    for name, workloads, resources, t in rows:
+        print(f"{name:<14}{workloads:>10}{resources:>10}{t * 1000:>9.0f}{t * 1000 / resources:>13.2f}{t / imp:>10.2f}")
+    print()
+    print(f"three stacks in process: {stacks_total * 1000:.0f} ms = {stacks_total / imp:.2f}x import (target: within 2x)")
+    per = {n: t / res for name, n, res, t in rows if name.startswith("synthetic")}
+    print(f"cost per resource, 25 -> 100 workloads: {per[25] * 1000:.2f} -> {per[100] * 1000:.2f} ms ({per[100] / per[25]:.2f}x; 1.0 is linear)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
