@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv render check test bench clean
+.PHONY: venv render check lint test bench clean
 
 venv: $(STAMP)
 
@@ -17,11 +17,18 @@ $(STAMP): requirements.txt
 render: $(STAMP)
 	$(PY) -m stacks render --all
 
-test: $(STAMP)
+# Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, and the
+# workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(PY) -m mypy $(wildcard stacks components render policy)
+	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml)
+
+test: lint
 	$(PY) -m pytest -q
 
 bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

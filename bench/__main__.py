@@ -76,7 +76,10 @@ def main() -> int:
     print()
     print(f"three stacks in process: {stacks_total * 1000:.0f} ms = {stacks_total / imp:.2f}x import (target: within 2x)")
     per = {n: t / res for name, n, res, t in rows if name.startswith("synthetic")}
-    print(f"cost per resource, 25 -> 100 workloads: {per[25] * 1000:.2f} -> {per[100] * 1000:.2f} ms ({per[100] / per[25]:.2f}x; 1.0 is linear)")
+    print(
+        f"cost per resource, 25 -> 100 workloads: {per[25] * 1000:.2f} -> {per[100] * 1000:.2f} ms "
+        f"({per[100] / per[25]:.2f}x; 1.0 is linear)"
+    )
     return 0
 
 

@@ -63,7 +63,9 @@ class KubernetesObject(pulumi.CustomResource):
     which `apiextensions.CustomResource` cannot express), and spares each `pulumi preview` the
     0.3 s it takes to import the typed classes' modules."""
 
-    def __init__(self, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None, patch: bool = False, name: str | None = None) -> None:
+    def __init__(
+        self, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None, patch: bool = False, name: str | None = None
+    ) -> None:
         # `name` is for objects whose metadata is not known yet (an Output): NAMESPACE/NAME.
         super().__init__(token(obj, patch), name or logical_name(obj), dict(obj), _with_version(opts))
 

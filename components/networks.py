@@ -12,7 +12,15 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, SRIOV_OWNER_REF, KubernetesObject, NetworkAttachmentDefinitionSource
+from components.kube import (
+    MANAGED_BY,
+    NAD_API,
+    NAD_KIND,
+    RESOURCE_NAME,
+    SRIOV_OWNER_REF,
+    KubernetesObject,
+    NetworkAttachmentDefinitionSource,
+)
 from stacks.model import ClusterConfig
 
 # Metadata the API server (or the operator that owns the source) sets; a copy must not carry it.
@@ -40,7 +48,8 @@ def configured_source(config: ClusterConfig, network: str) -> dict[str, Any]:
 
 
 def nad_copy(source: dict[str, Any], namespace: str) -> dict[str, Any]:
-    return {"apiVersion": NAD_API, "kind": NAD_KIND, "metadata": copied_metadata(source["metadata"], namespace), "spec": {"config": source["spec"]["config"]}}
+    metadata = copied_metadata(source["metadata"], namespace)
+    return {"apiVersion": NAD_API, "kind": NAD_KIND, "metadata": metadata, "spec": {"config": source["spec"]["config"]}}
 
 
 def network_objects(config: ClusterConfig) -> list[dict[str, Any]]:

@@ -27,6 +27,7 @@ def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
     else:
         nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
     return {
+        "schema_version": "1",  # of schemas/outputs.v1.json (render/outputs.py); bump with incompatible changes
         "cluster": config.name,
         "namespaces": list(config.namespaces),
         "scc": config.security.scc,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+
 from components.kube import MANAGED_BY, SCC_API, declare
 from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
 

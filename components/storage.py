@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 import pulumi
+
 from components.kube import MANAGED_BY, declare, logical_name
 from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
 

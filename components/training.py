@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
+
 from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, declare
 from components.launcher import LAUNCHER_PATH
 from components.networks import attachment_ref

@@ -39,7 +39,7 @@ class Recorded:
     @property
     def object(self) -> dict[str, Any]:
         """The Kubernetes object: apiVersion and kind from the type token where inputs lack them."""
-        obj = normalize(self.inputs)
+        obj: dict[str, Any] = normalize(self.inputs)
         _, api, kind = self.type.split(":", 2)
         if kind.endswith("Patch"):
             kind = kind[: -len("Patch")]
@@ -90,7 +90,10 @@ def live_nad(config: ClusterConfig, resource_id: str) -> dict[str, Any]:
             "resourceVersion": "1",
             "generation": 1,
             "creationTimestamp": "2026-01-01T00:00:00Z",
-            "annotations": {RESOURCE_NAME: att.resource, SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{name}"},
+            "annotations": {
+                RESOURCE_NAME: att.resource,
+                SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{name}",
+            },
         },
         "spec": {"config": att.cni_config or "{}"},
     }
@@ -113,8 +116,8 @@ class _Mocks(pulumi.runtime.Mocks):
             self.resources[f"{args.typ}::{args.name}"] = Recorded(args.typ, args.name, copy.deepcopy(dict(args.inputs)))
         return args.name, dict(args.inputs)
 
-    def call(self, args: pulumi.runtime.MockCallArgs) -> dict[str, Any]:
-        return {}
+    def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
+        return {}, None
 
 
 class _OptionsMonitor(MockMonitor):
@@ -132,7 +135,7 @@ class _OptionsMonitor(MockMonitor):
             "depends_on": sorted(request.dependencies),
             "parent": request.parent,
         }
-        return super().RegisterResource(request)
+        return super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's method is unannotated
 
 
 class _LogCollector:

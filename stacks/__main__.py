@@ -51,6 +51,31 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_diff(args: argparse.Namespace) -> int:
+    from render import diff
+
+    root = Path(stacks.__file__).resolve().parent.parent  # the project folder, where rendered/ lives
+    for config in _configs(args):
+        try:
+            before = diff.committed(root, args.against, f"rendered/{config.name}")
+        except diff.DiffError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
+        after = diff.fresh(config)
+        label = f"{args.against}:rendered/{config.name}"
+        if before is None:
+            label += " (absent: every object is new)"
+        sys.stdout.write(diff.report(config.name, label, diff.diff_trees(before or {}, after), len(after)))
+    return 0
+
+
+def cmd_outputs_schema(args: argparse.Namespace) -> int:
+    from render.outputs import schema_json
+
+    sys.stdout.write(schema_json())
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -70,6 +95,15 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--config", metavar="FILE", help="render this YAML config instead of a named stack")
     r.add_argument("--out", default="rendered", metavar="DIR", help="output folder (default: rendered)")
     r.set_defaults(func=cmd_render)
+
+    d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and the working tree")
+    d.add_argument("stacks", nargs="*", metavar="STACK")
+    d.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
+    d.set_defaults(func=cmd_diff, config=None)
+
+    o = sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v1.json)")
+    o.set_defaults(func=cmd_outputs_schema)
     return p
 
 

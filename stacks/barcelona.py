@@ -24,8 +24,8 @@ def _sriov_config(iface: str, subnet: int) -> str:
     # The SR-IOV operator writes this config; the seeds never show it. Reconstructed from seed
     # 003's addresses (net1 10.0.103.x .. net4 10.0.106.x, mtu 9000). On the cluster the live NAD
     # is read and copied, so this only stands in for that read in the offline render.
-    return (
-        '{"cniVersion":"1.0.0","name":"%s-network","type":"sriov","vlan":0,"spoofchk":"off",'
+    return (  # %-formatting: the template is JSON, full of braces an f-string would need doubled
+        '{"cniVersion":"1.0.0","name":"%s-network","type":"sriov","vlan":0,"spoofchk":"off",'  # noqa: UP031
         '"trust":"on","logLevel":"info","ipam":{"type":"whereabouts","range":"10.0.%d.0/24"}}' % (iface, subnet)
     )
 

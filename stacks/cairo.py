@@ -51,7 +51,9 @@ CONFIG = ClusterConfig(
         gdr_level="SYS",
     ),
     storage_classes=[
-        StorageClass(name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note="seed 004: RWX filesystem via the NFS CSI driver"),
+        StorageClass(
+            name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note="seed 004: RWX filesystem via the NFS CSI driver"
+        ),
         StorageClass(
             name="ocs-external-storagecluster-ceph-rbd",
             access_modes=["ReadWriteOnce"],

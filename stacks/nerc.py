@@ -47,9 +47,15 @@ CONFIG = ClusterConfig(
     ],
     workloads=[
         _deepti_pod("deepti-nerc", "pytorch/pytorch:2.7.1-cuda12.8-cudnn9-runtime", 4, "seed 000: pod-deepti-nerc.yaml", WS),
-        _deepti_pod("deepti-nerc-pytorch29", "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime", 4, "seed 000: pod-deepti-nerc-pytorch29.yaml", WS),
         _deepti_pod(
-            "deepti-nerc-pytorch29-test", "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime", 4, "seed 000: pod-deepti-nerc-pytorch29-test.yaml", WS
+            "deepti-nerc-pytorch29", "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime", 4, "seed 000: pod-deepti-nerc-pytorch29.yaml", WS
+        ),
+        _deepti_pod(
+            "deepti-nerc-pytorch29-test",
+            "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime",
+            4,
+            "seed 000: pod-deepti-nerc-pytorch29-test.yaml",
+            WS,
         ),
         _deepti_pod("debug-deepti-nerc", "pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime", 1, "seed 000: pod-debug-deepti-nerc.yaml", []),
     ],

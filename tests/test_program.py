@@ -111,7 +111,8 @@ def test_cairo_rwx_claims_and_nfs_fix():
     ws = find(r, "PersistentVolumeClaim", "ml-dev-workspace", "nccl-test")
     ds = find(r, "PersistentVolumeClaim", "ml-datasets", "nccl-test")
     for pvc, size in ((ws, "100Gi"), (ds, "500Gi")):
-        assert pvc["spec"] == {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}, "storageClassName": "nfs-csi"}
+        want = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}, "storageClassName": "nfs-csi"}
+        assert pvc["spec"] == want
     (patch,) = [rec for rec in r.resources if rec.is_patch]
     assert patch.type == "kubernetes:core/v1:PersistentVolumeClaimPatch"
     assert patch.object["metadata"]["namespace"] == "nfs" and patch.object["metadata"]["name"] == "nfs-server-root"

@@ -11,7 +11,10 @@ import yaml
 from conftest import SHARED
 
 K8S_VERSION = "1.30.0"
-CRD_KINDS = {"SecurityContextConstraints": "securitycontextconstraints.crd.yaml", "NetworkAttachmentDefinition": "network-attachment-definitions.crd.yaml"}
+CRD_KINDS = {
+    "SecurityContextConstraints": "securitycontextconstraints.crd.yaml",
+    "NetworkAttachmentDefinition": "network-attachment-definitions.crd.yaml",
+}
 
 
 def crd_schema(kind: str) -> dict:
@@ -50,6 +53,11 @@ def test_crd_kinds_validate_against_upstream_schemas(kind):
 def test_scc_schema_rejects_the_seeds_scc():
     """The check has teeth: seed 000's SCC, with only allowedCapabilities, is invalid."""
     schema = crd_schema("SecurityContextConstraints")
-    seed = {"apiVersion": "security.openshift.io/v1", "kind": "SecurityContextConstraints", "metadata": {"name": "nccl-rdma-scc"}, "allowedCapabilities": ["IPC_LOCK", "SYS_RESOURCE"]}
+    seed = {
+        "apiVersion": "security.openshift.io/v1",
+        "kind": "SecurityContextConstraints",
+        "metadata": {"name": "nccl-rdma-scc"},
+        "allowedCapabilities": ["IPC_LOCK", "SYS_RESOURCE"],
+    }
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(seed, schema)

@@ -1,0 +1,122 @@
+"""The typed stack outputs: what `pulumi stack output --json` gives other tools, as a JSON Schema.
+
+These models are the one source of the schema. `python -m stacks outputs-schema` prints it, and
+schemas/outputs.v1.json is that print, committed so consumers can fetch and validate against it
+without running this program (a test keeps the two equal). The program builds the outputs in
+components/program.py (`stack_outputs`) and components/training.py (`workload_outputs`); a test
+validates every stack's outputs against this schema, so the two cannot drift apart unnoticed.
+
+Versioning: `schema_version` is "1" for this schema. A change that removes or renames a field or
+changes its meaning is a new version (outputs.v2.json next to this one); adding a field is not, but
+consumers that validate must take the new schema, since unknown fields are rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
+from pydantic.json_schema import GenerateJsonSchema
+
+from stacks.model import MemlockStrategy, Transport, WorkloadKind
+
+SCHEMA_VERSION = "1"
+SCHEMA_ID = f"urn:gpu-training:schema:outputs:v{SCHEMA_VERSION}"
+SCHEMA_FILE = f"schemas/outputs.v{SCHEMA_VERSION}.json"
+
+_LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+Name = Annotated[str, StringConstraints(pattern=f"^{_LABEL}$")]
+NamespacedName = Annotated[str, StringConstraints(pattern=f"^{_LABEL}/{_LABEL}$")]
+
+
+def _keys(pattern: str) -> dict[str, Any]:
+    # pydantic writes a constrained dict key as patternProperties, which lets a key that does not
+    # match through unchecked; propertyNames rejects it.
+    return {"propertyNames": {"pattern": pattern}}
+
+
+class _Outputs(BaseModel):
+    # Unknown fields are errors (additionalProperties: false); docstrings are the descriptions.
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class WorkloadOutputs(_Outputs):
+    """One training workload: where its pods are and how they rendezvous."""
+
+    namespace: Name
+    """Namespace of the workload's objects and pods."""
+    kind: WorkloadKind
+    """The Kubernetes object that runs the pods: statefulset, job (Indexed Job) or pod."""
+    mode: Transport
+    """Transport NCCL uses between nodes: rdma (InfiniBand or RoCE v2) or tcp."""
+    replicas: int = Field(ge=1)
+    """Pods, one per node (NNODES of torchrun)."""
+    gpus_per_node: int = Field(ge=1)
+    """GPUs each pod requests; torchrun starts this many processes per pod (NPROC_PER_NODE)."""
+    world_size: int = Field(ge=1)
+    """Training processes in total: replicas x gpus_per_node."""
+    headless_service: str | None
+    """DNS name of the headless Service the pods resolve each other by; null for a single pod."""
+    master_addr: str
+    """MASTER_ADDR: DNS name of rank 0's pod (localhost for a single pod)."""
+    master_port: int = Field(ge=1, le=65535)
+    """MASTER_PORT: torchrun's rendezvous port on rank 0."""
+    memlock_strategy: MemlockStrategy
+    """How the pods are allowed to pin memory for RDMA (see KNOWLEDGE.md): node-limit, root-ipc-lock,
+    root-sys-resource, privileged, or none."""
+    nccl_env: dict[str, str] = Field(json_schema_extra=_keys(r"^NCCL_[A-Z0-9_]+$"))
+    """The NCCL_* variables the program sets on the pods. The in-pod launcher adds what it detects
+    (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME) where these do not pin a value."""
+    pods: list[str]
+    """Pod names in rank order (NAME-0, NAME-1, ... or NAME for a single pod)."""
+
+
+class StackOutputs(_Outputs):
+    """The outputs of one cluster stack (`pulumi stack output --json`, or rendered/STACK/outputs.json)."""
+
+    schema_version: Literal["1"]
+    """Version of this schema; a consumer checks it before reading anything else."""
+    cluster: Name
+    """The stack (cluster) name: barcelona, cairo, nerc."""
+    namespaces: list[Name]
+    """User namespaces the stack deploys into."""
+    scc: str
+    """Name of the SecurityContextConstraints the training pods run under (pinned with openshift.io/required-scc)."""
+    scc_created: bool
+    """True when this stack created that SCC; false when it uses one that exists on the cluster."""
+    service_accounts: list[NamespacedName]
+    """Service accounts the stack created and granted the SCC to, as NAMESPACE/NAME."""
+    network_attachments: list[NamespacedName]
+    """NetworkAttachmentDefinitions the RDMA pods attach, as NAMESPACE/NAME (copies or references). Empty without RDMA."""
+    pvcs: list[NamespacedName]
+    """Shared PersistentVolumeClaims the stack created, as NAMESPACE/NAME (per-pod claims of StatefulSets are not listed)."""
+    workloads: dict[str, WorkloadOutputs] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
+    """Every workload (TCP variants included), by name."""
+
+
+class _NoFieldTitles(GenerateJsonSchema):
+    """Leave out the titles pydantic derives from field names ("Gpus Per Node"): the descriptions say more."""
+
+    def field_title_should_be_set(self, schema: Any) -> bool:
+        return False
+
+
+def _one_line(node: Any) -> Any:
+    """Docstrings wrap; descriptions read better as one line in the published file."""
+    if isinstance(node, dict):
+        return {k: " ".join(v.split()) if k == "description" and isinstance(v, str) else _one_line(v) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_one_line(v) for v in node]
+    return node
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of StackOutputs, with its id and version."""
+    body = StackOutputs.model_json_schema(schema_generator=_NoFieldTitles)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **_one_line(body)}
+
+
+def schema_json() -> str:
+    """The schema as the exact text of schemas/outputs.v1.json."""
+    return json.dumps(schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
