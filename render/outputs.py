@@ -72,6 +72,33 @@ class WorkloadOutputs(_Outputs):
     """Pod names in rank order (NAME-0, NAME-1, ... or NAME for a single pod)."""
 
 
+class BandwidthCheckOutputs(_Outputs):
+    """One all-reduce bandwidth check (an Indexed Job that fails when the fabric is slower than it must be)."""
+
+    namespace: Name
+    """Namespace the check's Job runs in."""
+    job: Name
+    """Name of the Job; its pods are JOB-0, JOB-1, ..."""
+    mode: Transport
+    """Transport the check proves: rdma (fails if NCCL fell back to sockets) or tcp."""
+    tool: Literal["auto", "torch", "nccl-tests"]
+    """Benchmark: torch (torch.distributed all_reduce under torchrun), nccl-tests (all_reduce_perf on one node), or auto."""
+    nodes: int = Field(ge=1)
+    """Pods, one per node."""
+    gpus_per_node: int = Field(ge=1)
+    """GPUs each pod uses; one benchmark process per GPU."""
+    pods: list[str]
+    """Pod names in rank order."""
+    line_rate_gbps: float | None
+    """Line rate in Gb/s the bus bandwidth is held against; null when none is known (the check only reports)."""
+    min_fraction: float = Field(gt=0, le=1)
+    """The check passes when the bus bandwidth reaches this fraction of the line rate."""
+    min_busbw_gbytes_per_s: float | None
+    """The least bus bandwidth that passes, in GB/s (nccl-tests' unit, 1e9 bytes/s); null when the check only reports."""
+    report: str
+    """A shell command that reads the check's log and prints its verdict."""
+
+
 class StackOutputs(_Outputs):
     """The outputs of one cluster stack (`pulumi stack output --json`, or rendered/STACK/outputs.json)."""
 
@@ -93,6 +120,8 @@ class StackOutputs(_Outputs):
     """Shared PersistentVolumeClaims the stack created, as NAMESPACE/NAME (per-pod claims of StatefulSets are not listed)."""
     workloads: dict[str, WorkloadOutputs] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
     """Every workload (TCP variants included), by name."""
+    bandwidth_checks: dict[str, BandwidthCheckOutputs] = Field(default={}, json_schema_extra=_keys(f"^{_LABEL}$"))
+    """Every bandwidth check of the stack, by Job name (absent or empty when the stack has none)."""
 
 
 class _NoFieldTitles(GenerateJsonSchema):

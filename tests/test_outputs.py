@@ -108,3 +108,25 @@ def test_the_readme_consumer_example_reads_master_addr(tmp_path):
     done = subprocess.run(["bash", "-c", line.replace("python3", sys.executable, 1)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "h-kim-0.h-kim-headless.nccl-test.svc.cluster.local"
+
+
+def test_bandwidth_checks_are_typed_too():
+    # No committed stack declares a check yet; this is the shape components/bandwidth.py gives one.
+    check = {
+        "namespace": "nccl-test",
+        "job": "fabric-check",
+        "mode": "rdma",
+        "tool": "torch",
+        "nodes": 2,
+        "gpus_per_node": 4,
+        "pods": ["fabric-check-0", "fabric-check-1"],
+        "line_rate_gbps": 1600,
+        "min_fraction": 0.8,
+        "min_busbw_gbytes_per_s": 160.0,
+        "report": "oc logs -n nccl-test job/fabric-check | python -m stacks bandwidth-report - --stack barcelona --check fabric-check",
+    }
+    ok = _mutated(lambda o: o.update(bandwidth_checks={"fabric-check": check}))
+    assert list(validator().iter_errors(ok)) == []
+    bad = _mutated(lambda o: o.update(bandwidth_checks={"fabric-check": {**check, "min_fraction": 1.5, "extra": 1}}))
+    messages = " ".join(e.message for e in validator().iter_errors(bad))
+    assert "1.5 is greater than the maximum of 1" in messages and "Additional properties" in messages
