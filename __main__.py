@@ -2,9 +2,10 @@
 
 import pulumi
 
-import stacks
-from components.program import build
+from components.program import build, objects, patches
+from policy.gate import load_config, preflight
 
-config = stacks.load(pulumi.get_stack())
+config = load_config()  # the stack's module, or the YAML file named by gpu-training:configFile
+preflight(config, objects(config), patches(config))  # stops here, declaring nothing, on any error
 for key, value in build(config).items():
     pulumi.export(key, value)

@@ -25,16 +25,19 @@ class ConfigError(Exception):
 def _describe(source: str, err: ValidationError) -> str:
     lines = [f"{source}: invalid configuration"]
     for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"]) or "(top level)"
+        where = ".".join(str(p) for p in e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         if e["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; `python -m stacks schema` lists the fields)"
-        lines.append(f"  {where}: {msg}")
+        # Checks across the whole config (ClusterConfig._references) name the field in the message.
+        lines.append(f"  {where}: {msg}" if where else f"  {msg}")
     return "\n".join(lines)
 
 
 def validate(data: Any, source: str) -> ClusterConfig:
     """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors."""
+    if data is None:
+        raise ConfigError(f"{source}: the file is empty: write the config (`python -m stacks config STACK` prints one)")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of fields, got {type(data).__name__}")
     try:
@@ -60,6 +63,8 @@ def load_file(path: str | Path) -> ClusterConfig:
         text = p.read_text(encoding="utf-8")
     except OSError as err:
         raise ConfigError(f"{p}: cannot read the file: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{p}: not a UTF-8 text file (byte {err.start}): a config is YAML text") from None
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as err:

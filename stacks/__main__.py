@@ -51,6 +51,26 @@ def cmd_render(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_check(args: argparse.Namespace) -> int:
+    """Render each stack offline, run the preflight rules, print one finding per line; 1 on any error."""
+    import policy
+    from render.engine import run
+
+    failed = False
+    for config in _configs(args):
+        rendering = run(config)
+        findings = policy.check(
+            config,
+            [r.object for r in rendering.resources if not r.is_patch],
+            [r.object for r in rendering.resources if r.is_patch],
+        )
+        for f in findings:
+            print(f"{config.name}: {f.line()}")
+        print(policy.summary(config.name, findings))
+        failed = failed or bool(policy.errors(findings))
+    return 1 if failed else 0
+
+
 def cmd_diff(args: argparse.Namespace) -> int:
     from render import diff
 
@@ -95,6 +115,12 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("--config", metavar="FILE", help="render this YAML config instead of a named stack")
     r.add_argument("--out", default="rendered", metavar="DIR", help="output folder (default: rendered)")
     r.set_defaults(func=cmd_render)
+
+    k = sub.add_parser("check", help="run the preflight policy: one finding per line; exit 1 on any error")
+    k.add_argument("stacks", nargs="*", metavar="STACK")
+    k.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    k.add_argument("--config", metavar="FILE", help="check this YAML config instead of a named stack")
+    k.set_defaults(func=cmd_check)
 
     d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and the working tree")
     d.add_argument("stacks", nargs="*", metavar="STACK")

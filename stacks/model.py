@@ -47,6 +47,13 @@ def _quantity(value: str) -> str:
     return value
 
 
+def _positive(value: str) -> str:
+    # A size or an amount of CPU or memory of zero is a typo; the API server rejects a zero claim.
+    if float(re.sub(r"[A-Za-z]+$", "", value)) <= 0:
+        raise ValueError(f"{value!r} must be greater than zero")
+    return value
+
+
 def _resource(value: str) -> str:
     if not _RESOURCE.match(value):
         raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
@@ -70,6 +77,8 @@ K8sName = Annotated[str, AfterValidator(_label)]
 ObjectName = Annotated[str, AfterValidator(_subdomain)]
 """A DNS-1123 subdomain: names of cluster-scoped objects such as SCCs and storage classes."""
 Quantity = Annotated[str, AfterValidator(_quantity)]
+Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]
+"""A quantity greater than zero: volume sizes, CPU, memory."""
 ResourceName = Annotated[str, AfterValidator(_resource)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
@@ -105,6 +114,8 @@ class Strict(BaseModel):
 
 
 class Node(Strict):
+    """A GPU node known by name."""
+
     name: str
     """The node's name as `oc get nodes` shows it (kubernetes.io/hostname)."""
     gpus: int = Field(gt=0)
@@ -191,6 +202,8 @@ class RdmaFabric(Strict):
 
 
 class StorageClass(Strict):
+    """A storage class known to exist on the cluster, and what it provides."""
+
     name: ObjectName
     """The StorageClass name on the cluster."""
     access_modes: list[AccessMode] = Field(min_length=1)
@@ -208,7 +221,7 @@ class Volume(Strict):
     """Namespace of the PVC."""
     mount_path: str = Field(pattern=r"^/")
     """Where workloads mount it."""
-    size: Quantity
+    size: Size
     """Requested size."""
     storage_class: ObjectName | None = None
     """Storage class. None leaves it to the cluster default, which the preflight flags."""
@@ -221,8 +234,11 @@ class PvcStorageClassFix(Strict):
     """A patch of an existing PVC that has no storage class (Cairo's NFS server root volume)."""
 
     namespace: K8sName
+    """Namespace of the existing PVC."""
     pvc: K8sName
+    """Name of the existing PVC."""
     storage_class: ObjectName
+    """The storage class to set (must be in storage_classes)."""
     reason: str
     """Why, for the record and the preview."""
 
@@ -231,8 +247,12 @@ class PvcStorageClassFix(Strict):
 
 
 class ServiceAccount(Strict):
+    """A service account the training pods run as."""
+
     name: K8sName
+    """Service account name."""
     namespace: K8sName
+    """Its namespace (one of namespaces)."""
 
 
 class Security(Strict):
@@ -270,6 +290,8 @@ class Security(Strict):
 
 
 class Mount(Strict):
+    """A volume a workload mounts."""
+
     volume: K8sName
     """Name of a Volume of the stack in the workload's namespace."""
     mount_path: str | None = Field(default=None, pattern=r"^/")
@@ -280,6 +302,7 @@ class TcpVariant(Strict):
     """A TCP copy of an RDMA workload: same definition, no SR-IOV networks, no pinning."""
 
     name: K8sName
+    """Name of the TCP copy (its own object and pod names)."""
     image: str | None = None
     """Another image, e.g. a newer PyTorch."""
 
@@ -290,6 +313,7 @@ class Workload(Strict):
     name: K8sName
     """Object name; pods are NAME-0, NAME-1, ..."""
     namespace: K8sName
+    """Namespace it runs in (one of namespaces)."""
     user: str
     """Who runs it."""
     source: str = ""
@@ -297,27 +321,36 @@ class Workload(Strict):
     kind: WorkloadKind = "statefulset"
     """statefulset: multi-node, restarts forever; job: multi-node, runs to completion; pod: one node."""
     image: str
+    """Container image; it needs python3 (the launcher) and, for torchrun, PyTorch."""
     service_account: K8sName
+    """Service account of the pods (listed in security.service_accounts, same namespace)."""
     nodes: int = Field(default=1, gt=0)
     """Pods, one per node."""
     gpus_per_node: int = Field(gt=0)
+    """GPUs each pod requests (and processes torchrun starts per pod)."""
     transport: Transport
+    """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1)."""
     memlock: MemlockStrategy | None = None
     """How the pod gets to pin memory (KNOWLEDGE.md). None: the cluster default for the transport."""
     privileged_reason: str | None = None
     """Required with memlock 'privileged': why this workload needs a privileged container."""
     tcp_fallback: bool = False
     """In RDMA mode with no ACTIVE port, start over TCP (loudly) instead of failing."""
-    cpu: Quantity = "32"
-    memory: Quantity = "256Gi"
-    shm_size: Quantity = "32Gi"
+    cpu: Size = "32"
+    """CPU request and limit of each pod."""
+    memory: Size = "256Gi"
+    """Memory request and limit of each pod (the launcher's mlock proof buffer counts against it)."""
+    shm_size: Size = "32Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
     mounts: list[Mount] = []
+    """Volumes of the stack every pod mounts."""
     run: Literal["torchrun", "command"] = "command"
     """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
     command: it execs `args` as given (interactive pods: sleep infinity)."""
     args: list[str] = ["sleep", "infinity"]
+    """The torchrun script and its arguments, or the whole command (see run)."""
     master_port: int = Field(default=29500, ge=1, le=65535)
+    """Rendezvous port on pod 0 (the headless Service exposes it)."""
     env: dict[EnvName, str] = {}
     """Explicit environment (NCCL_* here wins over detection)."""
     node_names: list[str] = []
@@ -341,6 +374,8 @@ class Workload(Strict):
 
 
 class Defaults(Strict):
+    """Cluster-wide defaults of workloads that do not set their own."""
+
     memlock_rdma: MemlockStrategy = "root-ipc-lock"
     """Memlock strategy of RDMA workloads that do not name one."""
     memlock_tcp: MemlockStrategy = "none"
@@ -357,11 +392,15 @@ class ClusterConfig(Strict):
     name: K8sName
     """Stack name."""
     description: str
+    """What the cluster is, in a sentence."""
     api_host: str | None = None
     """API server host, where the seeds give it."""
     openshift_version: str = "4.17"
+    """OpenShift version, for the record."""
     gpu_model: str
+    """GPU model of the GPU nodes, for the record."""
     gpus_per_node: int = Field(gt=0)
+    """GPUs per GPU node (nvidia.com/gpu); where nodes are listed, their own counts are used."""
     nodes: list[Node] = []
     """GPU nodes known by name."""
     fabric: RdmaFabric | None = None
@@ -372,48 +411,68 @@ class ClusterConfig(Strict):
     """User namespaces (OpenShift projects) the stack deploys into. They exist already: creating a
     project is the users' or admins' business, not this program's."""
     security: Security
+    """The SCC the training pods run under and who may use it."""
     defaults: Defaults = Defaults()
+    """Defaults of workloads that do not set their own."""
     volumes: list[Volume] = []
+    """Data volumes (PVCs) the workloads mount."""
     pvc_fixes: list[PvcStorageClassFix] = []
+    """Storage classes to set on PVCs that exist already without one."""
     workloads: list[Workload] = []
+    """Training and development deployments."""
     notes: list[str] = []
     """Contradictions between the seeds and the choices the stack makes about them."""
 
     @model_validator(mode="after")
     def _references(self) -> ClusterConfig:
+        # Messages start with the path of the offending field: this check sees the whole config, so
+        # pydantic cannot locate the error by itself (stacks._describe prints it as given).
         ns = set(self.namespaces)
-        seen: dict[tuple[str, str], str] = {}
+        seen: dict[tuple[str, str, str], str] = {}
 
-        def unique(kind: str, namespace: str, name: str) -> None:
-            if (kind, namespace + "/" + name) in seen:
-                raise ValueError(f"duplicate {kind} name {name!r} in namespace {namespace!r}")
-            seen[(kind, namespace + "/" + name)] = name
+        def unique(kind: str, namespace: str, name: str, path: str) -> None:
+            first = seen.setdefault((kind, namespace, name), path)
+            if first != path:
+                raise ValueError(f"{path}: duplicate {kind} name {name!r} in namespace {namespace!r} (also {first}): names must be unique")
 
-        for sa in self.security.service_accounts:
+        for i, sa in enumerate(self.security.service_accounts):
+            path = f"security.service_accounts.{i}"
             if sa.namespace not in ns:
-                raise ValueError(f"service account {sa.name!r} is in namespace {sa.namespace!r}, which is not in namespaces")
-            unique("service account", sa.namespace, sa.name)
+                raise ValueError(
+                    f"{path}.namespace: service account {sa.name!r} is in namespace {sa.namespace!r}, which is not in namespaces"
+                )
+            unique("service account", sa.namespace, sa.name, f"{path}.name")
         volumes = {}
-        for v in self.volumes:
+        for i, v in enumerate(self.volumes):
             if v.namespace not in ns:
-                raise ValueError(f"volume {v.name!r} is in namespace {v.namespace!r}, which is not in namespaces")
-            unique("volume", v.namespace, v.name)
+                raise ValueError(f"volumes.{i}.namespace: volume {v.name!r} is in namespace {v.namespace!r}, which is not in namespaces")
+            unique("volume", v.namespace, v.name, f"volumes.{i}.name")
             volumes[(v.namespace, v.name)] = v
         accounts = {(sa.namespace, sa.name) for sa in self.security.service_accounts}
-        for w in self.all_workloads():
+        # all_workloads() lists each workload followed by its TCP variants: the same order as these paths.
+        paths: list[str] = []
+        for i, w in enumerate(self.workloads):
+            paths += [f"workloads.{i}"] + [f"workloads.{i}.tcp_variants.{j}" for j in range(len(w.tcp_variants))]
+        for path, w in zip(paths, self.all_workloads(), strict=True):
+            source = path.rsplit(".tcp_variants.", 1)[0]  # a variant inherits these fields from its source
             if w.namespace not in ns:
-                raise ValueError(f"workload {w.name!r} is in namespace {w.namespace!r}, which is not in namespaces")
-            unique("workload", w.namespace, w.name)
+                raise ValueError(f"{source}.namespace: workload {w.name!r} is in namespace {w.namespace!r}, which is not in namespaces")
+            unique("workload", w.namespace, w.name, f"{path}.name")
             if (w.namespace, w.service_account) not in accounts:
                 raise ValueError(
-                    f"workload {w.name!r} uses service account {w.service_account!r}, which security.service_accounts "
-                    f"does not list in namespace {w.namespace!r}"
+                    f"{source}.service_account: workload {w.name!r} uses service account {w.service_account!r}, which "
+                    f"security.service_accounts does not list in namespace {w.namespace!r}"
                 )
-            for m in w.mounts:
+            for k, m in enumerate(w.mounts):
                 if (w.namespace, m.volume) not in volumes:
-                    raise ValueError(f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}")
+                    raise ValueError(
+                        f"{source}.mounts.{k}.volume: workload {w.name!r} mounts volume {m.volume!r}, "
+                        f"which is not a volume in {w.namespace!r}"
+                    )
             if w.transport == "rdma" and self.fabric is None:
-                raise ValueError(f"workload {w.name!r} uses rdma, but the cluster has no fabric")
+                raise ValueError(
+                    f"{source}.transport: workload {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
+                )
         return self
 
     # Derived views. Kept as methods so the stored config stays exactly what was written.

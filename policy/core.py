@@ -1,0 +1,318 @@
+"""What the rules read and what they report: findings, the rule registry, and views of the rendered
+objects (the pods inside StatefulSets, Jobs and Pods; the SCC a pod runs under).
+
+The policy reads two things only: the validated config and the Kubernetes objects the stack renders,
+as plain dicts. It never imports components/ or pulumi, so the same rules run in `python -m stacks
+check` (over the offline rendering) and inside the Pulumi program (over `components.program.objects`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
+
+from stacks.model import ClusterConfig, Workload
+
+Severity = Literal["error", "warning"]
+
+# Annotations the rules read (the same strings components/kube.py writes; repeated here because the
+# policy must not import components).
+REQUIRED_SCC = "openshift.io/required-scc"
+NETWORKS = "k8s.v1.cni.cncf.io/networks"
+RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
+SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing that would go wrong on the cluster (error) or that the stack accepts knowingly (warning)."""
+
+    severity: Severity
+    object: str
+    """The object it concerns: `Kind namespace/name`, or `Kind name` for cluster-scoped objects."""
+    field: str
+    """Where in that object (a dotted path such as spec.template.spec.containers[0].resources.limits)."""
+    message: str
+    fix: str
+    rule: str = ""
+    """Filled in by `check` from the registry."""
+
+    def line(self) -> str:
+        """The finding on one line: severity, rule, object, field, message, fix."""
+        text = f"{self.severity} {self.rule} {self.object} {self.field}: {self.message} Fix: {self.fix}"
+        return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
+
+
+def error(obj: str, where: str, message: str, fix: str) -> Finding:
+    return Finding("error", obj, where, message, fix)
+
+
+def warning(obj: str, where: str, message: str, fix: str) -> Finding:
+    return Finding("warning", obj, where, message, fix)
+
+
+# --- the registry -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Rule:
+    id: str
+    summary: str
+    """What the rule guarantees, and the seed failure it comes from."""
+    run: Callable[[Stack], Iterable[Finding]]
+
+
+RULES: dict[str, Rule] = {}
+
+
+def rule(rule_id: str, summary: str) -> Callable[[Callable[[Stack], Iterable[Finding]]], Callable[[Stack], Iterable[Finding]]]:
+    """Register a rule function under an id (the order of registration is the order of the report)."""
+
+    def register(fn: Callable[[Stack], Iterable[Finding]]) -> Callable[[Stack], Iterable[Finding]]:
+        if rule_id in RULES:
+            raise ValueError(f"rule id {rule_id!r} registered twice")
+        RULES[rule_id] = Rule(rule_id, summary, fn)
+        return fn
+
+    return register
+
+
+# --- views of the rendered objects --------------------------------------------------------------
+
+
+def ref(obj: dict[str, Any]) -> str:
+    """`Kind namespace/name`, or `Kind name` for a cluster-scoped object."""
+    meta = obj.get("metadata") or {}
+    ns = meta.get("namespace")
+    return f"{obj.get('kind')} {ns}/{meta.get('name')}" if ns else f"{obj.get('kind')} {meta.get('name')}"
+
+
+@dataclass(frozen=True)
+class PodView:
+    """The pod an object runs: a Pod itself, or the template of a StatefulSet or Job."""
+
+    owner: dict[str, Any]
+    base: str
+    """Path of the pod in the owner: '' for a Pod, 'spec.template' for the others."""
+    replicas: int
+    """Pods that run at the same time (StatefulSet replicas, Job parallelism, 1 for a Pod)."""
+
+    @property
+    def ref(self) -> str:
+        return ref(self.owner)
+
+    @property
+    def namespace(self) -> str:
+        return str((self.owner.get("metadata") or {}).get("namespace") or "default")
+
+    @property
+    def name(self) -> str:
+        return str((self.owner.get("metadata") or {}).get("name"))
+
+    def at(self, path: str) -> str:
+        """A field path in the owner for a path relative to the pod ('spec.containers[0]')."""
+        return f"{self.base}.{path}" if self.base else path
+
+    @property
+    def pod(self) -> dict[str, Any]:
+        if not self.base:
+            return self.owner
+        return ((self.owner.get("spec") or {}).get("template")) or {}
+
+    @property
+    def meta(self) -> dict[str, Any]:
+        return self.pod.get("metadata") or {}
+
+    @property
+    def spec(self) -> dict[str, Any]:
+        return self.pod.get("spec") or {}
+
+    @property
+    def annotations(self) -> dict[str, str]:
+        return self.meta.get("annotations") or {}
+
+    def containers(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(field path, container) of every init and regular container."""
+        for key in ("initContainers", "containers"):
+            for i, c in enumerate(self.spec.get(key) or []):
+                yield self.at(f"spec.{key}[{i}]"), c
+
+    @staticmethod
+    def env(container: dict[str, Any]) -> dict[str, str]:
+        """The container's literal environment values (valueFrom entries are not knowable here)."""
+        return {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+
+    def run_as_user(self, container: dict[str, Any]) -> int | None:
+        """The uid the container asks for: its own securityContext wins over the pod's."""
+        for ctx in (container.get("securityContext") or {}, self.spec.get("securityContext") or {}):
+            if ctx.get("runAsUser") is not None:
+                return int(ctx["runAsUser"])
+        return None
+
+    def network_refs(self) -> list[NetworkRef]:
+        return parse_networks(self.annotations.get(NETWORKS, ""), self.namespace)
+
+
+@dataclass(frozen=True)
+class NetworkRef:
+    """One entry of a pod's k8s.v1.cni.cncf.io/networks annotation."""
+
+    namespace: str
+    name: str
+    interface: str
+
+
+def parse_networks(value: str, pod_namespace: str) -> list[NetworkRef]:
+    """Parse the networks annotation: a comma list of `name`, `ns/name`, `name@ifname`, or a JSON
+    list of {name, namespace, interface}. Multus names unnamed interfaces net1, net2, ... in order."""
+    value = value.strip()
+    if not value:
+        return []
+    out: list[NetworkRef] = []
+    if value.startswith("["):
+        try:
+            entries = json.loads(value)
+        except ValueError:
+            entries = []
+        for i, e in enumerate(entries if isinstance(entries, list) else [], start=1):
+            if isinstance(e, dict) and e.get("name"):
+                out.append(NetworkRef(str(e.get("namespace") or pod_namespace), str(e["name"]), str(e.get("interface") or f"net{i}")))
+        return out
+    for i, entry in enumerate((p.strip() for p in value.split(",") if p.strip()), start=1):
+        entry, _, iface = entry.partition("@")
+        ns, _, name = entry.rpartition("/")
+        out.append(NetworkRef(ns or pod_namespace, name, iface or f"net{i}"))
+    return out
+
+
+def _pod_view(obj: dict[str, Any]) -> PodView | None:
+    kind = obj.get("kind")
+    spec = obj.get("spec") or {}
+    if kind == "Pod":
+        return PodView(obj, "", 1)
+    if kind == "StatefulSet":
+        return PodView(obj, "spec.template", int(spec.get("replicas", 1)))
+    if kind == "Job":
+        return PodView(obj, "spec.template", int(spec.get("parallelism", 1)))
+    return None
+
+
+@dataclass(frozen=True)
+class SccView:
+    """What admission needs to know of an SCC: from the rendered object when the stack creates it,
+    from `security.existing_*` when it exists on the cluster already."""
+
+    name: str
+    created: bool
+    allowed_capabilities: frozenset[str] | None
+    """None: every capability may be added (`*`, or the privileged SCC)."""
+    allows_privileged: bool
+    allows_root: bool
+    where: str
+    """Where the facts come from, for messages: the rendered object or the config fields."""
+
+    def allows(self, capability: str) -> bool:
+        return self.allowed_capabilities is None or capability in self.allowed_capabilities
+
+
+def _scc_from_object(obj: dict[str, Any]) -> SccView:
+    allowed = set(obj.get("allowedCapabilities") or []) | set(obj.get("defaultAddCapabilities") or [])
+    run_as = obj.get("runAsUser") or {}
+    # RunAsAny admits any uid; MustRunAs admits exactly its uid; the Range and NonRoot strategies never admit 0.
+    root = run_as.get("type") == "RunAsAny" or (run_as.get("type") == "MustRunAs" and run_as.get("uid") == 0)
+    return SccView(
+        name=str(obj["metadata"]["name"]),
+        created=True,
+        allowed_capabilities=None if "*" in allowed else frozenset(allowed),
+        allows_privileged=bool(obj.get("allowPrivilegedContainer")),
+        allows_root=root,
+        where=f"the SCC this stack creates ({ref(obj)})",
+    )
+
+
+# --- the stack as the rules see it --------------------------------------------------------------
+
+
+@dataclass
+class Stack:
+    config: ClusterConfig
+    objects: list[dict[str, Any]]
+    patches: list[dict[str, Any]] = field(default_factory=list)
+    """Server-side apply patches of objects that exist on the cluster (kept apart: they are partial)."""
+
+    def of_kind(self, kind: str) -> list[dict[str, Any]]:
+        return [o for o in self.objects if o.get("kind") == kind]
+
+    def pods(self) -> list[PodView]:
+        return [p for p in map(_pod_view, self.objects) if p is not None]
+
+    def workload(self, pod: PodView) -> Workload | None:
+        """The config workload (or TCP variant) a pod was rendered from."""
+        return next((w for w in self.config.all_workloads() if w.namespace == pod.namespace and w.name == pod.name), None)
+
+    def privileged_reason(self, pod: PodView) -> str | None:
+        """The reason the config gives for a pod's privileged container: its workload's, or that of
+        the bandwidth check the pod belongs to (a check runs a workload's pods, privileged ones too)."""
+        w = self.workload(pod)
+        if w is not None:
+            return w.privileged_reason
+        checks = getattr(self.config, "bandwidth_checks", None) or []
+        c = next((c for c in checks if c.namespace == pod.namespace and c.name == pod.name), None)
+        return getattr(c, "privileged_reason", None)
+
+    def scc(self, name: str) -> SccView | None:
+        """The SCC of that name as far as the stack knows it; None when it knows nothing of it."""
+        for obj in self.of_kind("SecurityContextConstraints"):
+            if (obj.get("metadata") or {}).get("name") == name:
+                return _scc_from_object(obj)
+        sec = self.config.security
+        if name == sec.scc and not sec.create:
+            caps = sec.existing_allowed_capabilities
+            return SccView(
+                name=name,
+                created=False,
+                allowed_capabilities=None if caps is None else frozenset(caps),
+                allows_privileged=sec.existing_allows_privileged,
+                allows_root=sec.existing_allows_root,
+                where="security.existing_allowed_capabilities / existing_allows_* of the config",
+            )
+        return None
+
+    def scc_of(self, pod: PodView) -> str:
+        """The SCC a pod runs under: the one it pins, else the stack's."""
+        return pod.annotations.get(REQUIRED_SCC) or self.config.security.scc
+
+
+def check(
+    config: ClusterConfig,
+    objects: Iterable[dict[str, Any]],
+    patches: Iterable[dict[str, Any]] = (),
+    only: Iterable[str] | None = None,
+) -> list[Finding]:
+    """Run the rules (all, or the ids in `only`) over a config and the objects it renders."""
+    import policy.rules  # noqa: F401  (registers the rules)
+
+    stack = Stack(config, list(objects), list(patches))
+    wanted = set(only) if only is not None else None
+    unknown = (wanted or set()) - set(RULES)
+    if unknown:
+        raise KeyError(f"unknown rule ids: {', '.join(sorted(unknown))} (known: {', '.join(RULES)})")
+    findings: list[Finding] = []
+    for r in RULES.values():
+        if wanted is None or r.id in wanted:
+            findings += [replace(f, rule=r.id) for f in r.run(stack)]
+    return findings
+
+
+def errors(findings: Iterable[Finding]) -> list[Finding]:
+    return [f for f in findings if f.severity == "error"]
+
+
+def summary(name: str, findings: list[Finding]) -> str:
+    n_err = len(errors(findings))
+    n_warn = len(findings) - n_err
+    verdict = "FAIL" if n_err else "ok"
+    return f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)} ({len(RULES)} rules)"
+
