@@ -10,6 +10,7 @@ from typing import Any
 
 import pulumi
 
+from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
 from components.security import ClusterSecurity, security_objects
 from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
@@ -36,6 +37,7 @@ def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
         "network_attachments": sorted(nads),
         "pvcs": sorted(f"{v.namespace}/{claim}" for claim, v in standalone_claims(config)),
         "workloads": {w.name: workload_outputs(config, w) for w in config.all_workloads()},
+        "bandwidth_checks": {c.name: check_outputs(config, c) for c in config.bandwidth_checks},
     }
 
 
@@ -46,6 +48,8 @@ def objects(config: ClusterConfig) -> list[dict[str, Any]]:
     objs = security_objects(config) + network_objects(config) + storage_objects(config)
     for w in config.all_workloads():
         objs += workload_objects(config, w)
+    for c in config.bandwidth_checks:
+        objs += bandwidth_objects(config, c)
     return objs
 
 
@@ -63,4 +67,7 @@ def build(config: ClusterConfig) -> dict[str, Any]:
     after = pulumi.ResourceOptions(depends_on=[security, networks, storage])
     for w in config.all_workloads():
         TrainingWorkload(config, w, after)
+    # Each check is a Job `pulumi up` waits for; the update fails when a check fails.
+    for c in config.bandwidth_checks:
+        BandwidthCheck(config, c, after)
     return stack_outputs(config)

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 import stacks
-from stacks.model import ClusterConfig
+from stacks.model import BandwidthCheck, ClusterConfig
 
 
 def _configs(args: argparse.Namespace) -> list[ClusterConfig]:
@@ -96,6 +96,52 @@ def cmd_outputs_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bandwidth_check(config: ClusterConfig, name: str | None) -> BandwidthCheck:
+    names = [c.name for c in config.bandwidth_checks]
+    if not names:
+        raise stacks.ConfigError(f"stack {config.name!r} has no bandwidth checks (bandwidth_checks is empty)")
+    if name is None and len(names) == 1:
+        return config.bandwidth_checks[0]
+    for c in config.bandwidth_checks:
+        if c.name == name:
+            return c
+    have = ", ".join(names)
+    if name is None:
+        raise stacks.ConfigError(f"stack {config.name!r} has several bandwidth checks ({have}): name one with --check")
+    raise stacks.ConfigError(f"stack {config.name!r} has no bandwidth check {name!r} (bandwidth_checks: {have})")
+
+
+def cmd_bandwidth_report(args: argparse.Namespace) -> int:
+    """A bandwidth check's verdict from a saved log; the values come from the check unless given."""
+    from components.launcher import bandwidth
+
+    mode, rate, fraction = args.mode, args.line_rate_gbps, args.min_fraction
+    if args.stack or args.config:
+        if args.stack and args.config:
+            raise stacks.ConfigError("give either --stack STACK or --config FILE, not both")
+        config = stacks.load_file(args.config) if args.config else stacks.load(args.stack)
+        check = _bandwidth_check(config, args.check)
+        mode = mode or check.transport
+        rate = config.bandwidth_line_rate_gbps(check) if rate is None else rate
+        fraction = check.min_fraction if fraction is None else fraction
+    elif args.check:
+        raise stacks.ConfigError("--check names a check of a stack: give --stack STACK or --config FILE too")
+    if mode is None:
+        raise stacks.ConfigError("give --mode rdma|tcp, or --stack STACK (and --check NAME) to take it from a check")
+    if rate is not None and not rate > 0:
+        raise stacks.ConfigError(f"--line-rate-gbps must be a positive number of Gb/s, got {rate:g}")
+    fraction = BandwidthCheck.model_fields["min_fraction"].default if fraction is None else fraction
+    if not 0 < fraction <= 1:
+        raise stacks.ConfigError(f"--min-fraction must be in (0, 1], got {fraction:g}")
+    try:
+        text = bandwidth.read_log(args.log)
+    except OSError as err:
+        raise stacks.ConfigError(f"{args.log}: cannot read the log: {err.strerror or err}") from None
+    verdict = bandwidth.judge(text, mode, rate, fraction)
+    sys.stdout.write(verdict.render())
+    return 0 if verdict.ok else 1
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
     sub = p.add_subparsers(dest="command", required=True)
@@ -130,6 +176,19 @@ def parser() -> argparse.ArgumentParser:
 
     o = sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v1.json)")
     o.set_defaults(func=cmd_outputs_schema)
+
+    b = sub.add_parser(
+        "bandwidth-report",
+        help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails",
+    )
+    b.add_argument("log", metavar="LOG", help="the saved log, or - for stdin")
+    b.add_argument("--stack", help="take mode, line rate and fraction from this stack's check")
+    b.add_argument("--config", metavar="FILE", help="... or from a check of this YAML config")
+    b.add_argument("--check", metavar="NAME", help="which bandwidth check (needed when the stack has several)")
+    b.add_argument("--mode", choices=("rdma", "tcp"), help="transport the run had to use (default: the check's)")
+    b.add_argument("--line-rate-gbps", type=float, metavar="X", help="line rate in Gb/s (default: the check's; none: report only)")
+    b.add_argument("--min-fraction", type=float, metavar="F", help="fraction of the line rate that passes (default: the check's, or 0.8)")
+    b.set_defaults(func=cmd_bandwidth_report)
     return p
 
 

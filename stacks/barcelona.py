@@ -1,6 +1,7 @@
 """Barcelona: H100 x4 per node, ConnectX-7, RoCE v2 through SR-IOV (seeds 000, 001, 002, 003)."""
 
 from stacks.model import (
+    BandwidthCheck,
     ClusterConfig,
     Defaults,
     DeviceObservation,
@@ -168,6 +169,22 @@ CONFIG = ClusterConfig(
                 TcpVariant(name="deepti-barcelona-pytorch28", image="pytorch/pytorch:2.8.0-cuda12.8-cudnn9-runtime"),
                 TcpVariant(name="deepti-barcelona-pytorch29", image="pytorch/pytorch:2.9.0-cuda12.8-cudnn9-runtime"),
             ],
+        ),
+    ],
+    bandwidth_checks=[
+        # Seed 004 left "verify NCCL communication bandwidth" as a next step; seed 003 claims ~200 GB/s.
+        # Two nodes as h-kim's training pods (same SA, image, networks): passes at 0.8 x 4 x 400 Gb/s
+        # = 160 GB/s bus bandwidth. It needs both nodes free of training pods to start.
+        BandwidthCheck(
+            name="rdma-bandwidth",
+            namespace=NS,
+            service_account="h-kim-sa",
+            image=H_KIM_IMAGE,
+            nodes=2,
+            gpus_per_node=4,
+            transport="rdma",
+            tool="torch",
+            min_fraction=0.8,
         ),
     ],
     notes=[

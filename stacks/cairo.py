@@ -1,6 +1,7 @@
 """Cairo: 2 nodes x 4 H100, InfiniBand mlx5_2..mlx5_5 at 400 Gb/s, RWX on nfs-csi (seed 004)."""
 
 from stacks.model import (
+    BandwidthCheck,
     ClusterConfig,
     Defaults,
     DeviceObservation,
@@ -19,6 +20,7 @@ from stacks.model import (
 NS = "nccl-test"
 NODES = ["moc-r4pcc02u15", "moc-r4pcc02u16"]
 IMAGE = "image-registry.openshift-image-registry.svc:5000/nccl-test/ml-dev:latest"  # not in the seeds
+PRIVILEGED_RDMA = "no RDMA device plugin on Cairo: /dev/infiniband is visible only to a privileged container"
 
 CONFIG = ClusterConfig(
     name="cairo",
@@ -100,10 +102,28 @@ CONFIG = ClusterConfig(
             gpus_per_node=4,
             transport="rdma",
             memlock="privileged",
-            privileged_reason="no RDMA device plugin on Cairo: /dev/infiniband is visible only to a privileged container",
+            privileged_reason=PRIVILEGED_RDMA,
             node_names=NODES,
             mounts=[Mount(volume="ml-dev-workspace"), Mount(volume="ml-datasets")],
             tcp_variants=[TcpVariant(name="ml-dev-tcp")],  # seed 004: make deploy-multi-node-tcp
+        ),
+    ],
+    bandwidth_checks=[
+        # Seed 004 listed "verify NCCL communication bandwidth" as its next step and never ran it. Both
+        # nodes, as ml-dev-rdma's pods: passes at 0.8 x 4 x 400 Gb/s = 160 GB/s bus bandwidth. The
+        # StatefulSets hold every GPU of both nodes, so the check starts once they are scaled down.
+        BandwidthCheck(
+            name="rdma-bandwidth",
+            namespace=NS,
+            service_account="ml-dev-sa",
+            image=IMAGE,
+            nodes=2,
+            gpus_per_node=4,
+            transport="rdma",
+            tool="torch",
+            memlock="privileged",
+            privileged_reason=PRIVILEGED_RDMA,
+            node_names=NODES,
         ),
     ],
     notes=[

@@ -89,6 +89,7 @@ GdrLevel = Literal["LOC", "PIX", "PXB", "PHB", "SYS"]
 MemlockStrategy = Literal["node-limit", "root-ipc-lock", "root-sys-resource", "privileged", "none"]
 WorkloadKind = Literal["statefulset", "job", "pod"]
 AccessMode = Literal["ReadWriteMany", "ReadWriteOnce"]
+BandwidthTool = Literal["auto", "torch", "nccl-tests"]
 
 # The capabilities each memlock strategy adds to the container (KNOWLEDGE.md's table). IPC_LOCK
 # in the *effective* set lets a root process pin memory past RLIMIT_MEMLOCK; SYS_RESOURCE is only
@@ -373,6 +374,95 @@ class Workload(Strict):
         return self
 
 
+# Where a pod finds components/launcher/bandwidth.py: the launcher ConfigMap, which carries every
+# module of components/launcher/, is mounted at /opt/launcher (components/training.py LAUNCHER_DIR).
+BANDWIDTH_BENCH = "/opt/launcher/bandwidth.py"
+
+
+class BandwidthCheck(Strict):
+    """An all-reduce benchmark that proves the fabric: an Indexed Job with exactly the pods of a
+    training workload of the same transport (networks, SR-IOV resources, SCC, memlock strategy,
+    launcher), which fails, and so fails `pulumi up`, when the bus bandwidth at the largest message
+    size is below `min_fraction` of the line rate or when NCCL used sockets in RDMA mode.
+
+    Its pods take whole nodes (every GPU they name): while training pods hold the GPUs, the check
+    waits Pending until `timeout_minutes` runs out. Read a saved log with
+    `python -m stacks bandwidth-report LOG --stack STACK --check NAME`."""
+
+    name: K8sName
+    """Job name; its pods are NAME-0, NAME-1, ... behind the headless Service NAME-headless."""
+    namespace: K8sName
+    """Namespace it runs in (one of namespaces)."""
+    service_account: K8sName
+    """Service account of the pods (listed in security.service_accounts, same namespace)."""
+    image: str
+    """A PyTorch image (tool torch) or one with nccl-tests' all_reduce_perf on PATH (tool nccl-tests)."""
+    nodes: int = Field(default=2, gt=0)
+    """Pods, one per node. Two or more measure the fabric between nodes. One node measures its own
+    NICs: the check then disables NCCL's NVLink/PCIe (P2P) and shared-memory transports
+    (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1), so that every hop goes through the network."""
+    gpus_per_node: int = Field(gt=0)
+    """GPUs each pod requests; one benchmark process per GPU."""
+    transport: Transport
+    """rdma: fail unless NCCL used InfiniBand/RoCE (never sockets). tcp: fail if NCCL used IB."""
+    tool: BandwidthTool = "auto"
+    """torch: a torch.distributed all_reduce loop started by torchrun on every node (the launcher's
+    bandwidth.py; its table has the nccl-tests format). nccl-tests: all_reduce_perf in one process
+    over the node's GPUs; it needs `nodes: 1`, because all_reduce_perf spans hosts only under MPI
+    (mpirun), which this program does not deploy. auto: nccl-tests on one node where the image has
+    all_reduce_perf, torch otherwise."""
+    min_fraction: float = Field(default=0.8, gt=0, le=1)
+    """Pass when the bus bandwidth at the largest message size is at least this fraction of the line rate."""
+    line_rate_gbps: float | None = Field(default=None, gt=0)
+    """The line rate in Gb/s the bus bandwidth is held against. None: from the fabric for rdma (see
+    ClusterConfig.bandwidth_line_rate_gbps); for tcp the seeds give no line rate, so a tcp check
+    without this value reports the bandwidth without a threshold (it fails only on errors)."""
+    min_bytes: int = Field(default=1024 * 1024, ge=4)
+    """Smallest message in bytes (all_reduce_perf -b); sizes double up to max_bytes."""
+    max_bytes: int = Field(default=1024 * 1024 * 1024, ge=4)
+    """Largest message in bytes (all_reduce_perf -e): its bus bandwidth decides the verdict, so make
+    it large enough to leave the latency-bound range (hundreds of MiB and up)."""
+    iterations: int = Field(default=20, gt=0)
+    """Timed all-reduces per message size (all_reduce_perf -n)."""
+    warmup_iterations: int = Field(default=5, ge=0)
+    """Untimed all-reduces before them (all_reduce_perf -w)."""
+    memlock: MemlockStrategy | None = None
+    """How the pods get to pin memory, as a workload's: None takes the cluster default for the transport."""
+    privileged_reason: str | None = None
+    """Required with memlock 'privileged': why the check needs a privileged container."""
+    node_names: list[str] = []
+    """Pin the pods to these nodes (by hostname), e.g. to test a particular pair."""
+    env: dict[EnvName, str] = {}
+    """Extra environment (NCCL_* here wins over the rendered values)."""
+    cpu: Size = "16"
+    """CPU request and limit of each pod."""
+    memory: Size = "64Gi"
+    """Memory request and limit of each pod."""
+    shm_size: Size = "16Gi"
+    """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
+    master_port: int = Field(default=29500, ge=1, le=65535)
+    """Rendezvous port on pod 0 (the headless Service exposes it)."""
+    timeout_minutes: int = Field(default=30, gt=0)
+    """How long `pulumi up` waits for the Job to complete (pulumi-kubernetes' default is 10 minutes);
+    time spent Pending for free GPUs counts."""
+    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
+    """Delete the finished Job and its pods after this many seconds. None keeps them, so that
+    `oc logs job/NAME` still has the log to read."""
+
+    @model_validator(mode="after")
+    def _shape(self) -> BandwidthCheck:
+        if self.min_bytes > self.max_bytes:
+            raise ValueError(f"min_bytes ({self.min_bytes}) is larger than max_bytes ({self.max_bytes})")
+        if self.tool == "nccl-tests" and self.nodes != 1:
+            raise ValueError(
+                "tool 'nccl-tests' runs all_reduce_perf on one node (it spans hosts only under mpirun, which this "
+                "program does not deploy): set nodes to 1, or use tool 'torch' (or 'auto') across nodes"
+            )
+        if self.memlock == "privileged" and not self.privileged_reason:
+            raise ValueError("memlock 'privileged' needs privileged_reason (it is printed)")
+        return self
+
+
 class Defaults(Strict):
     """Cluster-wide defaults of workloads that do not set their own."""
 
@@ -420,6 +510,8 @@ class ClusterConfig(Strict):
     """Storage classes to set on PVCs that exist already without one."""
     workloads: list[Workload] = []
     """Training and development deployments."""
+    bandwidth_checks: list[BandwidthCheck] = []
+    """All-reduce benchmarks run as Jobs by `pulumi up`, which fails when one of them fails."""
     notes: list[str] = []
     """Contradictions between the seeds and the choices the stack makes about them."""
 
@@ -473,6 +565,23 @@ class ClusterConfig(Strict):
                 raise ValueError(
                     f"{source}.transport: workload {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
                 )
+        for i, c in enumerate(self.bandwidth_checks):
+            path = f"bandwidth_checks.{i}"
+            if c.namespace not in ns:
+                raise ValueError(
+                    f"{path}.namespace: bandwidth check {c.name!r} is in namespace {c.namespace!r}, which is not in namespaces"
+                )
+            # A check's Job, Service and launcher ConfigMap are named as a workload's would be.
+            unique("workload", c.namespace, c.name, f"{path}.name")
+            if (c.namespace, c.service_account) not in accounts:
+                raise ValueError(
+                    f"{path}.service_account: bandwidth check {c.name!r} uses service account {c.service_account!r}, which "
+                    f"security.service_accounts does not list in namespace {c.namespace!r}"
+                )
+            if c.transport == "rdma" and self.fabric is None:
+                raise ValueError(
+                    f"{path}.transport: bandwidth check {c.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
+                )
         return self
 
     # Derived views. Kept as methods so the stored config stays exactly what was written.
@@ -498,6 +607,70 @@ class ClusterConfig(Strict):
                     )
                 )
         return out
+
+    def bandwidth_line_rate_gbps(self, check: BandwidthCheck) -> float | None:
+        """The line rate in Gb/s a check's bus bandwidth (nccl-tests' busbw) is held against.
+
+        Across nodes a ring all-reduce moves 2(n-1)/n of the message through each node's NICs, the
+        same factor busbw multiplies by, so busbw approaches the node's NIC bandwidth: the ports the
+        check's GPUs drive (a GPU drives the port next to it, so at most one port per GPU) times
+        link_gbps. Barcelona: 4 x 400 Gb/s = 1600 Gb/s = 200 GB/s. On one node with P2P and SHM
+        disabled every ring hop goes out through a NIC, so busbw approaches one GPU's share of them.
+        None for tcp unless the check names a rate: the seeds give no Ethernet line rate."""
+        if check.line_rate_gbps is not None:
+            return check.line_rate_gbps
+        if check.transport != "rdma" or self.fabric is None:
+            return None
+        node = float(min(self.fabric.port_count(), check.gpus_per_node) * self.fabric.link_gbps)
+        return node if check.nodes > 1 else node / check.gpus_per_node
+
+    def bandwidth_workload(self, check: BandwidthCheck) -> Workload:
+        """The check as a workload: an Indexed Job whose pods are built like every training pod, so
+        the measured network setup is exactly the training one. The launcher execs bandwidth.py's
+        `check`, which starts the benchmark (torchrun or all_reduce_perf), reads its output and NCCL's
+        INFO lines, prints the verdict and exits 1 on failure."""
+        rate = self.bandwidth_line_rate_gbps(check)
+        args = [
+            "python3", BANDWIDTH_BENCH, "check",
+            "--tool", check.tool,
+            "--mode", check.transport,
+            "--min-bytes", str(check.min_bytes),
+            "--max-bytes", str(check.max_bytes),
+            "--iters", str(check.iterations),
+            "--warmup", str(check.warmup_iterations),
+            "--min-fraction", f"{check.min_fraction:g}",
+        ]  # fmt: skip
+        if rate is not None:
+            args += ["--line-rate-gbps", f"{rate:g}"]
+        # INIT and NET are the subsystems that say which network NCCL chose and how each channel connects.
+        env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+        if check.nodes == 1:
+            env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+        env.update(check.env)
+        return Workload(
+            name=check.name,
+            namespace=check.namespace,
+            user="bandwidth check",
+            source=f"bandwidth check {check.name}",
+            kind="job",
+            image=check.image,
+            service_account=check.service_account,
+            nodes=check.nodes,
+            gpus_per_node=check.gpus_per_node,
+            transport=check.transport,
+            memlock=check.memlock,
+            privileged_reason=check.privileged_reason,
+            cpu=check.cpu,
+            memory=check.memory,
+            shm_size=check.shm_size,
+            run="command",
+            args=args,
+            master_port=check.master_port,
+            env=env,
+            node_names=check.node_names,
+            backoff_limit=0,  # a failed measurement is the answer, not something to retry
+            ttl_seconds_after_finished=check.ttl_seconds_after_finished,
+        )
 
     def memlock_of(self, w: Workload) -> str:
         if w.memlock is not None:

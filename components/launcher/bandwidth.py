@@ -1,0 +1,650 @@
+#!/usr/bin/env python3
+"""The fabric check inside the pod: run an all-reduce benchmark across the nodes, read what it
+measured and which network NCCL used, and fail unless the bus bandwidth reaches the configured
+fraction of the line rate over the transport the workload asked for.
+
+The seeds fought for RDMA and never measured it; a pod whose NCCL quietly fell back to sockets trains
+at a tenth of the speed and looks healthy. This turns both into a failed Job, which `pulumi up`
+reports (components/bandwidth.py), and into a verdict a user can get again from a saved log
+(`python -m stacks bandwidth-report LOG`).
+
+Standard library only, Python 3.8+: it ships in the launcher ConfigMap next to launcher.py and runs
+in whatever image the check names. torch is imported only by the benchmark loop.
+
+Commands:
+  bandwidth.py check --mode rdma|tcp [--tool auto|torch|nccl-tests] [--line-rate-gbps X]
+                     [--min-fraction F] [--min-bytes N] [--max-bytes N] [--iters N] [--warmup N]
+                     [--backend nccl|gloo]
+      The pod's command (the launcher execs it with NNODES, NODE_RANK, NPROC_PER_NODE, MASTER_ADDR
+      and MASTER_PORT set). Starts the benchmark as a child process, echoes its output (the pod log
+      then holds the table and NCCL's INFO lines of every local rank), prints the verdict.
+        torch       torchrun with this node's rendezvous settings runs `bench` on every GPU.
+        nccl-tests  all_reduce_perf -g NPROC_PER_NODE in one process: one node only, because
+                    all_reduce_perf spans hosts only under MPI (mpirun), which is not deployed.
+        auto        nccl-tests on one node where the image has all_reduce_perf, torch otherwise.
+  bandwidth.py bench [--min-bytes N] [--max-bytes N] [--iters N] [--warmup N] [--backend nccl|gloo]
+      One process per GPU under torchrun: the torch.distributed all_reduce loop. Local rank 0 of
+      every node prints the results in nccl-tests' table format, so one parser reads both tools.
+  bandwidth.py report LOG|- --mode rdma|tcp [--line-rate-gbps X] [--min-fraction F]
+      The same verdict from a saved log (`python -m stacks bandwidth-report` fills in the values
+      from a stack's config).
+
+The verdict (judge): the bus bandwidth at the largest message size (best of out-of-place and
+in-place; the lowest where several tables are in the log) must reach min_fraction x line rate
+(Gb/s / 8 = GB/s, the unit of nccl-tests' busbw). In rdma mode NCCL must have used its IB transport
+(InfiniBand or RoCE; plugins such as IBext count) and no socket transport; in tcp mode it must not
+have used IB. Wrong values in the results, or no results at all, fail too.
+
+Exit codes: 0 pass; 1 fail; 2 bad arguments or an unreadable log.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Sequence
+
+EXIT_PASS = 0
+EXIT_FAIL = 1
+EXIT_USAGE = 2
+
+MODES = ("rdma", "tcp")
+TOOLS = ("auto", "torch", "nccl-tests")
+NCCL_TESTS_BINARY = "all_reduce_perf"
+FLOAT_BYTES = 4  # both tools reduce float32 sums
+
+# --- nccl-tests' table ---------------------------------------------------------------------------
+
+# Log collectors put things before a line: `oc logs --prefix` ([pod/NAME/CONTAINER]),
+# `--timestamps` (RFC 3339), mpirun --tag-output ([1,0]<stdout>:), torchrun --tee ([default0]:).
+_LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)\s+|\[[^\]]*\](?:<std(?:out|err)>)?:?[ \t]*)+")
+_AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+
+
+@dataclass
+class Measure:
+    """One half of a row: out-of-place or in-place. None where the table says N/A."""
+
+    time_us: Optional[float]
+    algbw: Optional[float]
+    busbw: Optional[float]
+    wrong: Optional[int]  # nccl-tests' #wrong; None for N/A and for old versions' float "error"
+
+
+@dataclass
+class Row:
+    size: int
+    count: int
+    measures: List[Measure]
+
+    def best_busbw(self) -> Optional[float]:
+        values = [m.busbw for m in self.measures if m.busbw is not None]
+        return max(values) if values else None
+
+    def wrong(self) -> int:
+        return sum(m.wrong or 0 for m in self.measures)
+
+
+@dataclass
+class Results:
+    rows: List[Row] = field(default_factory=list)
+    tables: int = 0
+    avg_busbw: List[float] = field(default_factory=list)
+
+    def largest(self) -> List[Row]:
+        if not self.rows:
+            return []
+        top = max(r.size for r in self.rows)
+        return [r for r in self.rows if r.size == top]
+
+
+def strip_prefix(line: str) -> str:
+    return _LINE_PREFIX.sub("", line.rstrip("\r\n"), count=1)
+
+
+def _number(token: str) -> Optional[float]:
+    try:
+        return float(token)
+    except ValueError:
+        return None  # N/A
+
+
+def parse_results(text: str) -> Results:
+    """Every nccl-tests-format table in the text: the column header line (`# size count type redop
+    [root] time algbw busbw #wrong time ...`) fixes the columns; rows follow until a `#` line that is
+    not a header. Old versions' `error` column (a float) is read but not judged."""
+    out = Results()
+    columns: List[str] = []
+    for raw in text.splitlines():
+        line = strip_prefix(raw).strip()
+        if line.startswith("#"):
+            avg = _AVG_BUSBW.match(line)
+            if avg and _number(avg.group(1)) is not None:
+                out.avg_busbw.append(float(avg.group(1)))
+            names = line[1:].split()
+            if "size" in names and "count" in names and "time" in names and "busbw" in names:
+                first = names.index("time")
+                if (len(names) - first) % 4 == 0:
+                    columns = names
+                    out.tables += 1
+            continue
+        tokens = line.split()
+        if not columns or len(tokens) != len(columns) or not (tokens[0].isdigit() and tokens[1].isdigit()):
+            continue
+        first = columns.index("time")
+        measures = []
+        for at in range(first, len(columns), 4):
+            wrong_col, wrong_raw = columns[at + 3], tokens[at + 3]
+            wrong = int(wrong_raw) if wrong_col == "#wrong" and wrong_raw.isdigit() else None
+            measures.append(Measure(_number(tokens[at]), _number(tokens[at + 1]), _number(tokens[at + 2]), wrong))
+        out.rows.append(Row(int(tokens[0]), int(tokens[1]), measures))
+    return out
+
+
+# --- NCCL's INFO lines ---------------------------------------------------------------------------
+
+_NCCL_INFO = re.compile(r"NCCL INFO (.*)$")
+_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")  # Using network IB | IBext_v8 | Socket
+_NET_IB_USING = re.compile(r"^NET/IB ?: Using (.*)$")  # [0]mlx5_6:1/RoCE [1]... [RO]; OOB ...
+_IB_PORT = re.compile(r"([A-Za-z0-9_.\-]+:\d+/(?:IB|RoCE))")
+_NET_IB_NONE = re.compile(r"^NET/IB ?: No device found")
+_NET_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)$")  # [0]eth0:10.0.0.1<0>
+_SOCKET_IFACE = re.compile(r"\[\d+\]([^\s\[]+)")
+_VIA_NET = re.compile(r"via NET/([A-Za-z][A-Za-z0-9_]*)(\S*)")  # NET/IB/0/GDRDMA, NET/Socket/0
+
+
+def net_family(name: str) -> str:
+    """ib for NCCL's IB transport and IB plugins (IB, IBext, IBext_v8: InfiniBand and RoCE alike),
+    socket for its TCP sockets, other for anything else (vendor plugins)."""
+    lowered = name.lower()
+    if lowered.startswith("ib"):
+        return "ib"
+    return "socket" if lowered == "socket" else "other"
+
+
+@dataclass
+class NcclNet:
+    """What NCCL's INIT and NET lines say about the network it used."""
+
+    info_lines: int = 0
+    networks: Dict[str, int] = field(default_factory=dict)  # `Using network NAME`, counted
+    channels: Dict[str, int] = field(default_factory=dict)  # `via NET/NAME/...`, counted
+    gdr_channels: int = 0
+    ib_ports: List[str] = field(default_factory=list)  # mlx5_6:1/RoCE
+    socket_ifaces: List[str] = field(default_factory=list)  # eth0:10.0.0.1<0>
+    ib_not_found: int = 0
+
+    def families(self) -> Dict[str, List[str]]:
+        """Each transport family with the evidence for it."""
+        seen: Dict[str, List[str]] = {}
+        for name, n in self.networks.items():
+            seen.setdefault(net_family(name), []).append(f"'Using network {name}' x{n}")
+        for name, n in self.channels.items():
+            seen.setdefault(net_family(name), []).append(f"{n} channel(s) via NET/{name}")
+        if self.socket_ifaces and not self.networks:
+            # NCCL before 2.x printed no `Using network` line; NET/Socket initialises only when chosen.
+            seen.setdefault("socket", []).append("NET/Socket : Using " + " ".join(self.socket_ifaces))
+        if self.ib_ports and not self.networks:
+            seen.setdefault("ib", []).append("NET/IB : Using " + " ".join(self.ib_ports))
+        return seen
+
+
+def _add_unique(items: List[str], new: Sequence[str]) -> None:
+    for item in new:
+        if item not in items:
+            items.append(item)
+
+
+def parse_nccl(text: str) -> NcclNet:
+    net = NcclNet()
+    for raw in text.splitlines():
+        match = _NCCL_INFO.search(raw)
+        if not match:
+            continue
+        net.info_lines += 1
+        msg = match.group(1).strip()
+        m = _USING_NETWORK.match(msg)
+        if m:
+            net.networks[m.group(1)] = net.networks.get(m.group(1), 0) + 1
+            continue
+        m = _NET_IB_USING.match(msg)
+        if m:
+            _add_unique(net.ib_ports, _IB_PORT.findall(m.group(1)))
+            continue
+        if _NET_IB_NONE.match(msg):
+            net.ib_not_found += 1
+            continue
+        m = _NET_SOCKET_USING.match(msg)
+        if m:
+            _add_unique(net.socket_ifaces, _SOCKET_IFACE.findall(m.group(1)))
+            continue
+        m = _VIA_NET.search(msg)
+        if m:
+            net.channels[m.group(1)] = net.channels.get(m.group(1), 0) + 1
+            if "GDRDMA" in m.group(2):
+                net.gdr_channels += 1
+    return net
+
+
+# --- the verdict ---------------------------------------------------------------------------------
+
+
+def threshold_gbytes(line_rate_gbps: float, min_fraction: float) -> float:
+    """min_fraction of the line rate, in GB/s (nccl-tests' unit: 1e9 bytes/s)."""
+    return line_rate_gbps / 8.0 * min_fraction
+
+
+@dataclass
+class Verdict:
+    ok: bool
+    lines: List[str]
+    failures: List[str]
+
+    def render(self) -> str:
+        return "\n".join(self.lines) + "\n"
+
+
+def judge(
+    text: str,
+    mode: str,
+    line_rate_gbps: Optional[float] = None,
+    min_fraction: float = 0.8,
+    exit_code: Optional[int] = None,
+) -> Verdict:
+    """Pass or fail a benchmark log. `exit_code` is the benchmark's, where it was run here."""
+    if mode not in MODES:
+        raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+    results = parse_results(text)
+    net = parse_nccl(text)
+    failures: List[str] = []
+    notes: List[str] = []
+
+    if exit_code:
+        failures.append(f"the benchmark exited with status {exit_code} (its output is above)")
+
+    largest = results.largest()
+    measured: Optional[float] = None
+    if not results.rows:
+        failures.append(
+            "no all-reduce results in the log: no nccl-tests table (a `# size count ... busbw` header "
+            "and its rows); the benchmark did not get as far as the first message size"
+        )
+    else:
+        values = [v for v in (r.best_busbw() for r in largest) if v is not None]
+        measured = min(values) if values else None
+        wrong = sum(r.wrong() for r in results.rows)
+        if wrong:
+            failures.append(f"{wrong} wrong value(s) in the all-reduce results (#wrong): the data was corrupted")
+
+    if line_rate_gbps is None:
+        notes.append("threshold: none (no line rate for this check), so the bandwidth is reported, not judged")
+    else:
+        need = threshold_gbytes(line_rate_gbps, min_fraction)
+        notes.append(f"threshold: {need:.2f} GB/s = {min_fraction:g} x line rate {line_rate_gbps:g} Gb/s ({line_rate_gbps / 8.0:.2f} GB/s)")
+        if measured is not None and measured < need:
+            failures.append(
+                f"bus bandwidth {measured:.2f} GB/s at {largest[0].size} B is below {need:.2f} GB/s "
+                f"({measured / (line_rate_gbps / 8.0):.0%} of the line rate, {min_fraction:.0%} required)"
+            )
+        elif results.rows and measured is None:
+            failures.append(f"no bus bandwidth at the largest message size ({largest[0].size} B)")
+
+    families = net.families()
+    evidence = "; ".join(e for es in families.values() for e in es)
+    if mode == "rdma":
+        if "socket" in families:
+            why = (
+                " NCCL found no RDMA device in the pod (NET/IB : No device found): check the SR-IOV networks "
+                "annotation, the openshift.io/... resources and /dev/infiniband (the launcher's report at the "
+                "top of the pod log)."
+                if net.ib_not_found
+                else ""
+            )
+            failures.append(f"NCCL used the socket transport in rdma mode ({evidence}).{why}")
+        elif "ib" not in families:
+            if families:
+                failures.append(f"NCCL used no IB transport in rdma mode ({evidence})")
+            else:
+                failures.append(
+                    "the log does not show which network NCCL used: run with NCCL_DEBUG=INFO and "
+                    "NCCL_DEBUG_SUBSYS=INIT,NET (the rendered check sets both)"
+                )
+        elif net.channels and not net.gdr_channels:
+            notes.append(
+                "note: no network channel used GPUDirect RDMA (no /GDRDMA): data is staged through host "
+                "memory; NCCL_NET_GDR_LEVEL and the nvidia-peermem module decide that"
+            )
+    elif "ib" in families:
+        failures.append(f"NCCL used InfiniBand/RoCE in tcp mode ({evidence}): the result does not measure TCP; set NCCL_IB_DISABLE=1")
+
+    lines = [f"bandwidth check: {'FAIL' if failures else 'PASS'} (mode {mode})"]
+    if results.rows:
+        lines.append("  bus bandwidth by message size (GB/s, best of out-of-place and in-place):")
+        for r in results.rows:
+            best = r.best_busbw()
+            lines.append(f"    {r.size:>14} B  {'N/A' if best is None else format(best, '.2f'):>9}")
+    if measured is not None:
+        avg = f"; nccl-tests' average over all sizes: {results.avg_busbw[-1]:.2f}" if results.avg_busbw else ""
+        lines.append(f"  measured: {measured:.2f} GB/s at the largest message, {largest[0].size} B{avg}")
+    lines += ["  " + n for n in notes]
+    if families:
+        lines.append(f"  transport: {', '.join(sorted(families))} ({evidence})")
+    elif mode == "tcp":
+        lines.append("  transport: not in the log (no NCCL network lines); not checked")
+    if net.ib_ports:
+        lines.append(f"  rdma ports NCCL opened: {' '.join(net.ib_ports)}")
+    if net.channels:
+        total = sum(net.channels.values())
+        lines.append(f"  network channels: {total}, with GPUDirect RDMA: {net.gdr_channels}")
+    lines += ["  FAIL: " + f for f in failures]
+    return Verdict(not failures, lines, failures)
+
+
+# --- the torch.distributed benchmark -------------------------------------------------------------
+
+
+def message_sizes(min_bytes: int, max_bytes: int) -> List[int]:
+    """Doubling sizes from min to max (all_reduce_perf -f 2), whole float32 elements."""
+    sizes: List[int] = []
+    size = max(min_bytes, FLOAT_BYTES)
+    while size <= max_bytes:
+        whole = size - size % FLOAT_BYTES
+        if whole not in sizes:
+            sizes.append(whole)
+        size *= 2
+    return sizes
+
+
+def bus_factor(ranks: int) -> float:
+    """nccl-tests' all-reduce busbw = algbw x 2(n-1)/n: the share of the data each rank's link carries
+    in a ring, so busbw compares with a link's speed whatever the number of ranks."""
+    return 2.0 * (ranks - 1) / ranks
+
+
+def table_header(title: str) -> List[str]:
+    return [
+        f"# {title}",
+        "#",
+        "#" + " " * 62 + "out-of-place" + " " * 23 + "in-place",
+        "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong",
+        "#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)",
+    ]
+
+
+def _cell(value: Optional[float], width: int) -> str:
+    return f"{'N/A':>{width}}" if value is None else f"{value:{width}.2f}"
+
+
+def table_row(row: Row) -> str:
+    cells = [f"{row.size:12d}", f"{row.count:13d}", f"{'float':>9}", f"{'sum':>7}", f"{-1:7d}"]
+    for m in row.measures:
+        wrong = "N/A" if m.wrong is None else str(m.wrong)
+        cells += [_cell(m.time_us, 8), _cell(m.algbw, 7), _cell(m.busbw, 7), f"{wrong:>6}"]
+    return " ".join(cells)
+
+
+def table_trailer(rows: Sequence[Row]) -> List[str]:
+    values = [m.busbw for r in rows for m in r.measures if m.busbw is not None]
+    wrong = sum(r.wrong() for r in rows)
+    avg = sum(values) / len(values) if values else 0.0
+    return [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}", f"# Avg bus bandwidth    : {avg:.4f}", "#"]
+
+
+def torch_allreduce_benchmark(
+    sizes: Sequence[int],
+    iters: int,
+    warmup: int,
+    backend: str = "nccl",
+    emit: Optional[Callable[[str], None]] = None,
+) -> List[Row]:
+    """Time dist.all_reduce (sum of float32) per message size on every rank of the process group
+    torchrun set up (env:// rendezvous). Local rank 0 of each node emits the table.
+
+    torch.distributed.all_reduce works in place, so the out-of-place columns are N/A. The first
+    all-reduce of each size is checked (every element must equal the world size) and fills #wrong;
+    the timed ones run on zeros, which stay finite. The time is the slowest rank's."""
+    import torch
+    import torch.distributed as dist
+
+    local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+    if backend == "nccl":
+        torch.cuda.set_device(local_rank)
+        device = torch.device("cuda", local_rank)
+
+        def sync() -> None:
+            torch.cuda.synchronize(device)
+
+    else:
+        device = torch.device("cpu")
+
+        def sync() -> None:
+            pass
+
+    dist.init_process_group(backend=backend)
+    try:
+        world = dist.get_world_size()
+        say = emit if (emit is not None and local_rank == 0) else (lambda _line: None)
+        title = (
+            f"torch.distributed all_reduce (bandwidth.py bench): backend {backend} world size {world} "
+            f"minBytes {sizes[0] if sizes else 0} maxBytes {sizes[-1] if sizes else 0} step: 2(factor) "
+            f"warmup iters: {warmup} iters: {iters}; all_reduce works in place: out-of-place is N/A"
+        )
+        for line in table_header(title):
+            say(line)
+        rows: List[Row] = []
+        for size in sizes:
+            count = size // FLOAT_BYTES
+            buf = torch.ones(count, dtype=torch.float32, device=device)
+            dist.all_reduce(buf)
+            wrong = int((buf != float(world)).sum().item())
+            buf.zero_()
+            for _ in range(warmup):
+                dist.all_reduce(buf)
+            sync()
+            start = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(buf)
+            sync()
+            elapsed = time.perf_counter() - start
+            # Every rank reports the slowest rank's time and the most wrong values any rank saw.
+            agreed = torch.tensor([elapsed, float(wrong)], dtype=torch.float64, device=device)
+            dist.all_reduce(agreed, op=dist.ReduceOp.MAX)
+            seconds = float(agreed[0].item()) / iters
+            algbw = size / seconds / 1e9
+            inplace = Measure(seconds * 1e6, algbw, algbw * bus_factor(world), int(agreed[1].item()))
+            row = Row(size, count, [Measure(None, None, None, None), inplace])
+            rows.append(row)
+            say(table_row(row))
+        for line in table_trailer(rows):
+            say(line)
+        return rows
+    finally:
+        dist.destroy_process_group()
+
+
+# --- running the check in the pod ----------------------------------------------------------------
+
+
+def resolve_tool(tool: str, nnodes: int, binary: Optional[str]) -> tuple[str, str]:
+    """The tool to run and why."""
+    if tool != "auto":
+        return tool, "asked for"
+    if nnodes > 1:
+        return "torch", f"{nnodes} nodes: all_reduce_perf spans nodes only under mpirun"
+    if binary:
+        return "nccl-tests", f"one node and {binary} is in the image"
+    return "torch", f"one node, but {NCCL_TESTS_BINARY} is not on PATH"
+
+
+def torchrun_argv(environ: Dict[str, str], a: argparse.Namespace) -> List[str]:
+    """torchrun for this node, from the rendezvous settings the launcher exported."""
+    return [
+        sys.executable, "-m", "torch.distributed.run",
+        "--nnodes", environ.get("NNODES", "1"),
+        "--nproc_per_node", environ.get("NPROC_PER_NODE", "1"),
+        "--node_rank", environ.get("NODE_RANK", "0"),
+        "--master_addr", environ.get("MASTER_ADDR", "127.0.0.1"),
+        "--master_port", environ.get("MASTER_PORT", "29500"),
+        os.path.abspath(__file__), "bench",
+        "--min-bytes", str(a.min_bytes), "--max-bytes", str(a.max_bytes),
+        "--iters", str(a.iters), "--warmup", str(a.warmup), "--backend", a.backend,
+    ]  # fmt: skip
+
+
+def nccl_tests_argv(binary: str, environ: Dict[str, str], a: argparse.Namespace) -> List[str]:
+    return [
+        binary, "-b", str(a.min_bytes), "-e", str(a.max_bytes), "-f", "2",
+        "-g", environ.get("NPROC_PER_NODE", "1"),
+        "-n", str(a.iters), "-w", str(a.warmup), "-c", "1",
+    ]  # fmt: skip
+
+
+def run_and_echo(argv: Sequence[str], environ: Dict[str, str]) -> tuple[int, str]:
+    """Run the benchmark, copying its output (stdout and stderr) to ours line by line; return its
+    exit status and the output. A SIGTERM (the Job deleted, the pod evicted) is passed on."""
+    try:
+        child = subprocess.Popen(list(argv), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ)
+    except OSError as exc:
+        message = f"bandwidth check: cannot run {argv[0]}: {exc}\n"
+        sys.stdout.write(message)
+        return 127, message
+    previous = signal.signal(signal.SIGTERM, lambda *_: child.terminate())
+    captured: List[str] = []
+    try:
+        assert child.stdout is not None
+        for chunk in iter(child.stdout.readline, b""):
+            line = chunk.decode("utf-8", errors="replace")
+            captured.append(line)
+            sys.stdout.write(line)
+            sys.stdout.flush()
+        code = child.wait()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    return code, "".join(captured)
+
+
+def cmd_check(a: argparse.Namespace) -> int:
+    environ = dict(os.environ)
+    environ["PYTHONUNBUFFERED"] = "1"  # table rows reach the log as they are measured
+    nnodes = int(environ.get("NNODES", "1"))
+    binary = shutil.which(NCCL_TESTS_BINARY)
+    tool, why = resolve_tool(a.tool, nnodes, binary)
+    if tool == "nccl-tests":
+        if nnodes > 1:
+            print(f"bandwidth check: FAIL: tool nccl-tests on {nnodes} nodes: all_reduce_perf spans nodes only under mpirun")
+            return EXIT_FAIL
+        if not binary:
+            print(f"bandwidth check: FAIL: tool nccl-tests, but {NCCL_TESTS_BINARY} is not on PATH in this image; use tool torch or auto")
+            return EXIT_FAIL
+        argv = nccl_tests_argv(binary, environ, a)
+    else:
+        argv = torchrun_argv(environ, a)
+    print(f"bandwidth check: tool {tool} ({why}): {' '.join(argv)}", flush=True)
+    code, output = run_and_echo(argv, environ)
+    verdict = judge(output, a.mode, a.line_rate_gbps, a.min_fraction, exit_code=code)
+    sys.stdout.write(verdict.render())
+    sys.stdout.flush()
+    return EXIT_PASS if verdict.ok else EXIT_FAIL
+
+
+def cmd_bench(a: argparse.Namespace) -> int:
+    def emit(line: str) -> None:
+        print(line, flush=True)
+
+    torch_allreduce_benchmark(message_sizes(a.min_bytes, a.max_bytes), a.iters, a.warmup, a.backend, emit)
+    return EXIT_PASS
+
+
+def read_log(path: str) -> str:
+    """The text of a saved log ('-' is stdin). Raises OSError."""
+    if path == "-":
+        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
+    with open(path, encoding="utf-8", errors="replace") as f:
+        return f.read()
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    try:
+        text = read_log(a.log)
+    except OSError as exc:
+        sys.stderr.write(f"bandwidth report: cannot read {a.log}: {exc.strerror or exc}\n")
+        return EXIT_USAGE
+    verdict = judge(text, a.mode, a.line_rate_gbps, a.min_fraction)
+    sys.stdout.write(verdict.render())
+    return EXIT_PASS if verdict.ok else EXIT_FAIL
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive integer")
+    return value
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{text} is negative")
+    return value
+
+
+def _rate(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive number of Gb/s")
+    return value
+
+
+def _fraction(text: str) -> float:
+    value = float(text)
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a fraction in (0, 1]")
+    return value
+
+
+def _sizes(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--min-bytes", type=_positive_int, default=1024 * 1024)
+    p.add_argument("--max-bytes", type=_positive_int, default=1024 * 1024 * 1024)
+    p.add_argument("--iters", type=_positive_int, default=20)
+    p.add_argument("--warmup", type=_count, default=5)
+    p.add_argument("--backend", choices=("nccl", "gloo"), default="nccl", help="gloo: CPU tensors, for tests")
+
+
+def _verdict_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--mode", choices=MODES, required=True)
+    p.add_argument("--line-rate-gbps", type=_rate, help="line rate the bus bandwidth is held against (none: report only)")
+    p.add_argument("--min-fraction", type=_fraction, default=0.8)
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="bandwidth.py", description="All-reduce bandwidth check (see the module docstring).")
+    sub = p.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("check", help="run the benchmark on this node and judge it")
+    c.add_argument("--tool", choices=TOOLS, default="auto")
+    _verdict_args(c)
+    _sizes(c)
+    c.set_defaults(func=cmd_check)
+    b = sub.add_parser("bench", help="the torch.distributed loop (one process per GPU, under torchrun)")
+    _sizes(b)
+    b.set_defaults(func=cmd_bench)
+    r = sub.add_parser("report", help="the verdict from a saved log")
+    r.add_argument("log", metavar="LOG", help="log file, or - for stdin")
+    _verdict_args(r)
+    r.set_defaults(func=cmd_report)
+    return p
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    a = parser().parse_args(argv)
+    return int(a.func(a))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

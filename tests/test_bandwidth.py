@@ -1,0 +1,453 @@
+"""The bandwidth check: log parsers, verdict, rendered Job, both command lines, and the torch loop.
+
+The fixtures (tests/bandwidth_logs/) are logs in the real formats: nccl-tests' all_reduce_perf table (current columns with
+`root` and `#wrong`, and the older ones with a float `error`), NCCL's INFO lines for RoCE,
+InfiniBand, an IB plugin and the socket fallback (as NVIDIA/nccl issue logs show them), and the
+table bandwidth.py's torch loop prints. The last test runs that loop for real, two gloo processes on
+loopback, where torch is installed (not in the project's environment: torch lives in the images).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import stacks
+from components.launcher import bandwidth as bw
+from components.program import objects, stack_outputs
+from components.training import LAUNCHER_DIR, launcher_files
+from conftest import ROOT, container, env_of, find, rendered_stack
+from stacks.__main__ import main as stacks_main
+
+BENCH = ROOT / "components" / "launcher" / "bandwidth.py"
+LOGS = Path(__file__).with_name("bandwidth_logs")
+GIB = 1024**3
+
+
+def _log(name: str) -> str:
+    return (LOGS / name).read_text(encoding="utf-8")
+
+
+# all_reduce_perf -g 4 on one Barcelona node with P2P and SHM disabled (every hop through a RoCE NIC),
+# as `oc logs` shows it: nccl-tests' header, NCCL's INFO lines, the table, the trailer.
+NCCL_TESTS_ROCE = _log("nccl_tests_roce.log")
+
+# The pod log of rank 0 of a two-node check on Cairo (InfiniBand): the check's first line, NCCL's
+# INFO lines of the local ranks (P2P inside the node, NET/IB between nodes), bandwidth.py's table.
+TORCH_IB_TWO_NODES = _log("torch_ib_two_nodes.log")
+
+# The same check where the pods lost their SR-IOV devices: NCCL finds no RDMA device and quietly
+# runs over TCP sockets, at a hundredth of the speed.
+TORCH_SOCKET_FALLBACK = _log("torch_socket_fallback.log")
+
+# An IB plugin (nccl-rdma-sharp-plugins' IBext) with NCCL 2.20+'s merged-port listing.
+IB_PLUGIN_LINES = _log("ib_plugin.log")
+
+# nccl-tests before 2.11 (no root column, a float `error`), through mpirun --tag-output.
+OLD_NCCL_TESTS_MPIRUN = _log("old_nccl_tests_mpirun.log")
+
+BARCELONA_LINE = 4 * 400.0  # Gb/s per node: 4 ports of 400 Gb/s, 200 GB/s
+
+
+# --- parsers ---------------------------------------------------------------------------------------
+
+
+def test_nccl_tests_table_rows_and_average():
+    res = bw.parse_results(NCCL_TESTS_ROCE)
+    assert res.tables == 1
+    assert [r.size for r in res.rows] == [2**20 * 2**k for k in range(11)]
+    top = res.rows[-1]
+    assert (top.size, top.count) == (GIB, GIB // 4)
+    oop, inplace = top.measures
+    assert (oop.time_us, oop.algbw, oop.busbw, oop.wrong) == (34562.5, 31.07, 46.60, 0)
+    assert inplace.busbw == 46.90 and top.best_busbw() == 46.90
+    assert res.avg_busbw == [37.4773]
+    assert [r.size for r in res.largest()] == [GIB]
+
+
+def test_old_nccl_tests_columns_behind_mpirun_tags():
+    res = bw.parse_results(OLD_NCCL_TESTS_MPIRUN)
+    assert [r.size for r in res.rows] == [2**26, 2**27, 2**28, 2**29]
+    assert res.rows[-1].best_busbw() == 178.60
+    # the old float `error` is a rounding figure, not a count of wrong values: never judged
+    assert all(m.wrong is None for r in res.rows for m in r.measures)
+    assert res.avg_busbw == [155.075]
+
+
+def test_log_collector_prefixes_are_stripped():
+    lines = NCCL_TESTS_ROCE.splitlines()
+    prefixed = "\n".join(f"[pod/rdma-bandwidth-0/training] 2026-01-05T10:00:00.123456789Z {line}" for line in lines)
+    assert [r.best_busbw() for r in bw.parse_results(prefixed).rows] == [r.best_busbw() for r in bw.parse_results(NCCL_TESTS_ROCE).rows]
+
+
+def test_torch_table_out_of_place_is_na():
+    res = bw.parse_results(TORCH_IB_TWO_NODES)
+    assert len(res.rows) == 11
+    assert all(r.measures[0] == bw.Measure(None, None, None, None) for r in res.rows)
+    assert res.rows[-1].best_busbw() == 188.40
+
+
+def test_rows_outside_a_table_are_not_results():
+    text = "  1073741824     268435456     float     sum      -1  1.0  2.0  3.0  0  1.0  2.0  3.0  0\n"
+    assert bw.parse_results(text).rows == []
+
+
+def test_roce_lines():
+    net = bw.parse_nccl(NCCL_TESTS_ROCE)
+    assert net.networks == {"IB": 2}
+    assert net.ib_ports == ["mlx5_6:1/RoCE", "mlx5_7:1/RoCE", "mlx5_8:1/RoCE", "mlx5_9:1/RoCE"]
+    assert net.channels == {"IB": 5} and net.gdr_channels == 5
+    assert set(net.families()) == {"ib"}  # the Bootstrap line's socket is not NCCL's transport
+
+
+def test_infiniband_lines():
+    net = bw.parse_nccl(TORCH_IB_TWO_NODES)
+    assert net.ib_ports == ["mlx5_2:1/IB", "mlx5_3:1/IB", "mlx5_4:1/IB", "mlx5_5:1/IB"]
+    assert net.channels == {"IB": 3}  # the P2P/CUMEM hop inside the node is not a network channel
+    assert set(net.families()) == {"ib"}
+
+
+def test_ib_plugin_counts_as_ib():
+    net = bw.parse_nccl(IB_PLUGIN_LINES)
+    assert net.networks == {"IBext_v8": 1} and net.channels == {"IBext_v8": 1}
+    assert net.ib_ports == ["mlx5_2:1/RoCE", "mlx5_3:1/RoCE", "mlx5_0:1/RoCE", "mlx5_1:1/RoCE"]
+    assert set(net.families()) == {"ib"}
+
+
+def test_socket_fallback_lines():
+    net = bw.parse_nccl(TORCH_SOCKET_FALLBACK)
+    assert net.ib_not_found == 1
+    assert net.socket_ifaces == ["eth0:10.131.0.22<0>"]
+    assert net.networks == {"Socket": 1} and net.channels == {"Socket": 3}
+    assert set(net.families()) == {"socket"}
+
+
+# --- verdict ---------------------------------------------------------------------------------------
+
+
+def test_rdma_passes_at_the_fraction_of_the_line_rate():
+    v = bw.judge(TORCH_IB_TWO_NODES, "rdma", BARCELONA_LINE, 0.8)  # needs 160 GB/s, has 188.4
+    assert v.ok, v.render()
+    text = v.render()
+    assert "bandwidth check: PASS" in text and "160.00 GB/s" in text and "188.40" in text
+
+
+def test_rdma_fails_below_the_fraction():
+    v = bw.judge(TORCH_IB_TWO_NODES, "rdma", BARCELONA_LINE, 0.95)  # needs 190 GB/s
+    assert not v.ok
+    assert "188.40 GB/s at 1073741824 B is below 190.00 GB/s" in v.failures[0]
+
+
+def test_only_the_largest_message_decides():
+    # 46.9 GB/s at 1 GiB; smaller sizes are lower. One GPU's share of Barcelona's ports is 400 Gb/s.
+    assert bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, 0.9).ok  # 45.0 needed
+    assert not bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, 0.95).ok  # 47.5 needed
+    truncated = NCCL_TESTS_ROCE.replace("  1073741824     268435456", "  ")  # the 1 GiB row is gone
+    v = bw.judge(truncated, "rdma", 400.0, 0.93)  # 46.5 needed: 512 MiB has 46.6
+    assert v.ok and "at the largest message, 536870912 B" in v.render()
+
+
+def test_socket_transport_fails_rdma_mode_whatever_the_bandwidth():
+    v = bw.judge(TORCH_SOCKET_FALLBACK, "rdma", None)
+    assert not v.ok
+    assert any("socket transport in rdma mode" in f and "No device found" in f for f in v.failures)
+
+
+def test_tcp_mode_accepts_sockets_and_reports_without_a_line_rate():
+    v = bw.judge(TORCH_SOCKET_FALLBACK, "tcp", None)
+    assert v.ok, v.render()
+    assert "threshold: none" in v.render()
+
+
+def test_tcp_mode_fails_when_nccl_used_ib():
+    v = bw.judge(TORCH_IB_TWO_NODES, "tcp", None)
+    assert not v.ok and "NCCL_IB_DISABLE=1" in v.failures[0]
+
+
+def test_rdma_mode_without_nccl_lines_fails():
+    table_only = "\n".join(line for line in TORCH_IB_TWO_NODES.splitlines() if "NCCL INFO" not in line)
+    v = bw.judge(table_only, "rdma", BARCELONA_LINE)
+    assert not v.ok and "NCCL_DEBUG=INFO" in v.failures[0]
+
+
+def test_wrong_values_fail():
+    corrupt = NCCL_TESTS_ROCE.replace("31.27   46.90      0", "31.27   46.90      3")
+    v = bw.judge(corrupt, "rdma", 400.0)
+    assert not v.ok and "3 wrong value(s)" in v.failures[0]
+
+
+def test_no_results_fail():
+    v = bw.judge("rdma-bandwidth-0:57:71 [0] NCCL INFO Using network IB\n", "rdma", BARCELONA_LINE)
+    assert not v.ok and "no all-reduce results" in v.failures[0]
+
+
+def test_a_failed_benchmark_fails_the_check():
+    v = bw.judge(TORCH_IB_TWO_NODES, "rdma", BARCELONA_LINE, exit_code=1)
+    assert not v.ok and "exited with status 1" in v.failures[0]
+
+
+def test_torch_table_lines_read_back():
+    rows = [bw.Row(s, s // 4, [bw.Measure(None, None, None, None), bw.Measure(12.5, 3.0, 5.25, 0)]) for s in (4096, 8192)]
+    text = "\n".join(bw.table_header("title") + [bw.table_row(r) for r in rows] + bw.table_trailer(rows))
+    assert bw.parse_results(text).rows == rows
+    assert bw.parse_results(text).avg_busbw == [5.25]
+
+
+def test_message_sizes_and_bus_factor():
+    assert bw.message_sizes(1 << 20, 1 << 23) == [1 << 20, 1 << 21, 1 << 22, 1 << 23]
+    assert bw.message_sizes(6, 30) == [4, 12, 24]  # whole float32 elements, doubling from 6
+    assert bw.bus_factor(8) == 1.75 and bw.bus_factor(2) == 1.0
+
+
+# --- config ----------------------------------------------------------------------------------------
+
+
+def _with_check(stack: str, **check) -> dict:
+    data = stacks.load(stack).model_dump(mode="json")
+    data["bandwidth_checks"] = [check]
+    return data
+
+
+BARCELONA_CHECK = {"name": "bw", "namespace": "nccl-test", "service_account": "h-kim-sa", "image": "img", "gpus_per_node": 4}
+
+
+def test_line_rates_from_the_fabric():
+    barcelona = stacks.load("barcelona")
+    assert barcelona.bandwidth_line_rate_gbps(barcelona.bandwidth_checks[0]) == 1600.0
+    cairo = stacks.load("cairo")  # no SR-IOV attachments: its four devices are the ports
+    assert cairo.bandwidth_line_rate_gbps(cairo.bandwidth_checks[0]) == 1600.0
+
+    def rate(**kw) -> float | None:
+        c = stacks.validate(_with_check("barcelona", **{**BARCELONA_CHECK, **kw}), "test")
+        return c.bandwidth_line_rate_gbps(c.bandwidth_checks[0])
+
+    assert rate(transport="rdma", nodes=2, gpus_per_node=2) == 800.0  # two GPUs drive two ports
+    assert rate(transport="rdma", nodes=1) == 400.0  # one node: each GPU's share of the ports
+    assert rate(transport="tcp") is None  # the seeds give no Ethernet line rate: report only
+    assert rate(transport="tcp", line_rate_gbps=100) == 100.0
+
+
+@pytest.mark.parametrize(
+    ("stack", "check", "message"),
+    [
+        ("barcelona", {"transport": "rdma", "tool": "nccl-tests", "nodes": 2}, "bandwidth_checks.0: tool 'nccl-tests' runs"),
+        ("barcelona", {"transport": "rdma", "min_bytes": 8, "max_bytes": 4}, "min_bytes (8) is larger than max_bytes (4)"),
+        ("barcelona", {"transport": "rdma", "service_account": "nobody"}, "bandwidth_checks.0.service_account: "),
+        ("barcelona", {"transport": "rdma", "name": "h-kim"}, "bandwidth_checks.0.name: duplicate workload name 'h-kim'"),
+        ("nerc", {"transport": "rdma", "service_account": "ml-dev-sa"}, "bandwidth_checks.0.transport: "),
+        ("barcelona", {"transport": "rdma", "min_fraction": 1.5}, "bandwidth_checks.0.min_fraction"),
+    ],
+)
+def test_bad_checks_are_config_errors_naming_the_field(stack, check, message):
+    with pytest.raises(stacks.ConfigError) as err:
+        stacks.validate(_with_check(stack, **{**BARCELONA_CHECK, **check}), "stack.yaml")
+    assert message in str(err.value) and str(err.value).startswith("stack.yaml: invalid configuration")
+
+
+# --- the rendered Job ------------------------------------------------------------------------------
+
+
+def test_barcelona_check_pods_have_the_training_network_setup():
+    r = rendered_stack("barcelona")
+    job = find(r, "Job", "rdma-bandwidth", "nccl-test")
+    train = find(r, "StatefulSet", "h-kim", "nccl-test")
+    pod, train_pod = job["spec"]["template"], train["spec"]["template"]
+    assert pod["metadata"]["annotations"] == train_pod["metadata"]["annotations"]  # networks + required SCC
+    assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].count("@net") == 4
+    c, t = container(job), container(train)
+    sriov = {k: v for k, v in t["resources"]["limits"].items() if k.startswith("openshift.io/")}
+    assert len(sriov) == 4 and all(c["resources"][side][k] == 1 for k in sriov for side in ("requests", "limits"))
+    assert c["resources"]["limits"]["nvidia.com/gpu"] == 4
+    assert c["securityContext"] == t["securityContext"] and c["command"] == t["command"]
+    assert pod["spec"]["serviceAccountName"] == "h-kim-sa"
+    env, train_env = env_of(job), env_of(train)
+    for key in ("LAUNCHER_MODE", "LAUNCHER_MEMLOCK_STRATEGY", "LAUNCHER_RDMA_INTERFACES", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL"):
+        assert env[key] == train_env[key], key
+
+
+def test_barcelona_check_job_runs_the_bench_and_fails_the_update():
+    r = rendered_stack("barcelona")
+    job = find(r, "Job", "rdma-bandwidth", "nccl-test")
+    spec = job["spec"]
+    assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == ("Indexed", 2, 2, 0)
+    assert spec["template"]["spec"]["restartPolicy"] == "Never"
+    assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+    env = env_of(job)
+    assert (env["NCCL_DEBUG"], env["NCCL_DEBUG_SUBSYS"], env["LAUNCHER_RUN"]) == ("INFO", "INIT,NET", "command")
+    assert "NCCL_P2P_DISABLE" not in env  # across nodes NVLink stays on, as in training
+    args = json.loads(env["LAUNCHER_ARGS"])
+    assert args[:3] == ["python3", f"{LAUNCHER_DIR}/bandwidth.py", "check"]
+    assert args[args.index("--line-rate-gbps") + 1] == "1600" and args[args.index("--mode") + 1] == "rdma"
+    mounts = {m["name"]: m["mountPath"] for m in container(job)["volumeMounts"]}
+    assert mounts["launcher"] == LAUNCHER_DIR
+    cm = find(r, "ConfigMap", "rdma-bandwidth-launcher", "nccl-test")
+    assert cm["data"]["bandwidth.py"] == BENCH.read_text(encoding="utf-8") == launcher_files()["bandwidth.py"]
+    assert "launcher.py" in cm["data"]
+    rec = next(x for x in r.resources if x.type == "kubernetes:batch/v1:Job" and x.name == "nccl-test/rdma-bandwidth")
+    assert rec.options["delete_before_replace"] and len(rec.options["depends_on"]) == 2
+
+
+def test_check_outputs_give_threshold_and_job():
+    out = rendered_stack("cairo").outputs["bandwidth_checks"]["rdma-bandwidth"]
+    assert out["job"] == "rdma-bandwidth" and out["namespace"] == "nccl-test"
+    assert out["min_busbw_gbytes_per_s"] == 160 and out["line_rate_gbps"] == 1600
+    assert "--stack cairo --check rdma-bandwidth" in out["report"]
+    assert stack_outputs(stacks.load("nerc"))["bandwidth_checks"] == {}
+
+
+def test_cairo_check_is_privileged_like_its_rdma_workload():
+    r = rendered_stack("cairo")
+    job, sts = find(r, "Job", "rdma-bandwidth", "nccl-test"), find(r, "StatefulSet", "ml-dev-rdma", "nccl-test")
+    assert container(job)["securityContext"] == container(sts)["securityContext"] == {"privileged": True, "allowPrivilegeEscalation": True}
+    assert job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"] == sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
+    assert env_of(job)["NCCL_IB_HCA"] == "=mlx5_2,mlx5_3,mlx5_4,mlx5_5"
+
+
+def test_single_node_check_forces_nccl_onto_the_network():
+    config = stacks.validate(_with_check("barcelona", **BARCELONA_CHECK, transport="rdma", nodes=1, tool="nccl-tests"), "test")
+    job = next(o for o in objects(config) if o["kind"] == "Job" and o["metadata"]["name"] == "bw")
+    env = env_of(job)
+    assert (env["NCCL_P2P_DISABLE"], env["NCCL_SHM_DISABLE"]) == ("1", "1")
+    assert '"--line-rate-gbps", "400"' in env["LAUNCHER_ARGS"]
+
+
+# --- command lines ---------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def logs(tmp_path: Path) -> dict[str, str]:
+    out = {}
+    for name, text in {"ib": TORCH_IB_TWO_NODES, "socket": TORCH_SOCKET_FALLBACK, "roce1": NCCL_TESTS_ROCE}.items():
+        (tmp_path / f"{name}.log").write_text(text, encoding="utf-8")
+        out[name] = str(tmp_path / f"{name}.log")
+    return out
+
+
+def test_report_takes_the_checks_values_from_the_stack(logs, capsys):
+    assert stacks_main(["bandwidth-report", logs["ib"], "--stack", "cairo"]) == 0
+    assert "threshold: 160.00 GB/s" in capsys.readouterr().out
+    assert stacks_main(["bandwidth-report", logs["ib"], "--stack", "cairo", "--min-fraction", "0.95"]) == 1
+    assert stacks_main(["bandwidth-report", logs["socket"], "--stack", "barcelona", "--check", "rdma-bandwidth"]) == 1
+    assert "socket transport in rdma mode" in capsys.readouterr().out
+
+
+def test_report_without_a_stack(logs, capsys):
+    assert stacks_main(["bandwidth-report", logs["socket"], "--mode", "tcp"]) == 0  # no line rate: reported only
+    assert stacks_main(["bandwidth-report", logs["socket"], "--mode", "tcp", "--line-rate-gbps", "100"]) == 1  # 2.3 < 10 GB/s
+    assert stacks_main(["bandwidth-report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400"]) == 0
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["missing.log", "--mode", "rdma"], "missing.log: cannot read the log"),
+        (["{ib}", "--stack", "barcelona", "--check", "nope"], "has no bandwidth check 'nope' (bandwidth_checks: rdma-bandwidth)"),
+        (["{ib}", "--stack", "nerc"], "stack 'nerc' has no bandwidth checks"),
+        (["{ib}"], "give --mode rdma|tcp"),
+        (["{ib}", "--check", "rdma-bandwidth"], "give --stack STACK or --config FILE too"),
+        (["{ib}", "--mode", "rdma", "--min-fraction", "2"], "--min-fraction must be in (0, 1]"),
+    ],
+)
+def test_report_input_errors_exit_2(logs, capsys, argv, message):
+    argv = [a.format(ib=logs["ib"]) for a in argv]
+    assert stacks_main(["bandwidth-report", *argv]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and message in err and "Traceback" not in err
+
+
+def test_report_reads_stdin_through_the_real_entry_point(logs):
+    log = Path(logs["socket"]).read_text(encoding="utf-8")
+    cmd = [sys.executable, "-m", "stacks", "bandwidth-report", "-", "--stack", "barcelona"]
+    done = subprocess.run(cmd, input=log, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 1 and "bandwidth check: FAIL (mode rdma)" in done.stdout
+
+
+def _bench(args: list[str], env: dict[str, str] | None = None, timeout: int = 60) -> subprocess.CompletedProcess[str]:
+    """bandwidth.py as the pod runs it: `-I -S` leaves the standard library only, no project imports."""
+    return subprocess.run([sys.executable, "-I", "-S", str(BENCH), *args], capture_output=True, text=True, env=env, timeout=timeout)
+
+
+def test_in_pod_report_is_standard_library_only(logs):
+    assert _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400"]).returncode == 0
+    failed = _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "800"])
+    assert failed.returncode == 1 and "below 80.00 GB/s" in failed.stdout
+    assert _bench(["report", "/nonexistent.log", "--mode", "rdma"]).returncode == 2
+
+
+@pytest.fixture
+def fake_all_reduce_perf(tmp_path: Path) -> dict[str, str]:
+    """An all_reduce_perf on PATH that prints its arguments and a real all_reduce_perf log: the
+    check's orchestration (tool choice, flags, echo, verdict, exit code) without GPUs."""
+    (tmp_path / "run.log").write_text(NCCL_TESTS_ROCE, encoding="utf-8")
+    script = tmp_path / "bin" / "all_reduce_perf"
+    script.parent.mkdir()
+    script.write_text(f'#!/bin/sh\necho "# args: $*"\ncat "{tmp_path / "run.log"}"\n', encoding="utf-8")
+    script.chmod(script.stat().st_mode | stat.S_IXUSR)
+    return {
+        "PATH": f"{script.parent}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}",
+        "NNODES": "1",
+        "NPROC_PER_NODE": "4",
+        "NODE_RANK": "0",
+    }
+
+
+def test_check_runs_all_reduce_perf_on_one_node(fake_all_reduce_perf):
+    args = ["check", "--mode", "rdma", "--min-bytes", "1048576", "--max-bytes", "1073741824", "--iters", "20", "--warmup", "5"]
+    passed = _bench([*args, "--line-rate-gbps", "400"], env=fake_all_reduce_perf)
+    assert passed.returncode == 0, passed.stdout
+    assert "tool nccl-tests (one node and " in passed.stdout
+    assert "# args: -b 1048576 -e 1073741824 -f 2 -g 4 -n 20 -w 5 -c 1" in passed.stdout
+    assert "NCCL INFO Using network IB" in passed.stdout  # the benchmark's log is in the pod log
+    assert "bandwidth check: PASS (mode rdma)" in passed.stdout
+    slow = _bench([*args, "--line-rate-gbps", "800"], env=fake_all_reduce_perf)
+    assert slow.returncode == 1 and "FAIL: bus bandwidth 46.90 GB/s" in slow.stdout
+
+
+def test_check_refuses_nccl_tests_across_nodes(fake_all_reduce_perf):
+    done = _bench(["check", "--mode", "rdma", "--tool", "nccl-tests"], env={**fake_all_reduce_perf, "NNODES": "2"})
+    assert done.returncode == 1 and "spans nodes only under mpirun" in done.stdout
+    assert "# args:" not in done.stdout
+
+
+# --- the torch loop, for real ----------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_torch_loop_on_gloo_prints_a_table_the_parser_reads():
+    pytest.importorskip("torch", reason="torch is only in the training images (and a throwaway venv); the project's env has none")
+    env = {
+        **os.environ,
+        "NNODES": "1",
+        "NPROC_PER_NODE": "2",
+        "NODE_RANK": "0",
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "GLOO_SOCKET_IFNAME": "lo",
+        "OMP_NUM_THREADS": "1",
+    }
+    cmd = [sys.executable, str(BENCH), "check", "--tool", "torch", "--backend", "gloo", "--mode", "tcp"]
+    cmd += ["--min-bytes", "4096", "--max-bytes", "65536", "--iters", "3", "--warmup", "1"]
+    done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "bandwidth check: PASS (mode tcp)" in done.stdout
+    res = bw.parse_results(done.stdout)
+    assert res.tables == 1  # local rank 0 prints, rank 1 does not
+    assert [r.size for r in res.rows] == [4096, 8192, 16384, 32768, 65536]
+    for r in res.rows:
+        oop, inplace = r.measures
+        assert oop.busbw is None and inplace.wrong == 0 and inplace.time_us > 0
+        assert inplace.busbw == pytest.approx(inplace.algbw * bw.bus_factor(2), abs=0.01)  # 2 ranks: busbw = algbw
+        assert inplace.algbw == pytest.approx(r.size / inplace.time_us / 1e3, rel=0.01, abs=0.01)
+    assert not bw.judge(done.stdout, "tcp", line_rate_gbps=1e9).ok  # same output, an impossible threshold
