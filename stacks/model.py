@@ -101,6 +101,8 @@ STRATEGY_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "privileged": (),
     "none": (),
 }
+# NCCL settings that only mean something over RDMA; a TCP variant does not inherit them.
+RDMA_ONLY_NCCL = ("NCCL_IB_", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL")
 # Added capabilities are effective only for uid 0 (CRI-O and containerd set no ambient set).
 STRATEGY_RUNS_AS_ROOT = {"root-ipc-lock", "root-sys-resource"}
 
@@ -601,6 +603,8 @@ class ClusterConfig(Strict):
                             "memlock": None,
                             "privileged_reason": None,
                             "tcp_fallback": False,
+                            # RDMA-only NCCL settings name devices and interfaces a TCP pod lacks.
+                            "env": {k: val for k, val in w.env.items() if not k.startswith(RDMA_ONLY_NCCL)},
                             "tcp_variants": [],
                             "source": f"{w.source} (TCP variant of {w.name})".strip(),
                         }

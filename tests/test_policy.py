@@ -279,9 +279,12 @@ def test_socket_ifname_names_an_interface_the_pod_lacks() -> None:
     findings = check(derive("nerc", lambda d: workload(d, "deepti-nerc").update(env={"NCCL_SOCKET_IFNAME": "net1"})))
     [f] = by_rule(findings, "socket-ifname")
     assert "no socket interface found" in f.message and f.field.endswith("env[NCCL_SOCKET_IFNAME]")
-    # On Barcelona the RDMA pods do have net1, but h-kim's TCP variant inherits the setting without the networks.
+    # On Barcelona the RDMA pods have net1..net4 (and h-kim's TCP variant does not inherit RDMA-only NCCL settings),
+    # but not net5.
     barcelona = derive("barcelona", lambda d: workload(d, "h-kim").update(env={"NCCL_SOCKET_IFNAME": "net1"}))
-    assert [f.object for f in by_rule(check(barcelona), "socket-ifname")] == ["StatefulSet nccl-test/h-kim-tcp"]
+    assert by_rule(check(barcelona), "socket-ifname") == []
+    barcelona = derive("barcelona", lambda d: workload(d, "h-kim").update(env={"NCCL_SOCKET_IFNAME": "net5"}))
+    assert [f.object for f in by_rule(check(barcelona), "socket-ifname")] == ["StatefulSet nccl-test/h-kim"]
 
 
 def test_socket_ifname_launcher_tcp_setting() -> None:

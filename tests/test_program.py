@@ -217,3 +217,12 @@ def test_rendering_is_deterministic(tmp_path):
     for rel in files_a:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     assert "replicas: 2\n" in (a / "nccl-test" / "statefulset-h-kim.yaml").read_text()  # ints, not 2.0
+
+
+def test_tcp_variant_drops_rdma_only_nccl_settings_but_keeps_the_rest():
+    config = stacks.load("barcelona")
+    data = config.model_dump()
+    (h_kim,) = [w for w in data["workloads"] if w["name"] == "h-kim"]
+    h_kim["env"] = {"NCCL_IB_HCA": "=mlx5_6", "NCCL_SOCKET_IFNAME": "net1", "NCCL_DEBUG": "INFO", "HF_HOME": "/workspace/hf"}
+    variant = next(w for w in stacks.validate(data, "test").all_workloads() if w.name == "h-kim-tcp")
+    assert variant.env == {"NCCL_DEBUG": "INFO", "HF_HOME": "/workspace/hf"}
