@@ -25,6 +25,7 @@ import yaml
 OUTPUTS = "outputs.json"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 TEXT_DIFF_LINES = 60  # a changed launcher module is shown as a unified diff, cut after this many lines
+SHOW_CHARS = 400  # a value longer than this (as one line) is cut
 
 
 # --- the comparison -----------------------------------------------------------------------------
@@ -69,10 +70,14 @@ class ObjectChange:
 
 
 def show(value: Any) -> str:
-    """A value as one short line: strings quoted, everything else as compact JSON."""
-    if isinstance(value, str):
-        return repr(value)
-    return json.dumps(value, sort_keys=True, ensure_ascii=False)
+    """A value as one line: strings quoted, everything else as compact JSON. A multi-line string (a
+    whole launcher module) is only counted, and anything long is cut: the file diff has it all."""
+    if isinstance(value, str) and "\n" in value.rstrip("\n"):
+        return f"text of {len(value.splitlines())} lines"
+    text = repr(value) if isinstance(value, str) else json.dumps(value, sort_keys=True, ensure_ascii=False)
+    if len(text) > SHOW_CHARS:
+        text = f"{text[:SHOW_CHARS]}... ({len(text) - SHOW_CHARS} more characters)"
+    return text
 
 
 def text_diff(old: str, new: str) -> list[str]:

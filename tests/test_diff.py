@@ -158,3 +158,12 @@ def test_cli_unknown_ref_is_one_clear_error(capsys: pytest.CaptureFixture[str]):
     assert main(["diff", "nerc", "--against", "no-such-ref-0123"]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: unknown git ref 'no-such-ref-0123'") and "Traceback" not in err
+
+
+def test_added_text_is_counted_and_long_values_are_cut():
+    module = "".join(f"line {i}\n" for i in range(500))
+    old = {"data": {"launcher.py": "a\nb\n"}}
+    new = {"data": {"launcher.py": "a\nb\n", "bandwidth.py": module}, "spec": {"config": "x" * 1000}}
+    lines = texts(diff_values(old, new))
+    assert lines[0] == 'data["bandwidth.py"]: added text of 500 lines'
+    assert lines[1].startswith("spec: added {\"config\": \"xxx") and lines[1].endswith("... (614 more characters)")
