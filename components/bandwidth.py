@@ -19,6 +19,7 @@ reason is in the pod log: `oc logs -n NAMESPACE job/NAME` ends with the verdict,
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import pulumi
@@ -35,7 +36,7 @@ REPLACE_UNREADY = "pulumi.com/replaceUnready"
 
 
 def bandwidth_objects(config: ClusterConfig, check: CheckConfig) -> list[dict[str, Any]]:
-    """The launcher ConfigMap, the headless Service and the Indexed Job of one check."""
+    """The headless Service and the Indexed Job of one check (the launcher ConfigMap is the namespace's)."""
     *support, job = workload_objects(config, config.bandwidth_workload(check))
     meta = job["metadata"]
     job = {**job, "metadata": {**meta, "annotations": {**meta.get("annotations", {}), REPLACE_UNREADY: "true"}}}
@@ -64,9 +65,12 @@ def check_outputs(config: ClusterConfig, check: CheckConfig) -> dict[str, Any]:
 
 
 class BandwidthCheck(pulumi.ComponentResource):
-    """Launcher ConfigMap + headless Service + Indexed Job running the all-reduce check."""
+    """Headless Service + Indexed Job running the all-reduce check."""
 
-    def __init__(self, config: ClusterConfig, check: CheckConfig, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, config: ClusterConfig, check: CheckConfig, after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        """`after`: what the pods need before they can start (grant, networks, claims, launcher)."""
         super().__init__("gpu-training:index:BandwidthCheck", f"{check.namespace}/{check.name}", None, opts)
         *support, job = bandwidth_objects(config, check)
         declared = [declare(obj, pulumi.ResourceOptions(parent=self)) for obj in support]
@@ -78,7 +82,7 @@ class BandwidthCheck(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self,
                 delete_before_replace=True,
-                depends_on=declared,
+                depends_on=[*declared, *after],
                 custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait),
             ),
         )

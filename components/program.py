@@ -8,13 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi
-
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
 from components.security import ClusterSecurity, security_objects
 from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
-from components.training import TrainingWorkload, workload_objects, workload_outputs
+from components.training import LauncherScripts, TrainingWorkload, launcher_objects, workload_objects, workload_outputs
 from stacks.model import ClusterConfig
 
 
@@ -41,11 +39,17 @@ def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
     }
 
 
+def pod_namespaces(config: ClusterConfig) -> list[str]:
+    """Namespaces where this program runs pods (each needs the launcher ConfigMap)."""
+    return [w.namespace for w in config.all_workloads()] + [c.namespace for c in config.bandwidth_checks]
+
+
 def objects(config: ClusterConfig) -> list[dict[str, Any]]:
     """Every object the stack declares, as plain data, built by the same functions the components
     use (NAD copies from the configured sources, where `pulumi up` copies the live ones). The
     preflight reads these inside `pulumi preview`; the tests hold them equal to the rendering."""
     objs = security_objects(config) + network_objects(config) + storage_objects(config)
+    objs += launcher_objects(pod_namespaces(config))
     for w in config.all_workloads():
         objs += workload_objects(config, w)
     for c in config.bandwidth_checks:
@@ -63,8 +67,9 @@ def build(config: ClusterConfig) -> dict[str, Any]:
     security = ClusterSecurity("security", config)
     networks = RdmaNetworks("networks", config)
     storage = SharedStorage("storage", config)
-    # Pods need their service account, SCC grant, networks and claims before the API server admits them.
-    after = pulumi.ResourceOptions(depends_on=[security, networks, storage])
+    launcher = LauncherScripts("launcher", pod_namespaces(config))
+    # Pods need their service account, SCC grant, networks, claims and launcher before they can start.
+    after = [security, networks, storage, launcher]
     for w in config.all_workloads():
         TrainingWorkload(config, w, after)
     # Each check is a Job `pulumi up` waits for; the update fails when a check fails.

@@ -1,4 +1,4 @@
-"""One training workload: its launcher ConfigMap, headless Service, and StatefulSet, Job or Pod.
+"""One training workload: its headless Service, and StatefulSet, Job or Pod; the launcher ConfigMaps.
 
 Every pod of every kind comes from one template builder (`pod_template`), so a StatefulSet, an
 Indexed Job and a single Pod of the same workload differ only in the wrapper. The pod starts through
@@ -9,6 +9,7 @@ can be pinned, picks the live RDMA devices and execs torchrun or the workload's 
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,6 +22,9 @@ from components.storage import claim_spec, per_pod_claim_name
 from stacks.model import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload
 
 LAUNCHER_DIR = "/opt/launcher"
+# One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
+# one object in a review, not one per workload.
+LAUNCHER_CONFIGMAP = "gpu-training-launcher"
 CONTAINER = "training"
 
 
@@ -36,7 +40,7 @@ class Names:
 
     @property
     def launcher(self) -> str:
-        return f"{self.workload.name}-launcher"
+        return LAUNCHER_CONFIGMAP
 
     @property
     def headless_dns(self) -> str:
@@ -278,18 +282,23 @@ def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
     }
 
 
-def workload_objects(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
-    """The launcher ConfigMap, the headless Service (multi-node kinds) and the workload itself."""
-    names = Names(w)
-    meta = {"name": w.name, "namespace": w.namespace, "labels": labels(w)}
-    objs: list[dict[str, Any]] = [
+def launcher_objects(namespaces: list[str]) -> list[dict[str, Any]]:
+    """The launcher ConfigMap of each namespace that runs pods of this program."""
+    return [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": {"name": names.launcher, "namespace": w.namespace, "labels": labels(w)},
+            "metadata": {"name": LAUNCHER_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
             "data": launcher_files(),
         }
+        for ns in sorted(set(namespaces))
     ]
+
+
+def workload_objects(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
+    """The headless Service (multi-node kinds) and the workload itself; the last is the workload."""
+    meta = {"name": w.name, "namespace": w.namespace, "labels": labels(w)}
+    objs: list[dict[str, Any]] = []
     if w.kind != "pod":
         objs.append({"apiVersion": "v1", "kind": "Service", **headless_service(w)})
     if w.kind == "statefulset":
@@ -302,16 +311,29 @@ def workload_objects(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]
     return objs
 
 
+class LauncherScripts(pulumi.ComponentResource):
+    """The launcher ConfigMap in every namespace that runs training pods."""
+
+    def __init__(self, name: str, namespaces: list[str], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("gpu-training:index:LauncherScripts", name, None, opts)
+        for obj in launcher_objects(namespaces):
+            declare(obj, pulumi.ResourceOptions(parent=self))
+        self.register_outputs({})
+
+
 class TrainingWorkload(pulumi.ComponentResource):
-    """Launcher ConfigMap + headless Service + StatefulSet / Indexed Job / Pod for one workload."""
+    """Headless Service + StatefulSet / Indexed Job / Pod for one workload."""
 
     master_addr: pulumi.Output[str]
 
-    def __init__(self, config: ClusterConfig, w: Workload, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(
+        self, config: ClusterConfig, w: Workload, after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        """`after`: what the pods need before they can start (grant, networks, claims, launcher)."""
         super().__init__("gpu-training:index:TrainingWorkload", f"{w.namespace}/{w.name}", None, opts)
         *support, main = workload_objects(config, w)
         declared = [declare(obj, pulumi.ResourceOptions(parent=self)) for obj in support]
         # Explicit object names cannot coexist with their replacement: delete first on replace.
-        declare(main, pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=declared))
+        declare(main, pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[*declared, *after]))
         self.master_addr = pulumi.Output.from_input(Names(w).master_addr)
         self.register_outputs({"master_addr": self.master_addr})

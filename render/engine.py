@@ -126,8 +126,25 @@ class _OptionsMonitor(MockMonitor):
     def __init__(self, mocks: _Mocks) -> None:
         super().__init__(mocks)
         self.options: dict[str, dict[str, Any]] = {}
+        self.thread_loops: list[asyncio.AbstractEventLoop] = []
+
+    def _own_thread_loop(self) -> None:
+        # The SDK calls these methods from executor threads and gives each thread an event loop it
+        # never closes; left to the garbage collector, closing one can print a traceback. Make that
+        # loop here instead, so that `run` closes it.
+        try:
+            asyncio.get_event_loop()
+        except RuntimeError:
+            loop = asyncio.new_event_loop()
+            asyncio.set_event_loop(loop)
+            self.thread_loops.append(loop)
+
+    def ReadResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self._own_thread_loop()
+        return super().ReadResource(request)  # type: ignore[no-untyped-call]  # the SDK's method is unannotated
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        self._own_thread_loop()
         self.options[f"{request.type}::{request.name}"] = {
             "protect": bool(request.protect),
             "retain_on_delete": bool(request.retainOnDelete),
@@ -166,10 +183,10 @@ def run(config: ClusterConfig) -> Rendering:
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    mocks = _Mocks(config)
+    monitor = _OptionsMonitor(mocks)
     try:
         pulumi_settings.ROOT.set(None)  # each run gets its own root Stack resource
-        mocks = _Mocks(config)
-        monitor = _OptionsMonitor(mocks)
         logs = _LogCollector()
         pulumi.runtime.set_mocks(mocks, project="gpu-training", stack=config.name, preview=False, monitor=monitor, logger=logs)  # type: ignore[arg-type]
         outputs: dict[str, Any] = {}
@@ -179,6 +196,10 @@ def run(config: ClusterConfig) -> Rendering:
 
         _sync_await(run_pulumi_func(program))
     finally:
+        # Join the executor threads the mock monitor ran in, then close the loops it gave them.
+        loop.run_until_complete(loop.shutdown_default_executor())
+        for thread_loop in monitor.thread_loops:
+            thread_loop.close()
         asyncio.set_event_loop(None)
         loop.close()
     resources = []

@@ -287,11 +287,14 @@ def test_barcelona_check_job_runs_the_bench_and_fails_the_update():
     assert args[args.index("--line-rate-gbps") + 1] == "1600" and args[args.index("--mode") + 1] == "rdma"
     mounts = {m["name"]: m["mountPath"] for m in container(job)["volumeMounts"]}
     assert mounts["launcher"] == LAUNCHER_DIR
-    cm = find(r, "ConfigMap", "rdma-bandwidth-launcher", "nccl-test")
+    cm = find(r, "ConfigMap", "gpu-training-launcher", "nccl-test")
     assert cm["data"]["bandwidth.py"] == BENCH.read_text(encoding="utf-8") == launcher_files()["bandwidth.py"]
     assert "launcher.py" in cm["data"]
     rec = next(x for x in r.resources if x.type == "kubernetes:batch/v1:Job" and x.name == "nccl-test/rdma-bandwidth")
-    assert rec.options["delete_before_replace"] and len(rec.options["depends_on"]) == 2
+    assert rec.options["delete_before_replace"]
+    deps = " ".join(rec.options["depends_on"])
+    for needed in ("Service::nccl-test/rdma-bandwidth-headless", "ConfigMap::nccl-test/gpu-training-launcher", "RoleBinding"):
+        assert needed in deps, needed
 
 
 def test_check_outputs_give_threshold_and_job():

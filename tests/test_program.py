@@ -74,8 +74,14 @@ def test_pods_start_through_the_launcher_with_the_rendezvous_settings():
 def test_launcher_configmap_holds_the_tested_file():
     from components.launcher import LAUNCHER_PATH
 
-    cm = find(rendered_stack("barcelona"), "ConfigMap", "h-kim-launcher", "nccl-test")
+    r = rendered_stack("barcelona")
+    cm = find(r, "ConfigMap", "gpu-training-launcher", "nccl-test")
     assert cm["data"]["launcher.py"] == LAUNCHER_PATH.read_text()
+    # one per namespace that runs pods, and every pod mounts it
+    assert len([o for o in r.objects() if o["kind"] == "ConfigMap"]) == 1
+    sts = find(r, "StatefulSet", "h-kim", "nccl-test")
+    (vol,) = [v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "launcher"]
+    assert vol["configMap"]["name"] == "gpu-training-launcher"
 
 
 def test_headless_service_publishes_not_ready_addresses():
@@ -171,8 +177,9 @@ def test_workloads_wait_for_their_grant_networks_and_claims(stack_rendering):
     for rec in stack_rendering.resources:
         if rec.type in main_kinds:
             assert rec.options["delete_before_replace"], rec.name
-            # the launcher ConfigMap is an explicit dependency; security/networks/storage via the parent
-            assert any("ConfigMap" in d for d in rec.options["depends_on"]), rec.name
+            deps = " ".join(rec.options["depends_on"])
+            for needed in ("ConfigMap", "ServiceAccount"):
+                assert needed in deps, (rec.name, needed)
 
 
 def test_objects_equal_the_rendering(stack_rendering):
