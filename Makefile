@@ -5,7 +5,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: venv render check lint test bench clean
+.PHONY: venv render check lint test test-e2e bench clean
 
 venv: $(STAMP)
 
@@ -17,18 +17,30 @@ $(STAMP): requirements.txt
 render: $(STAMP)
 	$(PY) -m stacks render --all
 
+check: $(STAMP)
+	$(PY) -m stacks check --all
+
 # Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, and the
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m mypy $(wildcard stacks components render policy)
+	$(PY) -m mypy $(wildcard stacks components render policy bench)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 test: lint
 	$(PY) -m pytest -q
 
+# The torch end-to-end tests (two launchers running a real two-node torchrun on loopback, the
+# bandwidth loop on gloo) in a separate venv, so the program's own venv stays small. PyTorch is
+# large: on a machine without a local CPU wheel pip downloads the default (CUDA) build.
+E2E := .venv-e2e
+test-e2e: $(STAMP)
+	test -x $(E2E)/bin/python || $(PYTHON) -m venv $(E2E)
+	$(E2E)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt torch==2.13.0
+	$(E2E)/bin/python -m pytest -q -m torch -rs
+
 bench: $(STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache

@@ -7,6 +7,7 @@ stacks are cached per session because many tests read them and none mutates them
 
 from __future__ import annotations
 
+import socket
 import sys
 from functools import cache
 from pathlib import Path
@@ -50,3 +51,10 @@ def container(obj: dict) -> dict:
 
 def env_of(obj: dict) -> dict[str, str]:
     return {e["name"]: e.get("value") for e in container(obj)["env"]}
+
+
+def free_port() -> int:
+    """A TCP port on loopback nobody listens on (for the torchrun end-to-end tests)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

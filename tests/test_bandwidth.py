@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -23,7 +22,7 @@ import stacks
 from components.launcher import bandwidth as bw
 from components.program import objects, stack_outputs
 from components.training import LAUNCHER_DIR, launcher_files
-from conftest import ROOT, container, env_of, find, rendered_stack
+from conftest import ROOT, container, env_of, find, free_port, rendered_stack
 from stacks.__main__ import main as stacks_main
 
 BENCH = ROOT / "components" / "launcher" / "bandwidth.py"
@@ -422,12 +421,7 @@ def test_check_refuses_nccl_tests_across_nodes(fake_all_reduce_perf):
 # --- the torch loop, for real ----------------------------------------------------------------------
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
+@pytest.mark.torch
 def test_torch_loop_on_gloo_prints_a_table_the_parser_reads():
     pytest.importorskip("torch", reason="torch is only in the training images (and a throwaway venv); the project's env has none")
     env = {
@@ -436,7 +430,7 @@ def test_torch_loop_on_gloo_prints_a_table_the_parser_reads():
         "NPROC_PER_NODE": "2",
         "NODE_RANK": "0",
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(_free_port()),
+        "MASTER_PORT": str(free_port()),
         "GLOO_SOCKET_IFNAME": "lo",
         "OMP_NUM_THREADS": "1",
     }

@@ -19,7 +19,6 @@ import os
 import pathlib
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
+
+from conftest import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCHER_FILE = ROOT / "components" / "launcher" / "launcher.py"
@@ -683,12 +684,7 @@ dist.destroy_process_group()
 """
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
+@pytest.mark.torch
 def test_two_launchers_run_a_two_node_torchrun_all_reduce(tmp_path: pathlib.Path) -> None:
     pytest.importorskip("torch", reason="PyTorch is not installed here; the end-to-end torchrun test needs it")
     bindir = os.path.dirname(sys.executable)
@@ -699,7 +695,7 @@ def test_two_launchers_run_a_two_node_torchrun_all_reduce(tmp_path: pathlib.Path
     results = tmp_path / "results"
     results.mkdir()
     sysfs = fake.empty(tmp_path / "sys")
-    port = str(_free_port())
+    port = str(free_port())
     procs = []
     for rank in (0, 1):
         env = tcp_env(
