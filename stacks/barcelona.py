@@ -1,5 +1,7 @@
 """Barcelona: H100 x4 per node, ConnectX-7, RoCE v2 through SR-IOV (seeds 000, 001, 002, 003)."""
 
+from typing import Any
+
 from stacks.model import (
     BandwidthCheck,
     ClusterConfig,
@@ -29,6 +31,15 @@ def _sriov_config(iface: str, subnet: int) -> str:
         '{"cniVersion":"1.0.0","name":"%s-network","type":"sriov","vlan":0,"spoofchk":"off",'  # noqa: UP031
         '"trust":"on","logLevel":"info","ipam":{"type":"whereabouts","range":"10.0.%d.0/24"}}' % (iface, subnet)
     )
+
+
+def _two_node_rdma(name: str, user: str, source: str, **shape: Any) -> Workload:
+    """The seeds' multi-node RDMA shape: h-kim's image and service account, 2 nodes x 4 GPUs."""
+    fields: dict[str, Any] = dict(
+        name=name, namespace=NS, user=user, source=source, kind="statefulset", image=H_KIM_IMAGE,
+        service_account="h-kim-sa", nodes=2, gpus_per_node=4, transport="rdma",
+    )
+    return Workload(**{**fields, **shape})
 
 
 _PORTS = [("eno5np0", "mlx5_6", 103), ("eno6np0", "mlx5_7", 104), ("eno7np0", "mlx5_10", 105), ("eno8np0", "mlx5_11", 106)]
@@ -95,61 +106,34 @@ CONFIG = ClusterConfig(
         Volume(name="workspace", namespace=NS, mount_path="/workspace", size="100Gi", shared=False),
     ],
     workloads=[
-        Workload(
-            name="h-kim",
-            namespace=NS,
-            user="h-kim",
-            source="seed 000: deployments/h-kim/generated/statefulset-h-kim.yaml; seed 003",
-            kind="statefulset",
-            image=H_KIM_IMAGE,
-            service_account="h-kim-sa",
-            nodes=2,
-            gpus_per_node=4,
-            transport="rdma",
+        _two_node_rdma(
+            "h-kim",
+            "h-kim",
+            "seed 000: deployments/h-kim/generated/statefulset-h-kim.yaml; seed 003",
             mounts=[Mount(volume="workspace")],
             # seed 003's `deploy-h-kim.sh --mode tcp`, derived rather than written twice
             tcp_variants=[TcpVariant(name="h-kim-tcp")],
         ),
-        Workload(
-            name="h-kim-torchtitan",
-            namespace=NS,
-            user="h-kim",
-            source="seed 000: deployments/h-kim/generated/job-h-kim-torchtitan.yaml",
+        _two_node_rdma(
+            "h-kim-torchtitan",
+            "h-kim",
+            "seed 000: deployments/h-kim/generated/job-h-kim-torchtitan.yaml",
             kind="job",
-            image=H_KIM_IMAGE,
-            service_account="h-kim-sa",
-            nodes=2,
-            gpus_per_node=4,
-            transport="rdma",
             run="torchrun",
             # The job's command is not in the seeds: torchtitan's LLaMA 3 8B config (seed 003's model).
             args=["-m", "torchtitan.train", "--job.config_file", "/opt/torchtitan/torchtitan/models/llama3/train_configs/llama3_8b.toml"],
-            backoff_limit=0,
         ),
-        Workload(
-            name="yunshi",
-            namespace=NS,
-            user="yunshi",
-            source="seed 000: deployments/yunshi/generated/statefulset-yunshi.yaml (uses h-kim-sa)",
-            kind="statefulset",
-            image=H_KIM_IMAGE,
-            service_account="h-kim-sa",
-            nodes=2,
-            gpus_per_node=4,
-            transport="rdma",
+        _two_node_rdma(
+            "yunshi",
+            "yunshi",
+            "seed 000: deployments/yunshi/generated/statefulset-yunshi.yaml (uses h-kim-sa)",
             mounts=[Mount(volume="workspace")],
         ),
-        Workload(
-            name="yunshi-large-zero-shot",
-            namespace=NS,
-            user="yunshi",
-            source="seed 000: deployments/yunshi/generated/large_zero_shot_rdma.yaml (uses h-kim-sa)",
+        _two_node_rdma(
+            "yunshi-large-zero-shot",
+            "yunshi",
+            "seed 000: deployments/yunshi/generated/large_zero_shot_rdma.yaml (uses h-kim-sa)",
             kind="job",
-            image=H_KIM_IMAGE,
-            service_account="h-kim-sa",
-            nodes=2,
-            gpus_per_node=4,
-            transport="rdma",
             run="torchrun",
             args=["/opt/app/large_zero_shot.py"],  # script path not in the seeds
         ),
