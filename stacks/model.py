@@ -361,7 +361,8 @@ class Workload(Strict):
     backoff_limit: int = Field(default=0, ge=0)
     """Jobs: retries of a failed pod before the Job fails."""
     ttl_seconds_after_finished: int | None = Field(default=86400, ge=0)
-    """Jobs: delete the finished Job and its pods after this many seconds (None keeps them)."""
+    """Jobs: the cluster deletes the finished Job and its pods after this many seconds (None keeps
+    them). A `pulumi refresh` after that sees the Job gone, and the next `pulumi up` runs it again."""
     tcp_variants: list[TcpVariant] = []
     """TCP copies derived from this definition."""
 
