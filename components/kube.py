@@ -1,4 +1,5 @@
-"""Kubernetes types pulumi_kubernetes has no class for, and names shared by the components."""
+"""How objects reach the kubernetes provider (one generic resource class, the live NAD read), and the
+annotation and label names the components share."""
 
 from __future__ import annotations
 

@@ -574,7 +574,7 @@ class ClusterConfig(Strict):
                 raise ValueError(
                     f"{path}.namespace: bandwidth check {c.name!r} is in namespace {c.namespace!r}, which is not in namespaces"
                 )
-            # A check's Job, Service and launcher ConfigMap are named as a workload's would be.
+            # A check's Job and Service are named as a workload's would be.
             unique("workload", c.namespace, c.name, f"{path}.name")
             if (c.namespace, c.service_account) not in accounts:
                 raise ValueError(
