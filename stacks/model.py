@@ -548,43 +548,34 @@ class ClusterConfig(Strict):
         paths: list[str] = []
         for i, w in enumerate(self.workloads):
             paths += [f"workloads.{i}"] + [f"workloads.{i}.tcp_variants.{j}" for j in range(len(w.tcp_variants))]
+        def pod_refs(what: str, source: str, path: str, name: str, namespace: str, account: str, transport: str) -> None:
+            """What every pod-running entry (workload, TCP variant, bandwidth check) must reference."""
+            if namespace not in ns:
+                raise ValueError(f"{source}.namespace: {what} {name!r} is in namespace {namespace!r}, which is not in namespaces")
+            # A check's Job and Service are named as a workload's would be: one name space for both.
+            unique("workload", namespace, name, f"{path}.name")
+            if (namespace, account) not in accounts:
+                raise ValueError(
+                    f"{source}.service_account: {what} {name!r} uses service account {account!r}, which "
+                    f"security.service_accounts does not list in namespace {namespace!r}"
+                )
+            if transport == "rdma" and self.fabric is None:
+                raise ValueError(
+                    f"{source}.transport: {what} {name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
+                )
+
         for path, w in zip(paths, self.all_workloads(), strict=True):
             source = path.rsplit(".tcp_variants.", 1)[0]  # a variant inherits these fields from its source
-            if w.namespace not in ns:
-                raise ValueError(f"{source}.namespace: workload {w.name!r} is in namespace {w.namespace!r}, which is not in namespaces")
-            unique("workload", w.namespace, w.name, f"{path}.name")
-            if (w.namespace, w.service_account) not in accounts:
-                raise ValueError(
-                    f"{source}.service_account: workload {w.name!r} uses service account {w.service_account!r}, which "
-                    f"security.service_accounts does not list in namespace {w.namespace!r}"
-                )
+            pod_refs("workload", source, path, w.name, w.namespace, w.service_account, w.transport)
             for k, m in enumerate(w.mounts):
                 if (w.namespace, m.volume) not in volumes:
                     raise ValueError(
                         f"{source}.mounts.{k}.volume: workload {w.name!r} mounts volume {m.volume!r}, "
                         f"which is not a volume in {w.namespace!r}"
                     )
-            if w.transport == "rdma" and self.fabric is None:
-                raise ValueError(
-                    f"{source}.transport: workload {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
-                )
         for i, c in enumerate(self.bandwidth_checks):
             path = f"bandwidth_checks.{i}"
-            if c.namespace not in ns:
-                raise ValueError(
-                    f"{path}.namespace: bandwidth check {c.name!r} is in namespace {c.namespace!r}, which is not in namespaces"
-                )
-            # A check's Job and Service are named as a workload's would be.
-            unique("workload", c.namespace, c.name, f"{path}.name")
-            if (c.namespace, c.service_account) not in accounts:
-                raise ValueError(
-                    f"{path}.service_account: bandwidth check {c.name!r} uses service account {c.service_account!r}, which "
-                    f"security.service_accounts does not list in namespace {c.namespace!r}"
-                )
-            if c.transport == "rdma" and self.fabric is None:
-                raise ValueError(
-                    f"{path}.transport: bandwidth check {c.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
-                )
+            pod_refs("bandwidth check", path, path, c.name, c.namespace, c.service_account, c.transport)
         return self
 
     # Derived views. Kept as methods so the stored config stays exactly what was written.
