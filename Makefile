@@ -1,18 +1,28 @@
-# The README's commands. Each creates .venv and installs requirements.txt itself, so they work on
-# a fresh clone with nothing but python3 (3.11+) installed.
+# The README's commands. Each creates .venv and installs what it needs itself, so they work on a fresh
+# clone with nothing but python3 (3.11+) and make installed.
+#   runtime (requirements.txt):   what `pulumi up` needs; Pulumi.yaml runs the program in .venv
+#   development (requirements-dev.txt): test, lint and benchmark tools, added by the developer commands
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STAMP := $(VENV)/.installed
+DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: venv render check lint test test-e2e bench clean
+.PHONY: venv dev render check lint test test-e2e bench clean
 
 venv: $(STAMP)
 
 $(STAMP): requirements.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -r requirements.txt
+	$(PIP) -r requirements.txt
 	touch $(STAMP)
+
+dev: $(DEV_STAMP)
+
+$(DEV_STAMP): $(STAMP) requirements-dev.txt
+	$(PIP) -r requirements-dev.txt
+	touch $(DEV_STAMP)
 
 render: $(STAMP)
 	$(PY) -m stacks render --all
@@ -22,11 +32,12 @@ check: $(STAMP)
 
 # Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, and the
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
-lint: $(STAMP)
+lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy $(wildcard stacks components render policy bench)
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
+# Fails, among other things, when rendered/ is not what the code renders (tests/test_rendered_is_fresh.py).
 test: lint
 	$(PY) -m pytest -q
 
@@ -34,13 +45,13 @@ test: lint
 # bandwidth loop on gloo) in a separate venv, so the program's own venv stays small. PyTorch is
 # large: on a machine without a local CPU wheel pip downloads the default (CUDA) build.
 E2E := .venv-e2e
-test-e2e: $(STAMP)
+test-e2e: $(DEV_STAMP)
 	test -x $(E2E)/bin/python || $(PYTHON) -m venv $(E2E)
-	$(E2E)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements.txt torch==2.13.0
+	$(E2E)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt torch==2.13.0
 	$(E2E)/bin/python -m pytest -q -m torch -rs
 
-bench: $(STAMP)
+bench: $(DEV_STAMP)
 	$(PY) -m bench
 
 clean:
-	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,11 +1,12 @@
-"""Pulumi entry point: `pulumi up -s barcelona|cairo|nerc`. Only wires config to components."""
+"""Pulumi entry point: `pulumi up -s STACK`. Only wires config to components."""
 
 import pulumi
 
 from components.program import build, objects, patches
-from policy.gate import load_config, preflight
+from policy.gate import check_kube_context, load_stack, preflight
 
-config = load_config()  # the stack's module, or the YAML file named by gpu-training:configFile
-preflight(config, objects(config), patches(config))  # stops here, declaring nothing, on any error
-for key, value in build(config).items():
+config, tier, context = load_stack()  # the cluster's module, or the YAML file named by gpu-training:configFile
+check_kube_context(context, pulumi.get_stack())  # no deploying to whatever kube context is current
+preflight(config, objects(config), patches(config))  # the whole stack's design, whichever tier runs; stops on any error
+for key, value in build(config, tier, context).items():
     pulumi.export(key, value)

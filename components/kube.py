@@ -1,8 +1,9 @@
-"""How objects reach the kubernetes provider (one generic resource class, the live NAD read), and the
-annotation and label names the components share."""
+"""How objects reach the kubernetes provider (one generic resource class, one generic read), and
+the annotation and label names the components share."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pulumi
@@ -11,7 +12,6 @@ from pulumi_kubernetes import _utilities
 SCC_API = "security.openshift.io/v1"
 NAD_API = "k8s.cni.cncf.io/v1"
 NAD_KIND = "NetworkAttachmentDefinition"
-NAD_TOKEN = f"kubernetes:{NAD_API}:{NAD_KIND}"
 
 REQUIRED_SCC = "openshift.io/required-scc"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
@@ -19,27 +19,21 @@ RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 # Set by the SR-IOV operator on the NADs it owns; a copy must not claim that owner.
 SRIOV_OWNER_REF = "sriovnetwork.openshift.io/owner-ref"
 
+Keep = Callable[[dict[str, Any]], bool]
+"""Which objects a run declares (the tier filter of components/tiers.py)."""
+
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-of": "gpu-training"}
+
+# Objects whose apiVersion has no group: the provider's tokens spell their group `core`.
+CLUSTER_SCOPED_KINDS = frozenset(
+    {"SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding", "MachineConfig", "Namespace", "StorageClass"}
+)
 
 
 def _with_version(opts: pulumi.ResourceOptions | None) -> pulumi.ResourceOptions:
     # The SDK's own classes pin the provider plugin this way; do the same so the engine picks the
     # kubernetes provider that matches the pinned pulumi_kubernetes.
     return pulumi.ResourceOptions.merge(_utilities.get_resource_opts_defaults(), opts)
-
-
-class NetworkAttachmentDefinitionSource(pulumi.CustomResource):
-    """A live NAD read from the cluster (`pulumi up` reads it at deploy time; `opts.id` is NS/NAME).
-
-    `apiextensions.CustomResource.get` drops `spec` in Python; declaring the outputs here keeps it."""
-
-    metadata: pulumi.Output[dict[str, Any]]
-    spec: pulumi.Output[dict[str, Any]]
-
-    def __init__(self, resource_name: str, namespace: str, name: str, opts: pulumi.ResourceOptions | None = None) -> None:
-        props = {"apiVersion": NAD_API, "kind": NAD_KIND, "metadata": None, "spec": None}
-        read = pulumi.ResourceOptions(id=f"{namespace}/{name}")
-        super().__init__(NAD_TOKEN, resource_name, props, _with_version(pulumi.ResourceOptions.merge(opts, read)))
 
 
 def token(obj: dict[str, Any], patch: bool = False) -> str:
@@ -50,7 +44,8 @@ def token(obj: dict[str, Any], patch: bool = False) -> str:
 
 
 def logical_name(obj: dict[str, Any]) -> str:
-    """The Pulumi resource name: NAMESPACE/NAME, or NAME for cluster-scoped objects."""
+    """The Pulumi resource name: NAMESPACE/NAME, or NAME for cluster-scoped objects (the same string
+    as the provider's import id, so an import file can use one for the other)."""
     meta = obj["metadata"]
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])
 
@@ -64,13 +59,27 @@ class KubernetesObject(pulumi.CustomResource):
     which `apiextensions.CustomResource` cannot express), and spares each `pulumi preview` the
     0.3 s it takes to import the typed classes' modules."""
 
-    def __init__(
-        self, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None, patch: bool = False, name: str | None = None
-    ) -> None:
-        # `name` is for objects whose metadata is not known yet (an Output): NAMESPACE/NAME.
-        super().__init__(token(obj, patch), name or logical_name(obj), dict(obj), _with_version(opts))
+    def __init__(self, obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None, patch: bool = False) -> None:
+        super().__init__(token(obj, patch), logical_name(obj), dict(obj), _with_version(opts))
 
 
 def declare(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None, patch: bool = False) -> pulumi.CustomResource:
     """Register one object (or, with `patch`, a server-side apply patch of an existing one)."""
     return KubernetesObject(obj, opts, patch)
+
+
+class LiveObject(pulumi.CustomResource):
+    """An object the stack relies on but does not own, read from the cluster (`opts.id` is
+    NAMESPACE/NAME or NAME). Reads run during `pulumi preview` too, and fail it when the object is
+    missing: that is how preview learns what `up` would otherwise find out half-way.
+
+    `apiextensions.CustomResource.get` drops `spec` in Python; declaring the fields to read as the
+    resource's outputs keeps them (`getattr(obj, field)` is then an Output)."""
+
+    def __init__(
+        self, api_version: str, kind: str, object_id: str, fields: tuple[str, ...], opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        typ = token({"apiVersion": api_version, "kind": kind})
+        props: dict[str, Any] = {"apiVersion": api_version, "kind": kind, **{f: None for f in fields}}
+        read = pulumi.ResourceOptions(id=object_id)
+        super().__init__(typ, object_id, props, _with_version(pulumi.ResourceOptions.merge(opts, read)))

@@ -2,21 +2,39 @@
 
 `build` is all `__main__.py` runs under `pulumi up`, and all the offline renderer runs under
 Pulumi's mock runtime, so both see the same program.
+
+Every resource goes through one explicit kubernetes provider, named after the cluster, whose context
+comes from the stack file (the stack files disable the default provider, so nothing can reach
+whatever kubeconfig context happens to be current). `clusterIdentifier` is the cluster's name: a
+kubeconfig that moves (a CI runner's temporary file, another user's path) never replaces the provider
+and with it every object. `enableConfigMapMutable` updates the launcher and script ConfigMaps in
+place instead of deleting them under the pods that mount them.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
+import pulumi
+from pulumi_kubernetes import Provider
+
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
+from components.images import ImageBuilds, image_objects
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
+from components.nodes import NodeConfiguration, node_objects
+from components.prerequisites import Prerequisites
 from components.security import ClusterSecurity, security_objects
 from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
-from components.training import LauncherScripts, TrainingWorkload, launcher_objects, workload_objects, workload_outputs
+from components.tiers import keep_for
+from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects, workload_outputs
 from stacks.model import ClusterConfig
 
+OUTPUTS_SCHEMA_VERSION = "2"  # of schemas/outputs.v2.json (render/outputs.py); bump with incompatible changes
 
-def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
+
+def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
     """The outputs, computed from the config alone (they do not wait on the cluster)."""
     fabric = config.fabric
     if fabric is None:
@@ -26,53 +44,91 @@ def stack_outputs(config: ClusterConfig) -> dict[str, Any]:
     else:
         nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
     return {
-        "schema_version": "1",  # of schemas/outputs.v1.json (render/outputs.py); bump with incompatible changes
+        "schema_version": OUTPUTS_SCHEMA_VERSION,
         "cluster": config.name,
+        "tier": tier,
         "namespaces": list(config.namespaces),
         "scc": config.security.scc,
         "scc_created": config.security.create,
+        "unprivileged_scc": config.security.unprivileged_scc,
         "service_accounts": [f"{sa.namespace}/{sa.name}" for sa in config.security.service_accounts],
         "network_attachments": sorted(nads),
-        "pvcs": sorted(f"{v.namespace}/{claim}" for claim, v in standalone_claims(config)),
+        "pvcs": sorted(f"{v.namespace}/{v.name}" for v in standalone_claims(config)),
+        "node_sets": {s.name: {"nodes": list(s.nodes), "size": s.size, "gpus_per_node": s.gpus_per_node} for s in config.node_sets},
         "workloads": {w.name: workload_outputs(config, w) for w in config.all_workloads()},
-        "bandwidth_checks": {c.name: check_outputs(config, c) for c in config.bandwidth_checks},
+        "bandwidth_checks": {c.name: check_outputs(config, c) for c in config.enabled_checks()},
     }
 
 
-def pod_namespaces(config: ClusterConfig) -> list[str]:
-    """Namespaces where this program runs pods (each needs the launcher ConfigMap)."""
-    return [w.namespace for w in config.all_workloads()] + [c.namespace for c in config.bandwidth_checks]
+Builder = Callable[[ClusterConfig], list[tuple[dict[str, Any], bool]]]
 
 
-def objects(config: ClusterConfig) -> list[dict[str, Any]]:
-    """Every object the stack declares, as plain data, built by the same functions the components
-    use (NAD copies from the configured sources, where `pulumi up` copies the live ones). The
-    preflight reads these inside `pulumi preview`; the tests hold them equal to the rendering."""
-    objs = security_objects(config) + network_objects(config) + storage_objects(config)
-    objs += launcher_objects(pod_namespaces(config))
+def _plain(objects_of: Callable[[ClusterConfig], list[dict[str, Any]]]) -> Builder:
+    return lambda config: [(o, False) for o in objects_of(config)]
+
+
+# The stack-wide components: (name, class, its objects as (object, is a patch)), in declaration order.
+PARTS: list[tuple[str, Any, Builder]] = [
+    ("security", ClusterSecurity, _plain(security_objects)),
+    ("networks", RdmaNetworks, _plain(network_objects)),
+    ("storage", SharedStorage, lambda c: [(o, False) for o in storage_objects(c)] + [(p, True) for p in patch_objects(c)]),
+    ("scripts", PodScripts, _plain(script_objects)),
+    ("images", ImageBuilds, _plain(image_objects)),
+    ("nodes", NodeConfiguration, _plain(node_objects)),
+]
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One object a run declares, and the component it is declared under (its URN's parent)."""
+
+    component_type: str
+    component_name: str
+    object: dict[str, Any]
+    patch: bool = False
+
+
+def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
+    """Every object a run of `tier` declares, with its parent component: what `build` registers, as
+    data (the import plan reads it; a test holds it equal to the registrations under mocks)."""
+    keep = keep_for(config, tier)
+    out: list[Declared] = []
+    for name, component, objects_of in PARTS:
+        out += [Declared(component.TYPE, name, o, patch) for o, patch in objects_of(config) if keep(o)]
+    for c in config.enabled_checks():
+        out += [Declared(BandwidthCheck.TYPE, f"{c.namespace}/{c.name}", o) for o in bandwidth_objects(config, c) if keep(o)]
     for w in config.all_workloads():
-        objs += workload_objects(config, w)
-    for c in config.bandwidth_checks:
-        objs += bandwidth_objects(config, c)
-    return objs
+        out += [Declared(TrainingWorkload.TYPE, f"{w.namespace}/{w.name}", o) for o in workload_objects(config, w) if keep(o)]
+    return out
 
 
-def patches(config: ClusterConfig) -> list[dict[str, Any]]:
+def objects(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
+    """Every object the stack (or one tier of it) declares, as plain data, built by the same
+    functions the components use. The preflight reads these inside `pulumi preview`; the tests hold
+    them equal to the rendering."""
+    return [d.object for d in layout(config, tier) if not d.patch]
+
+
+def patches(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
     """Server-side apply patches of objects that exist on the cluster already."""
-    return patch_objects(config)
+    return [d.object for d in layout(config, tier) if d.patch]
 
 
-def build(config: ClusterConfig) -> dict[str, Any]:
-    """Declare every resource of the stack; returns the stack outputs."""
-    security = ClusterSecurity("security", config)
-    networks = RdmaNetworks("networks", config)
-    storage = SharedStorage("storage", config)
-    launcher = LauncherScripts("launcher", pod_namespaces(config))
-    # Pods need their service account, SCC grant, networks, claims and launcher before they can start.
-    after = [security, networks, storage, launcher]
+def build(config: ClusterConfig, tier: str = "all", context: str | None = None) -> dict[str, Any]:
+    """Declare every resource of the stack's tier; returns the stack outputs."""
+    keep = keep_for(config, tier)
+    provider = Provider(config.name, context=context, cluster_identifier=config.name, enable_config_map_mutable=True)
+    opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
+    # Pods need their reads, service accounts, grants, networks, claims, scripts, images and node
+    # configuration before they start; a component this tier does not declare is left out.
+    after: list[pulumi.Resource] = [Prerequisites("prerequisites", config, tier, opts)]
+    after += [component(name, config, keep, opts) for name, component, objects_of in PARTS if any(keep(o) for o, _ in objects_of(config))]
+    # An enabled bandwidth check runs first; the workloads of its transport wait for its verdict.
+    gates: dict[str, list[pulumi.Resource]] = {}
+    for c in config.enabled_checks():
+        if keep(bandwidth_objects(config, c)[-1]):
+            gates.setdefault(c.transport, []).append(BandwidthCheck(config, c, after, opts))
     for w in config.all_workloads():
-        TrainingWorkload(config, w, after)
-    # Each check is a Job `pulumi up` waits for; the update fails when a check fails.
-    for c in config.bandwidth_checks:
-        BandwidthCheck(config, c, after)
-    return stack_outputs(config)
+        if keep(workload_objects(config, w)[-1]):
+            TrainingWorkload(config, w, [*after, *gates.get(w.transport, [])], opts)
+    return stack_outputs(config, tier)

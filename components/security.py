@@ -1,9 +1,12 @@
-"""Who may run training pods, and with which privileges: the SCC, its `use` grant, the ServiceAccounts.
+"""Who may run training pods, and with which privileges: the SCC, its `use` grants, the ServiceAccounts.
 
 Least privilege: the SCC this program creates allows no privileged container, no host namespaces,
-no hostPath, no privilege escalation, and only the capabilities the workloads' memlock strategies
-add (KNOWLEDGE.md). Its runAsUser is RunAsAny because added capabilities are effective only for uid
-0, and the root strategies need them effective.
+no hostPath, no privilege escalation; it requires dropping ALL capabilities and lets pods add back
+only the capabilities the memlock strategies of the stack's workloads and bandwidth checks add
+(KNOWLEDGE.md). Its runAsUser is RunAsAny because added capabilities are effective only for uid 0,
+and the root strategies need them effective. Pods that need none of this run under restricted-v2
+and need no grant. Grants go only to the service accounts whose pods run under the SCC, in their
+namespaces.
 """
 
 from __future__ import annotations
@@ -12,8 +15,8 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, SCC_API, declare
-from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
+from components.kube import MANAGED_BY, SCC_API, Keep, declare
+from stacks.model import STRATEGY_CAPABILITIES, BandwidthCheck, ClusterConfig, Workload
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
 
@@ -23,14 +26,34 @@ def use_role_name(scc: str) -> str:
     return f"system:openshift:scc:{scc}"
 
 
+def pod_specs(config: ClusterConfig) -> list[Workload | BandwidthCheck]:
+    """Everything that runs pods: workloads (any state: a stopped one may be started by a researcher
+    without a cluster admin, so its grant exists already) and enabled bandwidth checks."""
+    return [*config.all_workloads(), *config.enabled_checks()]
+
+
 def needed_capabilities(config: ClusterConfig) -> list[str]:
-    """Union of the capabilities the workloads' memlock strategies add, sorted."""
-    caps = {c for w in config.all_workloads() for c in STRATEGY_CAPABILITIES[config.memlock_of(w)]}
+    """Union of the capabilities the memlock strategies of the SCC's pods add, sorted."""
+    scc = config.security.scc
+    caps = {c for w in pod_specs(config) if config.scc_of(w) == scc for c in STRATEGY_CAPABILITIES[config.memlock_of(w)]}
     return sorted(caps)
+
+
+def granted_accounts(config: ClusterConfig) -> dict[str, list[str]]:
+    """namespace -> service accounts whose pods run under the stack's SCC (those need its grant)."""
+    sec = config.security
+    out: dict[str, set[str]] = {}
+    if sec.scc is None or not sec.grant:
+        return {}
+    for w in pod_specs(config):
+        if config.scc_of(w) == sec.scc:
+            out.setdefault(w.namespace, set()).add(w.service_account)
+    return {ns: sorted(accounts) for ns, accounts in sorted(out.items())}
 
 
 def scc_object(config: ClusterConfig) -> dict[str, Any]:
     """The SCC this stack creates: every key the upstream schema requires, nothing broad."""
+    assert config.security.scc is not None
     return {
         "apiVersion": SCC_API,
         "kind": "SecurityContextConstraints",
@@ -39,7 +62,7 @@ def scc_object(config: ClusterConfig) -> dict[str, Any]:
             "labels": dict(MANAGED_BY),
             "annotations": {
                 "kubernetes.io/description": "GPU training with RDMA: root with only the capabilities the memlock "
-                "strategy needs; no privileged containers, host namespaces or host paths.",
+                "strategies need; every other capability dropped; no privileged containers, host namespaces or host paths.",
             },
         },
         "allowHostDirVolumePlugin": False,
@@ -58,8 +81,8 @@ def scc_object(config: ClusterConfig) -> dict[str, Any]:
         # Pods pin this SCC with openshift.io/required-scc, so it need not win on priority (0 sorts as unset).
         "priority": 0,
         "readOnlyRootFilesystem": False,
-        # What the `restricted` SCC drops; IPC_LOCK and SYS_RESOURCE are not among them.
-        "requiredDropCapabilities": ["KILL", "MKNOD", "SETUID", "SETGID"],
+        # Like restricted-v2: every capability dropped; allowedCapabilities may still be added back.
+        "requiredDropCapabilities": ["ALL"],
         "runAsUser": {"type": "RunAsAny"},
         "seLinuxContext": {"type": "MustRunAs"},
         "seccompProfiles": ["runtime/default"],
@@ -92,46 +115,46 @@ def use_binding(scc: str, namespace: str, accounts: list[str]) -> dict[str, Any]
         "kind": "RoleBinding",
         "metadata": {"name": use_role_name(scc), "namespace": namespace, "labels": dict(MANAGED_BY)},
         "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": use_role_name(scc)},
-        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in sorted(accounts)],
+        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in accounts],
     }
 
 
 def service_account(namespace: str, name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)}}
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
+        # Pods mount a token only where a workload asks for one (Workload.service_account_token).
+        "automountServiceAccountToken": False,
+    }
 
 
 def security_objects(config: ClusterConfig) -> list[dict[str, Any]]:
-    """SCC and its use-role (when created), the ServiceAccounts, and one use-binding per namespace."""
+    """SCC and its use-role (when created), the ServiceAccounts, and one use-binding per namespace
+    whose pods run under the SCC."""
     sec = config.security
     objs: list[dict[str, Any]] = []
-    if sec.create:
+    if sec.create and sec.scc:
         # An existing SCC's use-role exists already (OpenShift ships one per default SCC).
         objs += [scc_object(config), use_role(sec.scc)]
-    accounts_by_ns: dict[str, list[str]] = {}
-    for sa in sec.service_accounts:
-        objs.append(service_account(sa.namespace, sa.name))
-        accounts_by_ns.setdefault(sa.namespace, []).append(sa.name)
-    if sec.grant:
-        objs += [use_binding(sec.scc, ns, accounts) for ns, accounts in sorted(accounts_by_ns.items())]
+    objs += [service_account(sa.namespace, sa.name) for sa in sec.service_accounts]
+    if sec.scc:
+        objs += [use_binding(sec.scc, ns, accounts) for ns, accounts in granted_accounts(config).items()]
     return objs
 
 
 class ClusterSecurity(pulumi.ComponentResource):
-    """The SCC (created, or an existing one referenced), its use-grant, and the ServiceAccounts."""
+    """The SCC (created, or an existing one referenced), its use-grants, and the ServiceAccounts."""
 
-    scc_name: pulumi.Output[str]
-    service_accounts: pulumi.Output[list[str]]
+    TYPE = "gpu-training:index:ClusterSecurity"
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-training:index:ClusterSecurity", name, None, opts)
+    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
         # The grant follows the SCC and its role, so a binding never names a role that is not there yet.
         declared: list[pulumi.Resource] = []
-        for obj in security_objects(config):
-            after = [d for d in declared if obj["kind"] in ("ClusterRole", "RoleBinding")]
-            res = declare(obj, pulumi.ResourceOptions(parent=self, depends_on=after))
+        for obj in filter(keep, security_objects(config)):
+            after = declared if obj["kind"] in ("ClusterRole", "RoleBinding") else []
+            res = declare(obj, pulumi.ResourceOptions(parent=self, depends_on=list(after)))
             if obj["kind"] in ("SecurityContextConstraints", "ClusterRole"):
                 declared.append(res)
-        sec = config.security
-        self.scc_name = pulumi.Output.from_input(sec.scc)
-        self.service_accounts = pulumi.Output.from_input([f"{sa.namespace}/{sa.name}" for sa in sec.service_accounts])
-        self.register_outputs({"scc_name": self.scc_name, "service_accounts": self.service_accounts})
+        self.register_outputs({})

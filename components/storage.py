@@ -1,8 +1,15 @@
-"""Data volumes: RWX PVCs shared by all pods of a namespace, per-pod claims, and PVC fixes.
+"""Data volumes: RWX PVCs shared by all pods of a namespace, and patches of existing PVCs.
 
 Datasets and workspaces outlive every deployment: each PVC is `protect`ed (a `pulumi destroy`, or a
 rename that would replace it, stops with an error instead of deleting data) and `retain_on_delete`
-(should protection be lifted, Pulumi forgets the claim but leaves it on the cluster).
+(should protection be lifted, Pulumi forgets the claim but leaves it on the cluster). Per-pod
+claims come from StatefulSet volumeClaimTemplates (components/training.py) and are kept by their
+retention policy. Existing claims (`existing: true`) are only mounted, never declared.
+
+`pulumi up` waits for a claim to be Bound (the provider's fixed 5 minutes) on an Immediate class,
+which proves the storage works; on a WaitForFirstConsumer class it does not wait. Claims of a class
+served by a fixed claim (nfs-csi, served by the NFS server whose root claim the stack patches) are
+declared after the patch.
 """
 
 from __future__ import annotations
@@ -11,10 +18,11 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, declare, logical_name
+from components.kube import MANAGED_BY, Keep, declare
 from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
 
 KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
+REASON = "gpu-training/reason"
 
 
 def access_mode(volume: Volume) -> str:
@@ -22,52 +30,46 @@ def access_mode(volume: Volume) -> str:
 
 
 def claim_spec(volume: Volume) -> dict[str, Any]:
+    assert volume.size is not None
     spec: dict[str, Any] = {"accessModes": [access_mode(volume)], "resources": {"requests": {"storage": volume.size}}}
     if volume.storage_class is not None:
         spec["storageClassName"] = volume.storage_class
     return spec
 
 
-def per_pod_claim_name(volume: Volume, pod: str) -> str:
-    """The name Kubernetes gives a StatefulSet's per-pod claim; single pods use the same scheme."""
-    return f"{volume.name}-{pod}"
+def per_pod_claim_name(volume: Volume, statefulset: str, ordinal: int) -> str:
+    """The name Kubernetes gives a StatefulSet's per-pod claim."""
+    return f"{volume.name}-{statefulset}-{ordinal}"
 
 
-def standalone_claims(config: ClusterConfig) -> list[tuple[str, Volume]]:
-    """(claim name, volume) of every PVC this component creates: each shared volume once, and a
-    per-pod claim for single-pod workloads (StatefulSets make theirs from volumeClaimTemplates)."""
-    claims = [(v.name, v) for v in config.volumes if v.shared]
-    for w in config.all_workloads():
-        if w.kind == "pod":
-            for m in w.mounts:
-                v = config.volume(w.namespace, m.volume)
-                if not v.shared:
-                    claims.append((per_pod_claim_name(v, w.name), v))
-    return claims
+def standalone_claims(config: ClusterConfig) -> list[Volume]:
+    """The PVCs this component creates: each shared volume the stack owns."""
+    return [v for v in config.volumes if v.shared and not v.existing]
 
 
-def claim_object(name: str, volume: Volume) -> dict[str, Any]:
+def claim_object(volume: Volume) -> dict[str, Any]:
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": name, "namespace": volume.namespace, "labels": dict(MANAGED_BY)},
+        "metadata": {"name": volume.name, "namespace": volume.namespace, "labels": dict(MANAGED_BY)},
         "spec": claim_spec(volume),
     }
 
 
 def fix_patch(fix: PvcStorageClassFix) -> dict[str, Any]:
     """A server-side apply patch of the existing claim: only storageClassName (and a note) are ours.
-    Kubernetes accepts setting the class on a claim that has none and is not bound yet."""
+    Kubernetes accepts setting the class only on a claim that has none and is not bound yet; the
+    platform preview reads the claim and refuses any other state (components/prerequisites.py)."""
     return {
         "apiVersion": "v1",
         "kind": "PersistentVolumeClaim",
-        "metadata": {"name": fix.pvc, "namespace": fix.namespace, "annotations": {"gpu-training/reason": fix.reason}},
+        "metadata": {"name": fix.pvc, "namespace": fix.namespace, "annotations": {REASON: fix.reason}},
         "spec": {"storageClassName": fix.storage_class},
     }
 
 
 def storage_objects(config: ClusterConfig) -> list[dict[str, Any]]:
-    return [claim_object(name, v) for name, v in standalone_claims(config)]
+    return [claim_object(v) for v in standalone_claims(config)]
 
 
 def patch_objects(config: ClusterConfig) -> list[dict[str, Any]]:
@@ -77,16 +79,19 @@ def patch_objects(config: ClusterConfig) -> list[dict[str, Any]]:
 class SharedStorage(pulumi.ComponentResource):
     """The stack's PVCs (protected) and patches of existing PVCs."""
 
-    claim_names: pulumi.Output[list[str]]
+    TYPE = "gpu-training:index:SharedStorage"
 
-    def __init__(self, name: str, config: ClusterConfig, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-training:index:SharedStorage", name, None, opts)
-        names = []
-        for obj in storage_objects(config):
-            declare(obj, pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self)))
-            names.append(logical_name(obj))
-        for obj in patch_objects(config):
-            # Removing the patch from the stack must leave the NFS server's claim alone.
-            declare(obj, pulumi.ResourceOptions(parent=self, retain_on_delete=True), patch=True)
-        self.claim_names = pulumi.Output.from_input(names)
-        self.register_outputs({"claim_names": self.claim_names})
+    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        fixed: dict[str, list[pulumi.Resource]] = {}
+        for fix in config.pvc_fixes:
+            obj = fix_patch(fix)
+            if keep(obj):
+                # Removing the patch from the stack must leave the NFS server's claim alone.
+                res = declare(obj, pulumi.ResourceOptions(parent=self, retain_on_delete=True), patch=True)
+                for cls in fix.serves_storage_classes:
+                    fixed.setdefault(cls, []).append(res)
+        for obj in filter(keep, storage_objects(config)):
+            after = fixed.get(obj["spec"].get("storageClassName", ""), [])
+            declare(obj, pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self, depends_on=after)))
+        self.register_outputs({})

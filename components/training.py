@@ -1,9 +1,14 @@
-"""One training workload: its headless Service, and StatefulSet, Job or Pod; the launcher ConfigMaps.
+"""One training workload: its headless Service, NetworkPolicy, StatefulSet or Job, and the Service and
+Routes of its developer tools; the ConfigMaps the pods mount (launcher, scripts).
 
-Every pod of every kind comes from one template builder (`pod_template`), so a StatefulSet, an
-Indexed Job and a single Pod of the same workload differ only in the wrapper. The pod starts through
-the launcher (components/launcher/launcher.py, shipped verbatim in a ConfigMap), which proves memory
-can be pinned, picks the live RDMA devices and execs torchrun or the workload's command.
+Every pod of every kind comes from one template builder (`pod_template`), so a StatefulSet and an
+Indexed Job of the same workload differ only in the wrapper. The pod starts through the launcher
+(components/launcher/launcher.py, shipped verbatim in a ConfigMap), which proves memory can be
+pinned, picks the RDMA devices behind the pod's networks and execs torchrun or the workload's command.
+
+Lifecycle (components/lifecycle.py): a StatefulSet is awaited until its pods exist, never until they
+are Ready; a Job until the controller started it, never until it completes. Stopping a workload keeps
+its objects: a StatefulSet goes to 0 replicas, a Job is suspended.
 """
 
 from __future__ import annotations
@@ -15,17 +20,23 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, declare
+from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Keep, declare
 from components.launcher import LAUNCHER_PATH
+from components.lifecycle import POD_CREATION_TIMEOUT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from stacks.model import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload
+from stacks.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload
 
-LAUNCHER_DIR = "/opt/launcher"
 # One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
-# one object in a review, not one per workload.
+# one object in a review, not one per workload, and (with the provider's enableConfigMapMutable) an
+# update in place that restarts nothing.
 LAUNCHER_CONFIGMAP = "gpu-training-launcher"
 CONTAINER = "training"
+# The label the StatefulSet controller and the Job controller put on a pod to say which one it is.
+STS_POD_NAME = "statefulset.kubernetes.io/pod-name"
+JOB_INDEX = "batch.kubernetes.io/job-completion-index"
+# OpenShift's router pods run in namespaces labelled with this policy group.
+INGRESS_POLICY_GROUP = "policy-group.network.openshift.io/ingress"
 
 
 @dataclass(frozen=True)
@@ -33,28 +44,38 @@ class Names:
     """What a workload's objects and pods are called on the cluster."""
 
     workload: Workload
+    job_name: str | None = None
+    """A Job name other than the workload's NAME-rRUN (a bandwidth check's carries a digest)."""
+
+    @property
+    def object(self) -> str:
+        return self.job_name or self.workload.object_name
 
     @property
     def service(self) -> str:
         return f"{self.workload.name}-headless"
 
     @property
-    def launcher(self) -> str:
-        return LAUNCHER_CONFIGMAP
+    def dev_service(self) -> str:
+        return f"{self.workload.name}-dev"
+
+    def route(self, port: str) -> str:
+        return f"{self.workload.name}-{port}"
 
     @property
     def headless_dns(self) -> str:
         return f"{self.service}.{self.workload.namespace}.svc.cluster.local"
 
     def pod(self, rank: int) -> str:
-        # StatefulSet pods are NAME-ORDINAL; Indexed Job pods get the hostname NAME-INDEX.
-        return self.workload.name if self.workload.kind == "pod" else f"{self.workload.name}-{rank}"
+        # StatefulSet pods are NAME-ORDINAL; Indexed Job pods get the hostname JOBNAME-INDEX.
+        return f"{self.object}-{rank}"
+
+    def pod_dns(self, rank: int) -> str:
+        return f"{self.pod(rank)}.{self.headless_dns}"
 
     @property
     def master_addr(self) -> str:
-        if self.workload.kind == "pod":
-            return "localhost"
-        return f"{self.pod(0)}.{self.headless_dns}"
+        return "127.0.0.1" if self.workload.nodes == 1 else self.pod_dns(0)
 
 
 def launcher_files() -> dict[str, str]:
@@ -65,8 +86,9 @@ def launcher_files() -> dict[str, str]:
 
 
 def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
-    """The NCCL settings the program renders. The launcher adds what it detects in the pod
-    (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME) unless a value here pins it."""
+    """The NCCL settings the program renders: the transport's, the stack's tuning, the workload's.
+    The launcher adds what it detects in the pod (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME)
+    unless a value here pins it; anything else NCCL_* the image sets it treats as inherited and checks."""
     env: dict[str, str] = {}
     fabric = config.fabric
     if w.transport == "rdma" and fabric is not None:
@@ -76,24 +98,28 @@ def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
             env["NCCL_IB_HCA"] = "=" + ",".join(fabric.devices)  # '=': exact names, not prefixes
         if fabric.gid_index is not None and fabric.link_layer == "roce-v2":
             env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
+        env.update(config.defaults.nccl_env_rdma)
     else:
         env["NCCL_IB_DISABLE"] = "1"
+        env.update(config.defaults.nccl_env_tcp)
     env.update({k: v for k, v in w.env.items() if k.startswith("NCCL_")})
     return env
 
 
-def launcher_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
+def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, str]:
     """The launcher's whole input (see the contract in components/launcher/launcher.py)."""
-    names = Names(w)
     fabric = config.fabric
     interfaces = [a.interface for a in fabric.attachments] if (fabric and w.transport == "rdma") else []
-    return {
+    env = {
         "LAUNCHER_MODE": w.transport,
         "LAUNCHER_MEMLOCK_STRATEGY": config.memlock_of(w),
         "LAUNCHER_PIN_BYTES": str(config.defaults.pin_bytes),
         "LAUNCHER_TCP_FALLBACK": "true" if w.tcp_fallback else "false",
+        "LAUNCHER_STRICT": "true" if w.launcher_strict else "false",
         "LAUNCHER_RDMA_INTERFACES": ",".join(interfaces),
         "LAUNCHER_TCP_SOCKET_IFNAME": config.defaults.tcp_socket_ifname,
+        # Every NCCL_* the program renders is set on purpose; any other the pod has comes from the image.
+        "LAUNCHER_EXPLICIT_NCCL": ",".join(sorted(nccl_env(config, w))),
         "LAUNCHER_NNODES": str(w.nodes),
         "LAUNCHER_GPUS_PER_NODE": str(w.gpus_per_node),
         "LAUNCHER_RUN": w.run,
@@ -101,31 +127,44 @@ def launcher_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
         "MASTER_ADDR": names.master_addr,
         "MASTER_PORT": str(w.master_port),
     }
+    if w.deepspeed_hostfile:
+        env["LAUNCHER_DEEPSPEED_HOSTFILE"] = w.deepspeed_hostfile
+        env["LAUNCHER_HOSTS"] = ",".join(names.pod_dns(r) for r in range(w.nodes))
+    return env
 
 
 def container_security(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    """The memlock strategy as a securityContext (KNOWLEDGE.md's table)."""
+    """The memlock strategy as a securityContext (KNOWLEDGE.md's table), with nothing more."""
     strategy = config.memlock_of(w)
     if strategy == "privileged":
         # privileged grants every capability, ambient included; escalation cannot be forbidden then.
         return {"privileged": True, "allowPrivilegeEscalation": True}
-    ctx: dict[str, Any] = {"allowPrivilegeEscalation": False}
+    ctx: dict[str, Any] = {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
     caps = list(STRATEGY_CAPABILITIES[strategy])
-    if caps:
-        ctx["capabilities"] = {"add": caps}
     if strategy in STRATEGY_RUNS_AS_ROOT:
         # Added capabilities reach the effective set only for uid 0.
+        ctx["capabilities"]["add"] = caps
         ctx["runAsUser"] = 0
         ctx["runAsNonRoot"] = False
+    else:
+        # Nothing to pin beyond the node's limit: any uid the namespace assigns (restricted-v2).
+        ctx["runAsNonRoot"] = True
     return ctx
 
 
 def resources(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    amounts: dict[str, Any] = {"cpu": w.cpu, "memory": w.memory, "nvidia.com/gpu": w.gpus_per_node}
+    devices: dict[str, Any] = {"nvidia.com/gpu": w.gpus_per_node}
     if w.transport == "rdma" and config.fabric is not None:
         for a in config.fabric.attachments:
-            amounts[a.resource] = 1  # one VF per attachment, else the pod stays Pending
-    return {"requests": dict(amounts), "limits": dict(amounts)}
+            devices[a.resource] = 1  # one VF per attachment, else the pod stays Pending
+    return {
+        "requests": {"cpu": w.cpu, "memory": w.memory, **devices},
+        "limits": {"cpu": w.cpu_limit_value, "memory": w.mem_limit, **devices},
+    }
 
 
 def labels(w: Workload) -> dict[str, str]:
@@ -136,84 +175,108 @@ def selector(w: Workload) -> dict[str, str]:
     return {"app.kubernetes.io/instance": w.name}
 
 
-def affinity(w: Workload) -> dict[str, Any] | None:
-    aff: dict[str, Any] = {}
+def _toleration(t: Any) -> dict[str, str]:
+    return {k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect)) if v is not None}
+
+
+def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
+    """Where the pods may run: the workload's node set (named nodes are pinned; unnamed ones are all
+    GPU nodes that no named set holds), one pod per node, the GPU nodes' taints and labels."""
+    out: dict[str, Any] = {}
+    node_set = config.node_set(w.node_set)
+    named = sorted(n for s in config.node_sets for n in s.nodes)
+    affinity: dict[str, Any] = {}
+    if node_set.nodes or named:
+        expr = (
+            {"key": "kubernetes.io/hostname", "operator": "In", "values": list(node_set.nodes)}
+            if node_set.nodes
+            else {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": named}
+        )
+        affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
     if w.nodes > 1:
         # One pod per node: a pod takes all of a node's GPUs and NICs.
-        aff["podAntiAffinity"] = {
+        affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [
                 {"labelSelector": {"matchLabels": selector(w)}, "topologyKey": "kubernetes.io/hostname"}
             ]
         }
-    if w.node_names:
-        aff["nodeAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": {
-                "nodeSelectorTerms": [
-                    {"matchExpressions": [{"key": "kubernetes.io/hostname", "operator": "In", "values": list(w.node_names)}]}
-                ]
-            }
-        }
-    return aff or None
+    if affinity:
+        out["affinity"] = affinity
+    tolerations = [_toleration(t) for t in [*config.gpu_tolerations, *w.tolerations]]
+    if tolerations:
+        out["tolerations"] = tolerations
+    node_selector = {**config.gpu_node_selector, **w.node_selector}
+    if node_selector:
+        out["nodeSelector"] = node_selector
+    return out
 
 
-def pod_template(config: ClusterConfig, w: Workload) -> dict[str, Any]:
+def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
     """The pod every kind of workload runs."""
-    names = Names(w)
-    annotations = {REQUIRED_SCC: config.security.scc}
+    annotations = {REQUIRED_SCC: config.scc_of(w)}
     fabric = config.fabric
     if w.transport == "rdma" and fabric is not None and fabric.attachments:
         annotations[NETWORKS] = ",".join(attachment_ref(config, w.namespace, a.network, a.interface) for a in fabric.attachments)
 
-    env = {**launcher_env(config, w), **nccl_env(config, w), **w.env}
+    plain = {**launcher_env(config, w, names), **nccl_env(config, w), **{k: v for k, v in w.env.items() if not k.startswith("NCCL_")}}
     env_list: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    env_list += [{"name": k, "value": v} for k, v in env.items()]
+    env_list += [{"name": k, "value": v} for k, v in plain.items()]
+    env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
 
-    mounts = [
+    mounts: list[dict[str, Any]] = [
         {"name": "launcher", "mountPath": LAUNCHER_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
     ]
     volumes: list[dict[str, Any]] = [
-        {"name": "launcher", "configMap": {"name": names.launcher, "defaultMode": 0o555}},
+        {"name": "launcher", "configMap": {"name": LAUNCHER_CONFIGMAP, "defaultMode": 0o555}},
         # NCCL and DataLoader workers share memory through /dev/shm; the runtime's 64 MiB is too small.
         {"name": "dshm", "emptyDir": {"medium": "Memory", "sizeLimit": w.shm_size}},
     ]
     for m in w.mounts:
         v = config.volume(w.namespace, m.volume)
-        mounts.append({"name": v.name, "mountPath": m.mount_path or v.mount_path})
-        if v.shared:
+        mount: dict[str, Any] = {"name": v.name, "mountPath": m.mount_path or v.mount_path}
+        if m.read_only:
+            mount["readOnly"] = True
+        mounts.append(mount)
+        if v.shared or v.existing:
             volumes.append({"name": v.name, "persistentVolumeClaim": {"claimName": v.name}})
-        elif w.kind == "pod":
-            volumes.append({"name": v.name, "persistentVolumeClaim": {"claimName": per_pod_claim_name(v, w.name)}})
-        # statefulset: the claim comes from volumeClaimTemplates under the same name
+        # else: a StatefulSet's volumeClaimTemplate of the same name
+    for i, s in enumerate(w.scripts):
+        mounts.append({"name": f"scripts-{i}", "mountPath": s.mount_path, "readOnly": True})
+        volumes.append({"name": f"scripts-{i}", "configMap": {"name": s.config_map, "defaultMode": 0o555}})
 
+    container: dict[str, Any] = {
+        "name": CONTAINER,
+        "image": w.image,
+        "command": ["python3", f"{LAUNCHER_DIR}/launcher.py"],
+        "env": env_list,
+        "ports": [{"name": "rendezvous", "containerPort": w.master_port, "protocol": "TCP"}]
+        + [{"name": p.name, "containerPort": p.port, "protocol": "TCP"} for p in w.ports],
+        "resources": resources(config, w),
+        "securityContext": container_security(config, w),
+        "volumeMounts": mounts,
+    }
+    if w.working_dir:
+        container["workingDir"] = w.working_dir
     spec: dict[str, Any] = {
         "serviceAccountName": w.service_account,
+        # Training pods never call the API: no token unless the workload asks for one.
+        "automountServiceAccountToken": w.service_account_token,
         "enableServiceLinks": False,  # no service env vars next to MASTER_ADDR and friends
         "restartPolicy": "Always" if w.kind == "statefulset" else "Never",
-        "containers": [
-            {
-                "name": CONTAINER,
-                "image": w.image,
-                "command": ["python3", f"{LAUNCHER_DIR}/launcher.py"],
-                "env": env_list,
-                "resources": resources(config, w),
-                "securityContext": container_security(config, w),
-                "volumeMounts": mounts,
-            }
-        ],
+        "containers": [container],
         "volumes": volumes,
+        **scheduling(config, w),
     }
-    aff = affinity(w)
-    if aff:
-        spec["affinity"] = aff
     if w.kind == "job":
-        spec["subdomain"] = names.service  # Indexed Job pods resolve as NAME-INDEX.SERVICE
+        spec["subdomain"] = names.service  # Indexed Job pods resolve as JOBNAME-INDEX.SERVICE
     return {"metadata": {"labels": labels(w), "annotations": annotations}, "spec": spec}
 
 
-def headless_service(w: Workload) -> dict[str, Any]:
-    names = Names(w)
+def headless_service(w: Workload, names: Names) -> dict[str, Any]:
     return {
+        "apiVersion": "v1",
+        "kind": "Service",
         "metadata": {"name": names.service, "namespace": w.namespace, "labels": labels(w)},
         "spec": {
             "clusterIP": "None",
@@ -225,42 +288,118 @@ def headless_service(w: Workload) -> dict[str, Any]:
     }
 
 
+def network_policy(w: Workload) -> dict[str, Any]:
+    """The rendezvous (an unauthenticated TCPStore) and NCCL's sockets (ephemeral ports) admit the
+    workload's own pods only; exposed developer ports admit OpenShift's router."""
+    ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": selector(w)}}]}]
+    routed = [p for p in w.ports if p.route]
+    if routed:
+        ingress.append(
+            {
+                "from": [{"namespaceSelector": {"matchLabels": {INGRESS_POLICY_GROUP: ""}}}],
+                "ports": [{"protocol": "TCP", "port": p.port} for p in routed],
+            }
+        )
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": {"name": w.name, "namespace": w.namespace, "labels": labels(w)},
+        "spec": {"podSelector": {"matchLabels": selector(w)}, "policyTypes": ["Ingress"], "ingress": ingress},
+    }
+
+
+def dev_tools(w: Workload, names: Names) -> list[dict[str, Any]]:
+    """A Service to rank 0's pod and one Route (edge TLS) per port the workload exposes."""
+    routed = [p for p in w.ports if p.route]
+    if not routed:
+        return []
+    rank0 = {STS_POD_NAME: names.pod(0)} if w.kind == "statefulset" else {JOB_INDEX: "0"}
+    service = {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": {"name": names.dev_service, "namespace": w.namespace, "labels": labels(w)},
+        "spec": {
+            "selector": {**selector(w), **rank0},
+            "ports": [{"name": p.name, "port": p.port, "targetPort": p.name, "protocol": "TCP"} for p in routed],
+        },
+    }
+    routes = [
+        {
+            "apiVersion": "route.openshift.io/v1",
+            "kind": "Route",
+            "metadata": {"name": names.route(p.name), "namespace": w.namespace, "labels": labels(w)},
+            "spec": {
+                "to": {"kind": "Service", "name": names.dev_service, "weight": 100},
+                "port": {"targetPort": p.name},
+                "tls": {"termination": "edge", "insecureEdgeTerminationPolicy": "Redirect"},
+                "wildcardPolicy": "None",
+            },
+        }
+        for p in routed
+    ]
+    return [service, *routes]
+
+
 def claim_templates(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
     out = []
     for m in w.mounts:
         v = config.volume(w.namespace, m.volume)
-        if not v.shared:
+        if not v.shared and not v.existing:
             out.append({"metadata": {"name": v.name, "labels": dict(MANAGED_BY)}, "spec": claim_spec(v)})
     return out
 
 
-def statefulset_spec(config: ClusterConfig, w: Workload) -> dict[str, Any]:
+def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
+    """NAMESPACE/NAME of the claims the StatefulSet makes (they outlive it; see Renames in README)."""
+    if w.kind != "statefulset":
+        return []
+    out = []
+    for t in claim_templates(config, w):
+        v = config.volume(w.namespace, t["metadata"]["name"])
+        out += [f"{w.namespace}/{per_pod_claim_name(v, w.name, r)}" for r in range(w.nodes)]
+    return out
+
+
+def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
+    replicas = w.nodes if w.state == "running" else 0
     spec: dict[str, Any] = {
-        "serviceName": Names(w).service,
-        "replicas": w.nodes,
+        "serviceName": names.service,
+        "replicas": replicas,
         "podManagementPolicy": "Parallel",  # all ranks start together; rendezvous waits for them
         "selector": {"matchLabels": selector(w)},
-        "template": pod_template(config, w),
+        "template": pod_template(config, w, names),
     }
     templates = claim_templates(config, w)
     if templates:
         spec["volumeClaimTemplates"] = templates
         # Per-pod workspaces are data: neither deleting the StatefulSet nor scaling it down removes them.
         spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
-    return spec
+    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(replicas)}
+    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
 
 
-def job_spec(config: ClusterConfig, w: Workload) -> dict[str, Any]:
+def job(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
+    stopped = w.state != "running"
     spec: dict[str, Any] = {
         "completionMode": "Indexed",  # JOB_COMPLETION_INDEX is the node rank
         "completions": w.nodes,
         "parallelism": w.nodes,
         "backoffLimit": w.backoff_limit,
-        "template": pod_template(config, w),
+        # Stopped: no pods, nothing scheduled; the Job and its record stay. No TTL: a Job deleted by the
+        # cluster would make `pulumi refresh` forget it and the next `up` run the training again.
+        "suspend": stopped,
+        "template": pod_template(config, w, names),
     }
-    if w.ttl_seconds_after_finished is not None:
-        spec["ttlSecondsAfterFinished"] = w.ttl_seconds_after_finished
-    return spec
+    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": job_await(stopped)}
+    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+
+
+def workload_objects(config: ClusterConfig, w: Workload, job_name: str | None = None) -> list[dict[str, Any]]:
+    """The headless Service, the NetworkPolicy, the developer tools' Service and Routes, and the
+    workload itself, last."""
+    names = Names(w, job_name)
+    main = statefulset(config, w, names) if w.kind == "statefulset" else job(config, w, names)
+    return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
 
 
 def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
@@ -269,71 +408,84 @@ def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
     return {
         "namespace": w.namespace,
         "kind": w.kind,
+        "object": names.object,
+        "state": w.state,
         "mode": w.transport,
         "replicas": w.nodes,
         "gpus_per_node": w.gpus_per_node,
         "world_size": w.nodes * w.gpus_per_node,
-        "headless_service": None if w.kind == "pod" else names.headless_dns,
+        "node_set": config.node_set(w.node_set).name,
+        "headless_service": names.headless_dns,
         "master_addr": names.master_addr,
         "master_port": w.master_port,
         "memlock_strategy": config.memlock_of(w),
+        "scc": config.scc_of(w),
         "nccl_env": nccl_env(config, w),
         "pods": [names.pod(r) for r in range(w.nodes)],
+        "per_pod_claims": per_pod_claims(config, w),
+        "routes": {p.name: names.route(p.name) for p in w.ports if p.route},
     }
 
 
-def launcher_objects(namespaces: list[str]) -> list[dict[str, Any]]:
-    """The launcher ConfigMap of each namespace that runs pods of this program."""
-    return [
+def pod_namespaces(config: ClusterConfig) -> list[str]:
+    """Namespaces where this program runs pods (each needs the launcher ConfigMap)."""
+    return sorted({w.namespace for w in config.all_workloads()} | {c.namespace for c in config.enabled_checks()})
+
+
+def script_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+    """The launcher ConfigMap of each namespace that runs pods, and the stack's script ConfigMaps."""
+    launcher = [
         {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": {"name": LAUNCHER_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
             "data": launcher_files(),
         }
-        for ns in sorted(set(namespaces))
+        for ns in pod_namespaces(config)
     ]
+    scripts = [
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": s.name, "namespace": s.namespace, "labels": dict(MANAGED_BY)},
+            "data": dict(s.files),
+        }
+        for s in config.scripts
+    ]
+    return launcher + scripts
 
 
-def workload_objects(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
-    """The headless Service (multi-node kinds) and the workload itself; the last is the workload."""
-    meta = {"name": w.name, "namespace": w.namespace, "labels": labels(w)}
-    objs: list[dict[str, Any]] = []
-    if w.kind != "pod":
-        objs.append({"apiVersion": "v1", "kind": "Service", **headless_service(w)})
-    if w.kind == "statefulset":
-        objs.append({"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": statefulset_spec(config, w)})
-    elif w.kind == "job":
-        objs.append({"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": job_spec(config, w)})
-    else:
-        tpl = pod_template(config, w)
-        objs.append({"apiVersion": "v1", "kind": "Pod", "metadata": {**meta, **tpl["metadata"]}, "spec": tpl["spec"]})
-    return objs
+class PodScripts(pulumi.ComponentResource):
+    """The ConfigMaps the pods mount: the launcher in every namespace that runs pods, the stack's scripts."""
 
+    TYPE = "gpu-training:index:PodScripts"
 
-class LauncherScripts(pulumi.ComponentResource):
-    """The launcher ConfigMap in every namespace that runs training pods."""
-
-    def __init__(self, name: str, namespaces: list[str], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__("gpu-training:index:LauncherScripts", name, None, opts)
-        for obj in launcher_objects(namespaces):
+    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        for obj in filter(keep, script_objects(config)):
             declare(obj, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})
 
 
-class TrainingWorkload(pulumi.ComponentResource):
-    """Headless Service + StatefulSet / Indexed Job / Pod for one workload."""
+def declare_workload(parent: pulumi.Resource, objects: list[dict[str, Any]], after: Sequence[pulumi.Resource], **main: Any) -> None:
+    """Declare a workload's objects under `parent`: the support objects first, then the StatefulSet
+    or Job, after them and after `after` (grant, networks, claims, scripts, reads, gating checks)."""
+    *support, last = objects
+    declared = [declare(obj, pulumi.ResourceOptions(parent=parent)) for obj in support]
+    options = dict(custom_timeouts=pulumi.CustomTimeouts(create=POD_CREATION_TIMEOUT, update=POD_CREATION_TIMEOUT))
+    options.update(main)
+    # Explicit object names cannot coexist with their replacement: delete first on replace.
+    declare(last, pulumi.ResourceOptions(parent=parent, delete_before_replace=True, depends_on=[*declared, *after], **options))
 
-    master_addr: pulumi.Output[str]
+
+class TrainingWorkload(pulumi.ComponentResource):
+    """Headless Service + NetworkPolicy + StatefulSet or Indexed Job (+ developer Service and Routes)."""
+
+    TYPE = "gpu-training:index:TrainingWorkload"
 
     def __init__(
         self, config: ClusterConfig, w: Workload, after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None
     ) -> None:
-        """`after`: what the pods need before they can start (grant, networks, claims, launcher)."""
-        super().__init__("gpu-training:index:TrainingWorkload", f"{w.namespace}/{w.name}", None, opts)
-        *support, main = workload_objects(config, w)
-        declared = [declare(obj, pulumi.ResourceOptions(parent=self)) for obj in support]
-        # Explicit object names cannot coexist with their replacement: delete first on replace.
-        declare(main, pulumi.ResourceOptions(parent=self, delete_before_replace=True, depends_on=[*declared, *after]))
-        self.master_addr = pulumi.Output.from_input(Names(w).master_addr)
-        self.register_outputs({"master_addr": self.master_addr})
+        super().__init__(self.TYPE, f"{w.namespace}/{w.name}", None, opts)
+        declare_workload(self, workload_objects(config, w), after)
+        self.register_outputs({})

@@ -8,12 +8,13 @@ check` (over the offline rendering) and inside the Pulumi program (over `compone
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from stacks.model import ClusterConfig, Workload
+from stacks.model import BandwidthCheck, ClusterConfig, Workload
 
 Severity = Literal["error", "warning"]
 
@@ -23,6 +24,16 @@ REQUIRED_SCC = "openshift.io/required-scc"
 NETWORKS = "k8s.v1.cni.cncf.io/networks"
 RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
+INSTANCE = "app.kubernetes.io/instance"
+# What the default SCCs allow, as far as the rules need it (KNOWLEDGE.md: restricted-v2 allows only
+# NET_BIND_SERVICE, drops ALL, assigns a non-root uid, forbids escalation; every user may use it).
+KNOWN_SCCS = {
+    "restricted-v2": (frozenset({"NET_BIND_SERVICE"}), False, False),
+    "restricted": (frozenset(), False, False),
+    "nonroot-v2": (frozenset({"NET_BIND_SERVICE"}), False, False),
+    "anyuid": (frozenset(), False, True),
+    "privileged": (None, True, True),
+}
 
 
 @dataclass(frozen=True)
@@ -38,10 +49,15 @@ class Finding:
     fix: str
     rule: str = ""
     """Filled in by `check` from the registry."""
+    accepted: str | None = None
+    """For a warning the stack accepts (accepted_warnings): the stack's reason."""
 
     def line(self) -> str:
-        """The finding on one line: severity, rule, object, field, message, fix."""
+        """The finding on one line: severity, rule, object, field, message, fix (and the stack's reason
+        when it accepts the warning)."""
         text = f"{self.severity} {self.rule} {self.object} {self.field}: {self.message} Fix: {self.fix}"
+        if self.accepted:
+            text += f" [accepted: {self.accepted}]"
         return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
 
 
@@ -97,7 +113,9 @@ class PodView:
     base: str
     """Path of the pod in the owner: '' for a Pod, 'spec.template' for the others."""
     replicas: int
-    """Pods that run at the same time (StatefulSet replicas, Job parallelism, 1 for a Pod)."""
+    """Pods that run at the same time: StatefulSet replicas, Job parallelism (0 when suspended), 1 for a Pod."""
+    defined: int = 0
+    """Pods it runs when started (a stopped StatefulSet's or suspended Job's count)."""
 
     @property
     def ref(self) -> str:
@@ -154,6 +172,11 @@ class PodView:
     def network_refs(self) -> list[NetworkRef]:
         return parse_networks(self.annotations.get(NETWORKS, ""), self.namespace)
 
+    @property
+    def instance(self) -> str:
+        """The workload the pod belongs to (its app.kubernetes.io/instance label)."""
+        return str((self.meta.get("labels") or {}).get(INSTANCE) or self.name)
+
 
 @dataclass(frozen=True)
 class NetworkRef:
@@ -191,11 +214,13 @@ def _pod_view(obj: dict[str, Any]) -> PodView | None:
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
     if kind == "Pod":
-        return PodView(obj, "", 1)
+        return PodView(obj, "", 1, 1)
     if kind == "StatefulSet":
-        return PodView(obj, "spec.template", int(spec.get("replicas", 1)))
+        replicas = int(spec.get("replicas", 1))
+        return PodView(obj, "spec.template", replicas, replicas)
     if kind == "Job":
-        return PodView(obj, "spec.template", int(spec.get("parallelism", 1)))
+        parallelism = int(spec.get("parallelism", 1))
+        return PodView(obj, "spec.template", 0 if spec.get("suspend") else parallelism, parallelism)
     return None
 
 
@@ -241,6 +266,9 @@ class Stack:
     objects: list[dict[str, Any]]
     patches: list[dict[str, Any]] = field(default_factory=list)
     """Server-side apply patches of objects that exist on the cluster (kept apart: they are partial)."""
+    previous: dict[str, Any] | None = None
+    """The stack outputs of the render committed before this change (rendered/STACK/outputs.json),
+    when there is one: what the cluster holds now, as far as the repository knows."""
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -248,19 +276,22 @@ class Stack:
     def pods(self) -> list[PodView]:
         return [p for p in map(_pod_view, self.objects) if p is not None]
 
+    def spec_of(self, pod: PodView) -> Workload | BandwidthCheck | None:
+        """The workload, TCP variant or bandwidth check a pod was rendered from (its instance label)."""
+        for w in self.config.all_workloads():
+            if w.namespace == pod.namespace and w.name == pod.instance:
+                return w
+        checks = getattr(self.config, "bandwidth_checks", None) or []
+        return next((c for c in checks if c.namespace == pod.namespace and c.name == pod.instance), None)
+
     def workload(self, pod: PodView) -> Workload | None:
-        """The config workload (or TCP variant) a pod was rendered from."""
-        return next((w for w in self.config.all_workloads() if w.namespace == pod.namespace and w.name == pod.name), None)
+        spec = self.spec_of(pod)
+        return spec if isinstance(spec, Workload) else None
 
     def privileged_reason(self, pod: PodView) -> str | None:
-        """The reason the config gives for a pod's privileged container: its workload's, or that of
-        the bandwidth check the pod belongs to (a check runs a workload's pods, privileged ones too)."""
-        w = self.workload(pod)
-        if w is not None:
-            return w.privileged_reason
-        checks = getattr(self.config, "bandwidth_checks", None) or []
-        c = next((c for c in checks if c.namespace == pod.namespace and c.name == pod.name), None)
-        return getattr(c, "privileged_reason", None)
+        """The reason the config gives for a pod's privileged container (a workload's or a check's)."""
+        spec = self.spec_of(pod)
+        return spec.privileged_reason if spec is not None else None
 
     def scc(self, name: str) -> SccView | None:
         """The SCC of that name as far as the stack knows it; None when it knows nothing of it."""
@@ -278,11 +309,14 @@ class Stack:
                 allows_root=sec.existing_allows_root,
                 where="security.existing_allowed_capabilities / existing_allows_* of the config",
             )
+        if name in KNOWN_SCCS:
+            caps_known, privileged, root = KNOWN_SCCS[name]
+            return SccView(name, False, caps_known, privileged, root, f"OpenShift's default SCC {name}")
         return None
 
     def scc_of(self, pod: PodView) -> str:
-        """The SCC a pod runs under: the one it pins, else the stack's."""
-        return pod.annotations.get(REQUIRED_SCC) or self.config.security.scc
+        """The SCC a pod runs under: the one it pins, else the stack's unprivileged one."""
+        return pod.annotations.get(REQUIRED_SCC) or self.config.security.unprivileged_scc
 
 
 def check(
@@ -290,11 +324,15 @@ def check(
     objects: Iterable[dict[str, Any]],
     patches: Iterable[dict[str, Any]] = (),
     only: Iterable[str] | None = None,
+    previous: dict[str, Any] | None = None,
 ) -> list[Finding]:
-    """Run the rules (all, or the ids in `only`) over a config and the objects it renders."""
+    """Run the rules (all, or the ids in `only`) over a config and the objects it renders. Warnings
+    the config accepts carry its reason; an acceptance that matches nothing is itself a warning.
+    Findings come sorted (severity, rule, object, field), so their order never depends on the order
+    of the config's lists."""
     import policy.rules  # noqa: F401  (registers the rules)
 
-    stack = Stack(config, list(objects), list(patches))
+    stack = Stack(config, list(objects), list(patches), previous)
     wanted = set(only) if only is not None else None
     unknown = (wanted or set()) - set(RULES)
     if unknown:
@@ -303,7 +341,28 @@ def check(
     for r in RULES.values():
         if wanted is None or r.id in wanted:
             findings += [replace(f, rule=r.id) for f in r.run(stack)]
-    return findings
+    accepted = list(getattr(config, "accepted_warnings", []) or [])
+    used: set[int] = set()
+    for i, f in enumerate(findings):
+        if f.severity != "warning":
+            continue
+        for k, a in enumerate(accepted):
+            if a.rule == f.rule and fnmatch.fnmatchcase(f.object, a.object):
+                findings[i] = replace(f, accepted=a.reason)
+                used.add(k)
+                break
+    if wanted is None:
+        for k, a in enumerate(accepted):
+            if k not in used:
+                findings.append(
+                    Finding(
+                        "warning", f"accepted_warnings[{k}]", "rule/object",
+                        f"the stack accepts warning {a.rule} on {a.object!r}, but no such warning remains",
+                        f"remove the entry from accepted_warnings in stacks/{config.name}.py", rule="accepted-warnings",
+                    )
+                )  # fmt: skip
+    order = {"error": 0, "warning": 1}
+    return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.field, f.message))
 
 
 def errors(findings: Iterable[Finding]) -> list[Finding]:
@@ -313,6 +372,7 @@ def errors(findings: Iterable[Finding]) -> list[Finding]:
 def summary(name: str, findings: list[Finding]) -> str:
     n_err = len(errors(findings))
     n_warn = len(findings) - n_err
+    n_acc = sum(1 for f in findings if f.accepted)
     verdict = "FAIL" if n_err else "ok"
-    return f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)} ({len(RULES)} rules)"
-
+    accepted = f", {n_acc} accepted" if n_acc else ""
+    return f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{accepted} ({len(RULES)} rules)"

@@ -1,14 +1,20 @@
 """The preflight inside the Pulumi program: the same rules as `python -m stacks check`, run before
 any resource is declared, so `pulumi preview` and `pulumi up` stop on what would fail on the cluster.
 
-A warning goes to `pulumi.log.warn` (shown in the preview); errors raise `pulumi.RunError`, which
-the Pulumi CLI prints as a plain message, without a traceback. Only the Pulumi program imports this
+Also what the kubernetes provider does not stop on: a stack file without a kube context, or a context
+the kubeconfig does not have (the provider then only marks the cluster unreachable and previews every
+create as if it would work).
+
+A warning goes to `pulumi.log.warn` (shown in the preview); errors raise `pulumi.RunError`, which the
+Pulumi CLI prints as a plain message, without a traceback. Only the Pulumi program imports this
 module: the rest of policy/ stays free of pulumi.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import Any
 
 import pulumi
@@ -17,20 +23,67 @@ import stacks
 from policy.core import Finding, check, errors
 from stacks.model import ClusterConfig
 
-PROJECT = "gpu-training"
-CONFIG_FILE_KEY = "configFile"
-"""`pulumi config set gpu-training:configFile my-stack.yaml`: deploy a YAML config (the form
-`python -m stacks config STACK` prints) instead of the stack's module in stacks/."""
 
-
-def load_config() -> ClusterConfig:
-    """The config of the running stack: the YAML file named by gpu-training:configFile, else the
-    module in stacks/ named like the Pulumi stack. A bad config stops the program with its message."""
-    path = pulumi.Config(PROJECT).get(CONFIG_FILE_KEY)
+def load_stack() -> tuple[ClusterConfig, str, str | None]:
+    """(config, tier, kube context) of the running Pulumi stack. The config is the YAML file named by
+    gpu-training:configFile, else the module of the cluster (gpu-training:cluster, else the stack's
+    name); one whose name is another cluster's is refused. A bad config stops the program."""
+    own = pulumi.Config(stacks.PROJECT)
+    stack = pulumi.get_stack()
+    cluster = own.get("cluster") or stack
+    tier = own.get("tier") or "all"
+    if tier not in stacks.TIERS:
+        raise pulumi.RunError(f"Pulumi.{stack}.yaml: {stacks.TIER_KEY} is {tier!r}; expected one of {', '.join(stacks.TIERS)}")
+    path = own.get("configFile")
     try:
-        return stacks.load_file(path) if path else stacks.load(pulumi.get_stack())
+        if path:
+            file = Path(path) if Path(path).is_absolute() else stacks.ROOT / path
+            config = stacks.checked_name(stacks.load_file(file), cluster, path)
+        elif cluster not in stacks.names():
+            raise stacks.ConfigError(
+                f"unknown stack {cluster!r}: no stacks/{cluster}.py (the stacks are {', '.join(stacks.names())}); set "
+                f"{stacks.CLUSTER_KEY} in Pulumi.{stack}.yaml to the cluster this stack deploys"
+            )
+        else:
+            config = stacks.checked_name(stacks.load_module(cluster), cluster, f"stacks/{cluster}.py")
     except stacks.ConfigError as err:
         raise pulumi.RunError(str(err)) from None
+    return config, tier, pulumi.Config("kubernetes").get("context")
+
+
+def kubeconfig_contexts(environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
+    """(files read, context names) of the kubeconfig the provider will use: $KUBECONFIG (a list of
+    paths) or ~/.kube/config."""
+    paths = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p] or [str(Path.home() / ".kube" / "config")]
+    read, names = [], []
+    for p in paths:
+        try:
+            data = stacks.read_yaml(Path(p))
+        except stacks.ConfigError:
+            continue
+        read.append(p)
+        for ctx in (data or {}).get("contexts") or [] if isinstance(data, dict) else []:
+            if isinstance(ctx, dict) and isinstance(ctx.get("name"), str):
+                names.append(ctx["name"])
+    return read, names
+
+
+def check_kube_context(context: str | None, stack: str, environ: Mapping[str, str] | None = None) -> None:
+    """Stop, with the fix, when the stack file names no context or the kubeconfig lacks it."""
+    if not context:
+        raise pulumi.RunError(
+            f"Pulumi.{stack}.yaml sets no kubernetes:context, and this program never deploys to whatever context is current. "
+            f"Fix: `pulumi config set kubernetes:context NAME -s {stack}` with a context `oc config get-contexts` lists"
+        )
+    read, names = kubeconfig_contexts(os.environ if environ is None else environ)
+    if context not in names:
+        where = ", ".join(read) or "no readable kubeconfig ($KUBECONFIG or ~/.kube/config)"
+        have = ", ".join(sorted(names)) or "none"
+        raise pulumi.RunError(
+            f"the kubeconfig ({where}) has no context {context!r} (it has: {have}), so the kubernetes provider would see no "
+            f"cluster and preview every change as if it would work. Fix: `oc login --server=https://API:6443`, then "
+            f"`oc config rename-context \"$(oc config current-context)\" {context}`"
+        )
 
 
 def preflight(config: ClusterConfig, objects: Iterable[dict[str, Any]], patches: Iterable[dict[str, Any]] = ()) -> list[Finding]:
@@ -44,6 +97,6 @@ def preflight(config: ClusterConfig, objects: Iterable[dict[str, Any]], patches:
         lines = "\n".join(f.line() for f in bad)
         raise pulumi.RunError(
             f"preflight: stack {config.name} has {len(bad)} error(s); nothing was declared "
-            f"(`python -m stacks check` shows the same findings):\n{lines}"
+            f"(`python -m stacks check {config.name}` shows the same findings):\n{lines}"
         )
     return findings

@@ -1,9 +1,9 @@
-"""The preflight rules. Each one catches a failure the seed documents lived through on a cluster,
-reads the config and the rendered objects only, and says what to change.
+"""The preflight rules. Each one catches a failure the seed documents (or a real cluster) lived
+through, reads the config and the rendered objects only, and says what to change.
 
-One function per rule, registered with an id; `check` runs them in the order of this file. A rule
-reports an error for what would break the deployment and a warning for what the stack accepts
-knowingly (the warning says why, so the reason shows up in every check and every preview).
+One function per rule, registered with an id. A rule reports an error for what would break the
+deployment and a warning for what the stack accepts knowingly (the warning says why, and a stack
+lists the warnings it accepts with its reason in accepted_warnings).
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ from policy.core import (
     rule,
     warning,
 )
-from stacks.model import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT
+from policy.placement import Group, place
+from stacks.model import INTERNAL_REGISTRY, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, Workload, quantity_value
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.
@@ -36,12 +37,15 @@ SHIPPED_SCCS = frozenset(
         "anyuid", "hostaccess", "hostmount-anyuid", "hostnetwork", "hostnetwork-v2",
         "nonroot", "nonroot-v2", "privileged", "restricted", "restricted-v2",
     }
-)
+)  # fmt: skip
 # Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
 GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
 # Interfaces every pod has besides its Multus attachments (OVN-Kubernetes names the pod network eth0).
 POD_INTERFACES = ("lo", "eth0")
 GPU = "nvidia.com/gpu"
+# What an image used by RDMA pods must install: NCCL's IB transport loads libibverbs, which needs the
+# provider libraries of rdma-core (mlx5), or NCCL silently uses sockets.
+RDMA_USERSPACE = ("rdma-core", "libibverbs")
 
 
 def _annotation(pod: PodView, key: str) -> str:
@@ -64,27 +68,33 @@ def _amount(resources: dict[str, Any], kind: str, name: str) -> int:
         return 0
 
 
+def _strategy(pod: PodView, container: dict[str, Any]) -> str | None:
+    return pod.env(container).get("LAUNCHER_MEMLOCK_STRATEGY") if "LAUNCHER_MODE" in pod.env(container) else None
+
+
 # --- security ------------------------------------------------------------------------------------
 
 
-@rule("required-scc", "Every pod pins the stack's SCC with openshift.io/required-scc, so a missing grant fails loudly "
-      "instead of admission silently picking another SCC.")
+@rule("required-scc", "Every pod pins the SCC its memlock strategy needs with openshift.io/required-scc (restricted-v2 "
+      "when it needs no privilege), so a missing grant fails loudly instead of admission silently picking another SCC.")
 def required_scc(stack: Stack) -> Iterator[Finding]:
-    want = stack.config.security.scc
+    config = stack.config
     for pod in stack.pods():
+        spec = stack.spec_of(pod)
+        want = config.scc_of(spec) if spec is not None else None
         got = pod.annotations.get(REQUIRED_SCC)
         if got is None:
             yield error(
                 pod.ref, _annotation(pod, REQUIRED_SCC),
                 "the pod does not pin its SCC: admission takes whichever SCC the service account may use that admits the "
                 "pod, so a missing grant shows up later as missing capabilities instead of a clear rejection",
-                f"annotate the pod with {REQUIRED_SCC}: {want}",
+                f"annotate the pod with {REQUIRED_SCC}: {want or config.security.unprivileged_scc}",
             )
-        elif got != want:
+        elif want is not None and got != want:
             yield error(
                 pod.ref, _annotation(pod, REQUIRED_SCC),
-                f"the pod pins SCC {got!r}, but the stack grants {want!r}: admission rejects it",
-                f"pin {want!r}, or set security.scc to {got!r}",
+                f"the pod pins SCC {got!r}, but its memlock strategy runs under {want!r}",
+                f"pin {want!r}",
             )
 
 
@@ -133,6 +143,8 @@ def scc_grant(stack: Stack) -> Iterator[Finding]:
             f"{pod.namespace}` would); grant: false is only right for SCCs every user may use ({', '.join(sorted(SCCS_FOR_EVERYONE))})",
         )
     sec = stack.config.security
+    if sec.scc is None:
+        return
     role = SCC_USE_ROLE_PREFIX + sec.scc
     bound = any((b.get("roleRef") or {}).get("name") == role for b in stack.of_kind("RoleBinding"))
     created = any(o["metadata"]["name"] == role for o in stack.of_kind("ClusterRole"))
@@ -155,7 +167,7 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
             yield error(
                 pod.ref, _annotation(pod, REQUIRED_SCC),
                 f"the pod runs under SCC {name!r}, which this stack neither creates nor describes: what it allows is unknown",
-                f"set security.scc: {name} with create: false and its existing_* fields, or pin {stack.config.security.scc!r}",
+                f"set security.scc: {name} with create: false and its existing_* fields",
             )
             continue
         for path, c in pod.containers():
@@ -173,6 +185,7 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
 @rule("memlock-strategy", "The way the pod is meant to pin memory can work: added capabilities are effective only for "
       "uid 0, privileged needs an SCC allowing it, RDMA without any strategy pins at most 8 MiB (KNOWLEDGE.md's table).")
 def memlock_strategy(stack: Stack) -> Iterator[Finding]:
+    node_limit_real = stack.config.node_level.crio_memlock_unlimited
     for pod in stack.pods():
         scc = stack.scc(stack.scc_of(pod))
         for path, c in pod.containers():
@@ -232,13 +245,52 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         "use memlock root-ipc-lock under an SCC that allows IPC_LOCK (security.create: true), or an SCC "
                         "allowing privileged containers (with security.broad_grant_reason)",
                     )
-            elif strategy == "node-limit" and mode == "rdma":
+            elif strategy == "node-limit" and mode == "rdma" and not node_limit_real:
                 yield warning(
                     pod.ref, where,
                     "memlock strategy 'node-limit' relies on the cluster admin having raised CRI-O's memlock limit on the GPU "
                     "nodes; without it memory registration fails at 8 MiB (the launcher stops the pod at start and says so)",
-                    "have the admin apply a MachineConfig to the GPU pool that writes /etc/crio/crio.conf.d/99-memlock with "
-                    '[crio.runtime] default_ulimits = ["memlock=-1:-1"]',
+                    "set node_level.crio_memlock_unlimited: true (a MachineConfig the platform tier applies; it reboots the "
+                    'pool), or have the admin write /etc/crio/crio.conf.d/99-memlock with default_ulimits = ["memlock=-1:-1"]',
+                )
+
+
+@rule("least-privilege", "A container holds no more than its memlock strategy needs: non-root with every capability "
+      "dropped (none, node-limit), root with only the strategy's capabilities added back, no escalation, the runtime's "
+      "seccomp profile; training pods mount no API token unless the workload asks for one.")
+def least_privilege(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        spec = stack.workload(pod)
+        wants_token = bool(spec and spec.service_account_token)
+        if pod.spec.get("automountServiceAccountToken") is not False and not wants_token:
+            yield error(
+                pod.ref, pod.at("spec.automountServiceAccountToken"),
+                "the pod mounts a service account token it never uses: anyone who gets into it may call the API as that account",
+                "set automountServiceAccountToken: false (service_account_token: true on the workload if it does call the API)",
+            )
+        for path, c in pod.containers():
+            strategy = _strategy(pod, c)
+            if strategy is None or strategy == "privileged":
+                continue  # privileged containers are the privileged-container rule's business
+            ctx = _security(c)
+            caps = ctx.get("capabilities") or {}
+            problems = []
+            if "ALL" not in (caps.get("drop") or []):
+                problems.append("does not drop ALL capabilities")
+            extra = sorted(set(caps.get("add") or []) - set(STRATEGY_CAPABILITIES[strategy]))
+            if extra:
+                problems.append(f"adds {', '.join(extra)}, which memlock {strategy!r} does not need")
+            if ctx.get("allowPrivilegeEscalation") is not False:
+                problems.append("allows privilege escalation")
+            if (ctx.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
+                problems.append("has no RuntimeDefault seccomp profile")
+            if strategy not in STRATEGY_RUNS_AS_ROOT and ctx.get("runAsNonRoot") is not True:
+                problems.append(f"may run as root, which memlock {strategy!r} does not need")
+            if problems:
+                yield error(
+                    pod.ref, f"{path}.securityContext",
+                    f"the container {'; '.join(problems)}",
+                    "let the program render the securityContext from the memlock strategy (components/training.py container_security)",
                 )
 
 
@@ -260,7 +312,7 @@ def privileged_container(stack: Stack) -> Iterator[Finding]:
                 yield error(
                     pod.ref, f"{path}.securityContext.privileged",
                     "privileged container (every capability and host device) without a stated reason",
-                    f"set privileged_reason on {pod.name!r} to say why, or use memlock root-ipc-lock under a "
+                    f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a "
                     "least-privilege SCC",
                 )
 
@@ -269,12 +321,18 @@ def privileged_container(stack: Stack) -> Iterator[Finding]:
       "(security.broad_grant_reason), printed with every check.")
 def privileged_scc(stack: Stack) -> Iterator[Finding]:
     sec = stack.config.security
-    scc = stack.scc(sec.scc)
+    scc = stack.scc(sec.scc) if sec.scc else None
     if scc is None or not scc.allows_privileged:
         return
     obj = f"SecurityContextConstraints {scc.name}"
     where = "allowPrivilegedContainer" if scc.created else "security.existing_allows_privileged"
-    accounts = ", ".join(f"{a.namespace}/{a.name}" for a in sec.service_accounts) or "nobody"
+    bound = sorted(
+        f"{(b.get('metadata') or {}).get('namespace')}/{s.get('name')}"
+        for b in stack.of_kind("RoleBinding")
+        if (b.get("roleRef") or {}).get("name") == SCC_USE_ROLE_PREFIX + scc.name
+        for s in b.get("subjects") or []
+    )
+    accounts = ", ".join(bound) or "nobody"
     if sec.broad_grant_reason:
         yield warning(
             obj, where,
@@ -287,6 +345,27 @@ def privileged_scc(stack: Stack) -> Iterator[Finding]:
             f"SCC {scc.name!r} allows privileged containers and is granted to {accounts} without a stated reason",
             "set security.broad_grant_reason, or use a least-privilege SCC (security.create: true)",
         )
+
+
+@rule("network-policy", "Every workload's pods are selected by a NetworkPolicy of the stack: the unauthenticated torchrun "
+      "rendezvous (TCPStore) and NCCL's sockets admit the workload's own pods only.")
+def network_policy(stack: Stack) -> Iterator[Finding]:
+    policies = stack.of_kind("NetworkPolicy")
+    for pod in stack.pods():
+        labels = pod.meta.get("labels") or {}
+        covered = any(
+            (p.get("metadata") or {}).get("namespace") == pod.namespace
+            and all(labels.get(k) == v for k, v in (((p.get("spec") or {}).get("podSelector") or {}).get("matchLabels") or {}).items())
+            and "Ingress" in ((p.get("spec") or {}).get("policyTypes") or [])
+            for p in policies
+        )
+        if not covered:
+            yield error(
+                pod.ref, pod.at("metadata.labels"),
+                "no NetworkPolicy selects these pods: anyone on the pod network can reach the rendezvous port and inject "
+                "into the training run",
+                "render the workload's NetworkPolicy (components/training.py network_policy)",
+            )
 
 
 # --- networks ------------------------------------------------------------------------------------
@@ -492,7 +571,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
         for v in pod.spec.get("volumes") or []:
             claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
             if claim:
-                users[(pod.namespace, claim)] += pod.replicas
+                users[(pod.namespace, claim)] += pod.defined
     for o, path, spec in _claims(stack):
         obj = ref(o)
         modes = list(spec.get("accessModes") or [])
@@ -527,68 +606,286 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
             )
 
 
+# --- images, scripts, secrets, developer tools ------------------------------------------------------
+
+
+@rule("image", "Every container names an image, and an image from the internal registry comes from an ImageStream the stack "
+      "builds or declares as existing (existing.image_streams); images RDMA pods use carry RDMA userspace (rdma-core, libibverbs).")
+def image(stack: Stack) -> Iterator[Finding]:
+    config = stack.config
+    built = {(b.namespace, b.name): b for b in config.images}
+    declared = {(o.namespace, o.name) for o in config.existing.image_streams}
+    for pod in stack.pods():
+        for path, c in pod.containers():
+            ref_ = str(c.get("image") or "")
+            if not ref_:
+                yield error(pod.ref, f"{path}.image", "the container names no image: the pod is never created", "set the workload's image")
+                continue
+            if ref_.startswith(INTERNAL_REGISTRY + "/"):
+                ns, _, rest = ref_[len(INTERNAL_REGISTRY) + 1 :].partition("/")
+                stream = rest.split("@")[0].split(":")[0]
+                if (ns, stream) not in built and (ns, stream) not in declared:
+                    yield error(
+                        pod.ref, f"{path}.image",
+                        f"ImageStream {ns}/{stream} is neither built by this stack (images) nor declared as existing: the pod "
+                        "would stay in ImagePullBackOff if nobody made it",
+                        f"add an image build for {stream} in {ns}, or list {ns}/{stream} in existing.image_streams",
+                    )
+                elif ns != pod.namespace:
+                    yield warning(
+                        pod.ref, f"{path}.image",
+                        f"the image comes from ImageStream {ns}/{stream} in another namespace: its service account needs "
+                        f"system:image-puller in {ns}",
+                        f"`oc policy add-role-to-user system:image-puller system:serviceaccount:{pod.namespace}:"
+                        f"{pod.spec.get('serviceAccountName')} -n {ns}`, or build the image in {pod.namespace}",
+                    )
+                b = built.get((ns, stream))
+                if b is not None and pod.env(c).get("LAUNCHER_MODE") == "rdma":
+                    lacking = [p for p in RDMA_USERSPACE if p not in b.dockerfile]
+                    if lacking:
+                        yield error(
+                            pod.ref, f"{path}.image",
+                            f"an RDMA pod runs image {ns}/{stream}, whose Dockerfile does not install {', '.join(lacking)}: NCCL "
+                            "finds no IB provider and silently uses sockets",
+                            f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{stream}]",
+                        )
+
+
+@rule("secret-ref", "Environment read from a Secret names one the stack declares as existing (existing.secrets): the "
+      "pod would otherwise stop in CreateContainerConfigError.")
+def secret_ref(stack: Stack) -> Iterator[Finding]:
+    declared = {(o.namespace, o.name) for o in stack.config.existing.secrets}
+    for pod in stack.pods():
+        for path, c in pod.containers():
+            for e in c.get("env") or []:
+                ref_ = ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+                if ref_ and (pod.namespace, ref_) not in declared:
+                    yield error(
+                        pod.ref, f"{path}.env[{e.get('name')}]",
+                        f"Secret {pod.namespace}/{ref_} is not declared in existing.secrets: nothing says it exists",
+                        f"create it (`oc create secret generic {ref_} -n {pod.namespace} ...`) and list it in existing.secrets",
+                    )
+
+
+@rule("route-port", "Every Route targets a port its Service has, and its Service selects pods that serve it.")
+def route_port(stack: Stack) -> Iterator[Finding]:
+    services = {((o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o for o in stack.of_kind("Service")}
+    for r in stack.of_kind("Route"):
+        meta = r.get("metadata") or {}
+        spec = r.get("spec") or {}
+        svc = services.get((meta.get("namespace"), (spec.get("to") or {}).get("name")))
+        target = (spec.get("port") or {}).get("targetPort")
+        if svc is None:
+            yield error(ref(r), "spec.to.name", f"Route to Service {(spec.get('to') or {}).get('name')!r}, which the stack does not declare", "expose the port through the workload's ports (route: true)")
+            continue
+        ports = (svc.get("spec") or {}).get("ports") or []
+        if not any(p.get("name") == target or p.get("port") == target for p in ports):
+            yield error(
+                ref(r), "spec.port.targetPort",
+                f"the Route targets port {target!r}, which Service {meta.get('namespace')}/{svc['metadata']['name']} does not have: "
+                "the router answers 503",
+                "name a port of the Service",
+            )
+
+
+@rule("shm-size", "/dev/shm (a memory emptyDir) fits in the container's memory limit: what is written there counts "
+      "against it, and a larger size is an OOM kill waiting to happen.")
+def shm_size(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        limits = [_limit(c) for _, c in pod.containers()]
+        for i, v in enumerate(pod.spec.get("volumes") or []):
+            size = ((v.get("emptyDir") or {}).get("medium") == "Memory") and (v.get("emptyDir") or {}).get("sizeLimit")
+            limit = max((x for x in limits if x is not None), default=None)
+            if size and limit is not None and quantity_value(str(size)) > limit:
+                yield error(
+                    pod.ref, pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
+                    f"/dev/shm may grow to {size}, more than the memory limit of the container: filling it gets the pod OOM-killed",
+                    "set shm_size below the workload's memory limit",
+                )
+
+
+def _limit(container: dict[str, Any]) -> Any:
+    value = ((container.get("resources") or {}).get("limits") or {}).get("memory")
+    try:
+        return quantity_value(str(value)) if value is not None else None
+    except ValueError:
+        return None
+
+
 # --- scheduling ----------------------------------------------------------------------------------
 
 
-def _pinned_nodes(pod: PodView) -> list[str]:
-    """Hostnames a pod's required node affinity allows (empty: not pinned)."""
+def _tolerates(tolerations: list[dict[str, Any]], taint: Any) -> bool:
+    for t in tolerations:
+        if t.get("effect") not in (None, "", taint.effect) or t.get("key") != taint.key:
+            continue
+        if t.get("operator", "Equal") == "Exists" or t.get("value") == taint.value:
+            return True
+    return False
+
+
+@rule("gpu-toleration", "Every GPU pod tolerates the taints the stack says its GPU nodes carry (gpu_tolerations), or it "
+      "stays Pending forever (NERC's nvidia.com/gpu.product taint).")
+def gpu_toleration(stack: Stack) -> Iterator[Finding]:
+    taints = stack.config.gpu_tolerations
+    for pod in stack.pods():
+        if not any(_amount(c.get("resources") or {}, "limits", GPU) for _, c in pod.containers()):
+            continue
+        tolerations = pod.spec.get("tolerations") or []
+        for t in taints:
+            if not _tolerates(tolerations, t):
+                yield error(
+                    pod.ref, pod.at("spec.tolerations"),
+                    f"the GPU nodes are tainted {t.key}{'=' + t.value if t.value else ''}:{t.effect or '*'} and this GPU pod does "
+                    "not tolerate it: it stays Pending",
+                    "let the program add gpu_tolerations to every GPU pod (components/training.py scheduling)",
+                )
+
+
+def _hostnames(pod: PodView) -> tuple[str, list[str]]:
+    """('In'|'NotIn'|'', hostnames) of the pod's required node affinity on kubernetes.io/hostname."""
     aff = ((pod.spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
-    names: list[str] = []
     for term in aff.get("nodeSelectorTerms") or []:
         for e in term.get("matchExpressions") or []:
-            if e.get("key") == "kubernetes.io/hostname" and e.get("operator") == "In":
-                names += list(e.get("values") or [])
-    return names
+            if e.get("key") == "kubernetes.io/hostname" and e.get("operator") in ("In", "NotIn"):
+                return str(e["operator"]), list(e.get("values") or [])
+    return "", []
 
 
 def _gpus(pod: PodView) -> int:
     return sum(_amount(c.get("resources") or {}, "limits", GPU) for _, c in pod.containers())
 
 
-@rule("gpu-fit", "The GPUs a pod asks for fit on one node.")
-def gpu_fit(stack: Stack) -> Iterator[Finding]:
+@rule("capacity", "Every running pod of the stack (workloads and enabled bandwidth checks) can be scheduled at once on the "
+      "nodes the stack counts on (node_sets): GPUs per node, one pod of a workload per node, node pins. Pending pods "
+      "never start, and an enabled check would wait out its deadline.")
+def capacity(stack: Stack) -> Iterator[Finding]:
     config = stack.config
+    nodes: dict[str, int] = {}  # node id -> GPUs
+    named = {n for s in config.node_sets for n in s.nodes}
+    anonymous: list[str] = []
+    for s in config.node_sets:
+        for n in s.nodes:
+            nodes[n] = s.gpus_per_node
+        for i in range(0 if s.nodes else (s.count or 0)):
+            anonymous.append(f"{s.name}#{i + 1}")
+            nodes[anonymous[-1]] = s.gpus_per_node
+    groups: list[Group] = []
     for pod in stack.pods():
-        gpus = _gpus(pod)
-        pinned = set(_pinned_nodes(pod))
-        nodes = [n for n in config.nodes if not pinned or n.name in pinned]
-        capacity = max((n.gpus for n in nodes), default=config.gpus_per_node)
-        if gpus > capacity:
-            yield error(
-                pod.ref, pod.at(f'spec.containers[0].resources.limits["{GPU}"]'),
-                f"the pod asks for {gpus} GPUs but a node offers at most {capacity}: it stays Pending (Insufficient {GPU})",
-                f"set gpus_per_node to at most {capacity} and spread the training over more nodes",
-            )
-
-
-@rule("replica-fit", "Pods of a multi-node workload, one per node, fit the known nodes.")
-def replica_fit(stack: Stack) -> Iterator[Finding]:
-    config = stack.config
-    known = {n.name: n for n in config.nodes}
-    for pod in stack.pods():
-        pinned = _pinned_nodes(pod)
-        where = pod.at("spec.affinity.nodeAffinity")
-        strangers = [n for n in pinned if known and n not in known]
-        if strangers:
-            yield error(
-                pod.ref, where,
-                f"pinned to {', '.join(strangers)}, which are not among the known nodes ({', '.join(known)})",
-                "pin only nodes listed in the config's nodes (node names as `oc get nodes` shows them)",
-            )
-        if pod.replicas <= 1:
+        if pod.replicas <= 0:
             continue
-        if known:
-            gpus = _gpus(pod)
-            fit = [n.name for n in config.nodes if (not pinned or n.name in pinned) and n.gpus >= gpus]
-        elif pinned:
-            fit = pinned
+        op, hosts = _hostnames(pod)
+        if op == "In":
+            unknown = [h for h in hosts if h not in named]
+            if unknown:
+                yield error(
+                    pod.ref, pod.at("spec.affinity.nodeAffinity"),
+                    f"pinned to {', '.join(unknown)}, which are not among the nodes the stack counts on (node_sets)",
+                    "pin only nodes listed in node_sets (names as `oc get nodes` shows them)",
+                )
+            candidates = [h for h in hosts if h in nodes]
         else:
-            continue  # the nodes are not known: nothing to count against
-        if pod.replicas > len(fit):
-            count = "spec.replicas" if pod.owner.get("kind") == "StatefulSet" else "spec.parallelism"
+            candidates = [n for n in nodes if n not in hosts] if op == "NotIn" else list(nodes)
+        spread = bool((pod.spec.get("affinity") or {}).get("podAntiAffinity")) or pod.replicas == 1
+        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), tuple(candidates), spread))
+    result = place(nodes, groups)
+    if result.placed:
+        return
+    if result.exhausted:
+        yield warning(
+            f"Stack {config.name}", "node_sets",
+            "the placement search gave up before deciding whether every running pod fits at once",
+            "run fewer workloads at once, or check the placement by hand",
+        )
+        return
+    demand = "; ".join(f"{g.name.split(' ', 1)[1]}: {g.pods} x {g.gpus} GPUs" for g in groups)
+    supply = "; ".join(f"{s.name}: {s.size} node(s) x {s.gpus_per_node} GPUs" for s in config.node_sets)
+    culprit = result.unplaced.name if result.unplaced else "the stack"
+    yield error(
+        culprit, "spec.replicas",
+        f"the running workloads cannot all be scheduled at once: they ask for {demand}, and the stack counts on {supply}; "
+        f"no placement fits {culprit.split(' ', 1)[-1]} beside the others, so its pods would stay Pending",
+        "stop a workload (state: stopped), disable a bandwidth check, shrink one (nodes), or count more nodes in node_sets",
+    )
+
+
+# --- the whole stack ------------------------------------------------------------------------------
+
+
+@rule("unique-objects", "No object is declared twice: `pulumi up` refuses a program with two resources of one type and "
+      "name, and the API server keeps only one of two objects with one name.")
+def unique_objects(stack: Stack) -> Iterator[Finding]:
+    seen = Counter(
+        (o.get("apiVersion"), o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name"))
+        for o in stack.objects
+    )
+    for (_, kind, ns, name), n in sorted(seen.items(), key=str):
+        if n > 1:
             yield error(
-                pod.ref, count,
-                f"{pod.replicas} pods, one per node, but only {len(fit)} node(s) can take one ({', '.join(fit) or 'none'}): "
-                "the rest stay Pending",
-                f"set the workload's nodes to at most {len(fit)}, or list (and pin) more nodes",
+                f"{kind} {ns}/{name}" if ns else f"{kind} {name}", "metadata.name",
+                f"declared {n} times: `pulumi up` stops with a duplicate URN",
+                "give each workload, volume and script a name unique in its namespace",
             )
+
+
+@rule("orphaned-claims", "A change that would detach a StatefulSet's per-pod claims (renaming the workload, its volume, "
+      "or moving it) is flagged: the old claims stay with their data, unused, and the pods start on new, empty ones.")
+def orphaned_claims(stack: Stack) -> Iterator[Finding]:
+    if not stack.previous:
+        return
+    before: dict[str, str] = {}
+    for name, w in (stack.previous.get("workloads") or {}).items():
+        for claim in w.get("per_pod_claims") or []:
+            before[claim] = name
+    now = {c for p in stack.pods() for c in _claims_of(p)}
+    lost = sorted(c for c in before if c not in now and _ordinal_kept(c, before[c], stack))
+    by_workload: dict[str, list[str]] = {}
+    for c in lost:
+        by_workload.setdefault(before[c], []).append(c)
+    for name, claims in sorted(by_workload.items()):
+        yield warning(
+            f"Workload {name}", "name / mounts[].volume",
+            f"the committed render gives {name!r} the per-pod claims {', '.join(claims)}; after this change no pod mounts "
+            "them: they keep their data but the pods start on new, empty claims",
+            "keep the workload's and the volume's names (and namespace), or move the data into the new claims first "
+            "(e.g. a pod that mounts both); delete the old claims by hand when they are no longer needed",
+        )
+
+
+def _claims_of(pod: PodView) -> list[str]:
+    if pod.owner.get("kind") != "StatefulSet":
+        return []
+    templates = (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []
+    return [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-{r}" for t in templates for r in range(pod.defined)]
+
+
+def _ordinal_kept(claim: str, workload: str, stack: Stack) -> bool:
+    """A claim is orphaned by a rename or a move, not by scaling the same workload down (the
+    retention policy keeps those, and scaling up again reattaches them)."""
+    for pod in stack.pods():
+        if pod.owner.get("kind") == "StatefulSet" and pod.name == workload:
+            prefix = [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-" for t in (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []]
+            if any(claim.startswith(p) for p in prefix):
+                return False
+    return True
+
+
+@rule("hand-made", "Every object the stack lists as made by hand (hand_made) is one it declares, so the import plan "
+      "adopts what is really there.")
+def hand_made(stack: Stack) -> Iterator[Finding]:
+    declared = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in stack.objects}
+    for i, h in enumerate(getattr(stack.config, "hand_made", []) or []):
+        if (h.kind, h.namespace, h.name) not in declared:
+            where = f"{h.namespace}/{h.name}" if h.namespace else h.name
+            yield warning(
+                f"{h.kind} {where}", f"hand_made[{i}]",
+                "the stack lists this object as made by hand but does not declare it: the import plan leaves it out, and "
+                "Pulumi neither adopts nor deletes it",
+                "remove the entry, or correct its kind, namespace or name",
+            )
+
+
+@rule("accepted-warnings", "Every warning a stack accepts (accepted_warnings) still matches a finding, so acceptances do "
+      "not outlive what they accepted.")
+def accepted_warnings(stack: Stack) -> Iterator[Finding]:
+    return iter(())  # `check` reports stale acceptances under this id

@@ -182,18 +182,39 @@ def diff_trees(old: dict[str, Any], new: dict[str, Any]) -> list[ObjectChange]:
 MARK = {"added": "+", "removed": "-", "changed": "~"}
 
 
-def report(stack: str, before: str, changes: list[ObjectChange], total: int) -> str:
+def consequence(change: ObjectChange) -> str | None:
+    """What `pulumi up` does to the object beyond an update: a replacement (and its cost), or the
+    deletion of something that holds data or a run (components/lifecycle.py)."""
+    from components.lifecycle import replacement
+
+    kind = change.label.split(" ", 1)[0]
+    if change.status == "removed":
+        if kind == "PersistentVolumeClaim":
+            return "deleting a claim deletes its data: it is protected, so `pulumi up` stops with an error instead"
+        if kind in ("StatefulSet", "Job"):
+            return f"the {kind} and its pods are deleted (per-pod claims stay: Retain)"
+        return None
+    if change.status != "changed":
+        return None
+    costs = sorted({cost for f in change.fields if (cost := replacement(kind, f.path))})
+    return "REPLACES the object: " + "; ".join(costs) if costs else None
+
+
+def report(stack: str, before: str, changes: list[ObjectChange], total: int, after: str = "working tree") -> str:
     """The text `python -m stacks diff` prints for one stack."""
     counts = {s: sum(1 for c in changes if c.status == s) for s in ("added", "removed", "changed")}
     unchanged = total - counts["added"] - counts["changed"]
     head = f"{stack}: {counts['added']} added, {counts['removed']} removed, {counts['changed']} changed, {unchanged} unchanged"
-    lines = [f"{head} ({before} -> working tree)"]
+    lines = [f"{head} ({before} -> {after})"]
     if not changes:
         lines.append("  no change")
     # Every workload ships the same launcher: show a text diff once, then refer to it.
     shown: dict[tuple[str, str], str] = {}
     for c in changes:
         lines.append(f"{MARK[c.status]} {c.status} {c.label}  [{c.path}]")
+        cost = consequence(c)
+        if cost:
+            lines.append(f"    ! {cost}")
         for f in c.fields:
             same_as = None
             if f.is_text:
@@ -217,9 +238,12 @@ def parse(path: str, text: str) -> Any:
     return yaml.safe_load(text)
 
 
+MANIFEST = ".render-manifest"  # render/writer.py's list of its own files: not a rendered object
+
+
 def read_folder(folder: Path) -> dict[str, Any]:
     """Every rendered file under a stack folder, keyed by its path relative to the folder."""
-    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
     return {p.relative_to(folder).as_posix(): parse(p.name, p.read_text(encoding="utf-8")) for p in files}
 
 
@@ -245,7 +269,7 @@ def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
     except DiffError:
         raise DiffError(f"unknown git ref {ref!r}: give a branch, tag or commit (e.g. --against origin/main)") from None
     names = _git(root, "ls-tree", "-r", "--name-only", "-z", commit, "--", f"{folder}/").decode().split("\0")
-    names = [n for n in names if n]
+    names = [n for n in names if n and not n.endswith("/" + MANIFEST)]
     if not names:
         return None
     # One `git cat-file --batch` reads every blob (a `git show` per file would start ~40 processes).

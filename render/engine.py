@@ -1,9 +1,10 @@
 """Run `components.program.build` under `pulumi.runtime.set_mocks` and record every resource.
 
 The mocks stand in for the engine and the kubernetes provider: a resource's inputs are exactly what
-the provider would receive from `pulumi up`, and a read of a live object (the SR-IOV NADs) is
-answered from the stack config. A MockMonitor subclass records the resource options (protect,
-retain_on_delete, ...) that the Mocks interface does not see.
+the provider would receive from `pulumi up`, and a read of a live object is answered with the state
+the stack assumes for it (components/prerequisites.py), or with what a test says the cluster holds.
+A MockMonitor subclass records the resource options (protect, retain_on_delete, provider, ...) that
+the Mocks interface does not see. Like the engine, the mocks refuse two resources with one URN.
 """
 
 from __future__ import annotations
@@ -16,11 +17,18 @@ from typing import Any
 import pulumi
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs
+from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-from components.kube import NAD_API, NAD_KIND, NAD_TOKEN, RESOURCE_NAME, SRIOV_OWNER_REF
+from pulumi.runtime import resource as pulumi_resource
+from pulumi.runtime.proto import source_pb2
+
 from stacks.model import ClusterConfig
+
+PROVIDER_TOKEN = "pulumi:providers:kubernetes"
+MISSING = None
+"""In `live`: the cluster has no such object (the read fails as on a cluster)."""
 
 
 @dataclass
@@ -56,6 +64,7 @@ class Rendering:
     reads: list[Recorded]
     outputs: dict[str, Any]
     logs: list[tuple[str, str]] = field(default_factory=list)
+    providers: list[Recorded] = field(default_factory=list)
 
     def objects(self) -> list[dict[str, Any]]:
         return [r.object for r in self.resources]
@@ -72,48 +81,41 @@ def normalize(value: Any) -> Any:
     return value
 
 
-def live_nad(config: ClusterConfig, resource_id: str) -> dict[str, Any]:
-    """What the cluster would answer for a NAD read: the SR-IOV operator's object, server-set
-    metadata included, so the copy's stripping is exercised exactly as on the cluster."""
-    namespace, _, name = resource_id.partition("/")
-    fabric = config.fabric
-    att = next((a for a in (fabric.attachments if fabric else []) if a.network == name), None)
-    if att is None or fabric is None or namespace != fabric.nad_source_namespace:
-        raise LookupError(f"networkattachmentdefinitions {resource_id!r} not found (not in the stack's fabric.attachments)")
-    return {
-        "apiVersion": NAD_API,
-        "kind": NAD_KIND,
-        "metadata": {
-            "name": name,
-            "namespace": namespace,
-            "uid": "00000000-0000-0000-0000-000000000000",
-            "resourceVersion": "1",
-            "generation": 1,
-            "creationTimestamp": "2026-01-01T00:00:00Z",
-            "annotations": {
-                RESOURCE_NAME: att.resource,
-                SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{name}",
-            },
-        },
-        "spec": {"config": att.cni_config or "{}"},
-    }
+class DuplicateResource(Exception):
+    """Two resources with one type and name: the Pulumi engine refuses the program the same way."""
+
+
+class MissingObject(LookupError):
+    """A read of an object the cluster (as a test describes it) does not have."""
 
 
 class _Mocks(pulumi.runtime.Mocks):
-    def __init__(self, config: ClusterConfig) -> None:
+    def __init__(self, config: ClusterConfig, tier: str, live: dict[tuple[str, str], dict[str, Any] | None]) -> None:
+        from components.prerequisites import requirements
+
         self.config = config
+        # What the stack assumes the cluster holds, unless a test says otherwise.
+        self.cluster: dict[tuple[str, str], dict[str, Any] | None] = {(r.kind, r.object_id): r.expected for r in requirements(config, tier)}
+        self.cluster.update(live)
         self.resources: dict[str, Recorded] = {}
         self.reads: list[Recorded] = []
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
+        kind = args.typ.rsplit(":", 1)[-1]
         if args.resource_id:  # a read of a live object (`opts.id`)
-            if args.typ != NAD_TOKEN:
-                raise LookupError(f"the offline renderer cannot answer a read of {args.typ}")
-            state = live_nad(self.config, args.resource_id)
+            state = self.cluster.get((kind, args.resource_id))
+            if state is None:
+                raise MissingObject(f"resource '{args.resource_id}' does not exist ({kind})")
+            state = copy.deepcopy(state)
             self.reads.append(Recorded(args.typ, args.name, state))
             return args.resource_id, state
+        key = f"{args.typ}::{args.name}"
+        if key in self.resources:
+            raise DuplicateResource(f"Duplicate resource URN: {args.typ} {args.name!r} is declared twice")
         if args.typ.startswith("kubernetes:"):
-            self.resources[f"{args.typ}::{args.name}"] = Recorded(args.typ, args.name, copy.deepcopy(dict(args.inputs)))
+            self.resources[key] = Recorded(args.typ, args.name, copy.deepcopy(dict(args.inputs)))
+        elif args.typ == PROVIDER_TOKEN:
+            self.resources[key] = Recorded(args.typ, args.name, dict(args.inputs))
         return args.name, dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -151,6 +153,8 @@ class _OptionsMonitor(MockMonitor):
             "delete_before_replace": bool(request.deleteBeforeReplace),
             "depends_on": sorted(request.dependencies),
             "parent": request.parent,
+            "provider": request.provider,
+            "custom_timeouts": (request.customTimeouts.create, request.customTimeouts.update) if request.HasField("customTimeouts") else None,
         }
         return super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's method is unannotated
 
@@ -177,33 +181,47 @@ class _LogCollector:
         self._add("error", msg, *args)
 
 
-def run(config: ClusterConfig) -> Rendering:
-    """Run the program for one config under fresh mocks; raises what the program raises."""
+def _no_stack_trace() -> source_pb2.StackTrace:
+    return source_pb2.StackTrace()
+
+
+def run(config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None) -> Rendering:
+    """Run the program for one config (and tier) under fresh mocks; raises what the program raises.
+    `live` replaces what the cluster holds for some reads: {(kind, id): state, or MISSING}."""
     from components.program import build  # the program is imported lazily: stacks/ must not need it
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    mocks = _Mocks(config)
+    mocks = _Mocks(config, tier, live or {})
     monitor = _OptionsMonitor(mocks)
+    # The SDK walks the Python stack (and reads source lines) for every resource to give the engine
+    # source positions; the mocks discard them, and they were a fifth of a render.
+    stack_trace = pulumi_resource._get_stack_trace
+    pulumi_resource._get_stack_trace = _no_stack_trace
     try:
         pulumi_settings.ROOT.set(None)  # each run gets its own root Stack resource
+        # set_mocks does not reset these (configure copies a Settings' __dict__; they are properties): a failed
+        # run would leave its pending RPCs and outputs for the next run to await on a closed loop.
+        pulumi_settings.SETTINGS.rpc_manager = RPCManager()
+        pulumi_settings.SETTINGS.outputs = set()
         logs = _LogCollector()
         pulumi.runtime.set_mocks(mocks, project="gpu-training", stack=config.name, preview=False, monitor=monitor, logger=logs)  # type: ignore[arg-type]
         outputs: dict[str, Any] = {}
 
         def program() -> None:
-            outputs.update(build(config))
+            outputs.update(build(config, tier))
 
         _sync_await(run_pulumi_func(program))
     finally:
+        pulumi_resource._get_stack_trace = stack_trace
         # Join the executor threads the mock monitor ran in, then close the loops it gave them.
         loop.run_until_complete(loop.shutdown_default_executor())
         for thread_loop in monitor.thread_loops:
             thread_loop.close()
         asyncio.set_event_loop(None)
         loop.close()
-    resources = []
+    resources, providers = [], []
     for key, rec in sorted(mocks.resources.items()):
         rec.options = monitor.options.get(key, {})
-        resources.append(rec)
-    return Rendering(config, resources, mocks.reads, normalize(outputs), logs.lines)
+        (providers if rec.type == PROVIDER_TOKEN else resources).append(rec)
+    return Rendering(config, resources, mocks.reads, normalize(outputs), logs.lines, providers)

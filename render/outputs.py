@@ -1,14 +1,15 @@
 """The typed stack outputs: what `pulumi stack output --json` gives other tools, as a JSON Schema.
 
 These models are the one source of the schema. `python -m stacks outputs-schema` prints it, and
-schemas/outputs.v1.json is that print, committed so consumers can fetch and validate against it
+schemas/outputs.v2.json is that print, committed so consumers can fetch and validate against it
 without running this program (a test keeps the two equal). The program builds the outputs in
 components/program.py (`stack_outputs`) and components/training.py (`workload_outputs`); a test
 validates every stack's outputs against this schema, so the two cannot drift apart unnoticed.
 
-Versioning: `schema_version` is "1" for this schema. A change that removes or renames a field or
-changes its meaning is a new version (outputs.v2.json next to this one); adding a field is not, but
-consumers that validate must take the new schema, since unknown fields are rejected.
+Versioning: `schema_version` is "2" for this schema. A change that removes or renames a field or
+changes its meaning is a new version (outputs.v3.json next to this one); adding a field is not, but
+consumers that validate must take the new schema, since unknown fields are rejected. Version 1 (one
+SCC per stack, bare Pods, every workload always running) was retired before any cluster ran it.
 """
 
 from __future__ import annotations
@@ -19,9 +20,9 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
 
-from stacks.model import MemlockStrategy, Transport, WorkloadKind
+from stacks.model import MemlockStrategy, State, Transport, WorkloadKind
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
 SCHEMA_ID = f"urn:gpu-training:schema:outputs:v{SCHEMA_VERSION}"
 SCHEMA_FILE = f"schemas/outputs.v{SCHEMA_VERSION}.json"
 
@@ -47,38 +48,51 @@ class WorkloadOutputs(_Outputs):
     namespace: Name
     """Namespace of the workload's objects and pods."""
     kind: WorkloadKind
-    """The Kubernetes object that runs the pods: statefulset, job (Indexed Job) or pod."""
+    """The Kubernetes object that runs the pods: statefulset, or job (an Indexed Job)."""
+    object: Name
+    """Name of that StatefulSet or Job (a Job's carries its run number: NAME-rN)."""
+    state: State
+    """running, or stopped (a StatefulSet at 0 replicas, a suspended Job)."""
     mode: Transport
     """Transport NCCL uses between nodes: rdma (InfiniBand or RoCE v2) or tcp."""
     replicas: int = Field(ge=1)
-    """Pods, one per node (NNODES of torchrun)."""
+    """Pods when running, one per node (NNODES of torchrun)."""
     gpus_per_node: int = Field(ge=1)
     """GPUs each pod requests; torchrun starts this many processes per pod (NPROC_PER_NODE)."""
     world_size: int = Field(ge=1)
     """Training processes in total: replicas x gpus_per_node."""
-    headless_service: str | None
-    """DNS name of the headless Service the pods resolve each other by; null for a single pod."""
+    node_set: Name
+    """The node set (of the stack's node_sets) the pods run on."""
+    headless_service: str
+    """DNS name of the headless Service the pods resolve each other by."""
     master_addr: str
-    """MASTER_ADDR: DNS name of rank 0's pod (localhost for a single pod)."""
+    """MASTER_ADDR: DNS name of rank 0's pod (127.0.0.1 for a single pod)."""
     master_port: int = Field(ge=1, le=65535)
     """MASTER_PORT: torchrun's rendezvous port on rank 0."""
     memlock_strategy: MemlockStrategy
     """How the pods are allowed to pin memory for RDMA (see KNOWLEDGE.md): node-limit, root-ipc-lock,
     root-sys-resource, privileged, or none."""
+    scc: str
+    """The SecurityContextConstraints the pods pin (openshift.io/required-scc)."""
     nccl_env: dict[str, str] = Field(json_schema_extra=_keys(r"^NCCL_[A-Z0-9_]+$"))
     """The NCCL_* variables the program sets on the pods. The in-pod launcher adds what it detects
-    (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME) where these do not pin a value."""
+    (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME) where these do not pin a value, and overrides
+    NCCL settings the image bakes in when they are wrong for the pod."""
     pods: list[str]
-    """Pod names in rank order (NAME-0, NAME-1, ... or NAME for a single pod)."""
+    """Pod names (hostnames for a Job) in rank order."""
+    per_pod_claims: list[NamespacedName]
+    """The claims the StatefulSet makes for its pods, as NAMESPACE/NAME (they outlive it)."""
+    routes: dict[str, Name] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
+    """Developer tools exposed through Routes: port name -> Route name (`oc get route NAME` shows the host)."""
 
 
 class BandwidthCheckOutputs(_Outputs):
-    """One all-reduce bandwidth check (an Indexed Job that fails when the fabric is slower than it must be)."""
+    """One enabled all-reduce bandwidth check (an Indexed Job that gates the rollout of its transport's workloads)."""
 
     namespace: Name
     """Namespace the check's Job runs in."""
     job: Name
-    """Name of the Job; its pods are JOB-0, JOB-1, ..."""
+    """Name of the Job (NAME-DIGEST: a new Job when the fabric or the check changes); its pods are JOB-0, JOB-1, ..."""
     mode: Transport
     """Transport the check proves: rdma (fails if NCCL fell back to sockets) or tcp."""
     tool: Literal["auto", "torch", "nccl-tests"]
@@ -95,33 +109,52 @@ class BandwidthCheckOutputs(_Outputs):
     """The check passes when the bus bandwidth reaches this fraction of the line rate."""
     min_busbw_gbytes_per_s: float | None
     """The least bus bandwidth that passes, in GB/s (nccl-tests' unit, 1e9 bytes/s); null when the check only reports."""
+    deadline_minutes: int = Field(ge=1)
+    """The Job's activeDeadlineSeconds, in minutes (Pending time counts)."""
     report: str
     """A shell command that reads the check's log and prints its verdict."""
+
+
+class NodeSetOutputs(_Outputs):
+    """GPU nodes the stack counts on."""
+
+    nodes: list[str]
+    """Their names, when the stack names them (pods are pinned to them)."""
+    size: int = Field(ge=1)
+    """How many nodes."""
+    gpus_per_node: int = Field(ge=1)
+    """GPUs each offers."""
 
 
 class StackOutputs(_Outputs):
     """The outputs of one cluster stack (`pulumi stack output --json`, or rendered/STACK/outputs.json)."""
 
-    schema_version: Literal["1"]
+    schema_version: Literal["2"]
     """Version of this schema; a consumer checks it before reading anything else."""
     cluster: Name
-    """The stack (cluster) name: barcelona, cairo, nerc."""
+    """The cluster the stack deploys (its module stacks/CLUSTER.py)."""
+    tier: Literal["all", "platform", "project"]
+    """Which part the Pulumi stack deploys: all, platform (cluster-admin objects) or project (the researchers')."""
     namespaces: list[Name]
     """User namespaces the stack deploys into."""
-    scc: str
-    """Name of the SecurityContextConstraints the training pods run under (pinned with openshift.io/required-scc)."""
+    scc: str | None
+    """SecurityContextConstraints of the pods that need root capabilities or privileged containers; null when none does."""
     scc_created: bool
-    """True when this stack created that SCC; false when it uses one that exists on the cluster."""
+    """True when this stack creates that SCC; false when it uses one that exists on the cluster."""
+    unprivileged_scc: str
+    """The SCC of every other pod (restricted-v2)."""
     service_accounts: list[NamespacedName]
-    """Service accounts the stack created and granted the SCC to, as NAMESPACE/NAME."""
+    """Service accounts the stack created, as NAMESPACE/NAME."""
     network_attachments: list[NamespacedName]
     """NetworkAttachmentDefinitions the RDMA pods attach, as NAMESPACE/NAME (copies or references). Empty without RDMA."""
     pvcs: list[NamespacedName]
-    """Shared PersistentVolumeClaims the stack created, as NAMESPACE/NAME (per-pod claims of StatefulSets are not listed)."""
+    """Shared PersistentVolumeClaims the stack created, as NAMESPACE/NAME (per-pod claims are under each workload)."""
+    node_sets: dict[str, NodeSetOutputs] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
+    """The GPU nodes the stack counts on, by node set name."""
     workloads: dict[str, WorkloadOutputs] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
-    """Every workload (TCP variants included), by name."""
+    """Every workload (TCP variants included, stopped ones too), by name."""
     bandwidth_checks: dict[str, BandwidthCheckOutputs] = Field(default={}, json_schema_extra=_keys(f"^{_LABEL}$"))
-    """Every bandwidth check of the stack, by Job name (absent or empty when the stack has none)."""
+    """Every enabled bandwidth check of the stack, by check name."""
 
 
 class _NoFieldTitles(GenerateJsonSchema):

@@ -1,37 +1,167 @@
-"""The stacks: one validated ClusterConfig per cluster, or one read from a YAML file.
+"""The stacks: one validated ClusterConfig per cluster, from its module in stacks/ or from the YAML
+file its Pulumi stack file names.
 
-`load(name)` is what `__main__.py` (Pulumi) and `python -m stacks` call. Errors are ConfigError with
-a message that names the file and the field, never a traceback.
+A stack is a module `stacks/NAME.py` that defines `CONFIG` (discovered: adding a cluster is one
+module plus its `Pulumi.NAME.yaml`). `load(name)` honours `gpu-training:configFile` in the stack's
+Pulumi stack files, so `python -m stacks check NAME` checks what `pulumi up -s NAME` would deploy.
+Errors are ConfigError with a message that names the file and the field, never a traceback.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import stat
+from dataclasses import dataclass
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
 import yaml
 from pydantic import ValidationError
 
-from stacks.model import ClusterConfig
+from stacks.model import ClusterConfig, ModelError, describe_errors
 
-STACKS = ("barcelona", "cairo", "nerc")
+ROOT = Path(__file__).resolve().parent.parent
+"""The project folder: Pulumi.yaml, the stack files, rendered/."""
+PROJECT = "gpu-training"
+CONFIG_FILE_KEY = f"{PROJECT}:configFile"
+CLUSTER_KEY = f"{PROJECT}:cluster"
+TIER_KEY = f"{PROJECT}:tier"
+TIERS = ("all", "platform", "project")
+# Modules of stacks/ that are not stacks.
+NOT_STACKS = frozenset({"__init__", "__main__", "model", "schema"})
+
+# Limits of a config file: a config is a few hundred lines; these stop a file that is a device, a
+# FIFO, a bomb of nesting or aliases before it costs more than a moment.
+MAX_FILE_BYTES = 8 * 1024 * 1024
+MAX_DEPTH = 40
+MAX_NODES = 200_000
 
 
 class ConfigError(Exception):
     """Bad configuration: the message names the file, the field and the fix."""
 
 
-def _describe(source: str, err: ValidationError) -> str:
-    lines = [f"{source}: invalid configuration"]
-    for e in err.errors():
-        where = ".".join(str(p) for p in e["loc"])
-        msg = e["msg"].removeprefix("Value error, ")
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; `python -m stacks schema` lists the fields)"
-        # Checks across the whole config (ClusterConfig._references) name the field in the message.
-        lines.append(f"  {where}: {msg}" if where else f"  {msg}")
-    return "\n".join(lines)
+# --- which stacks exist -------------------------------------------------------------------------
+
+
+def names() -> list[str]:
+    """The stacks: every module stacks/NAME.py (NAME not starting with '_') that is not a helper."""
+    folder = Path(__file__).resolve().parent
+    return sorted(p.stem for p in folder.glob("*.py") if p.stem not in NOT_STACKS and not p.stem.startswith("_"))
+
+
+@dataclass(frozen=True)
+class PulumiStack:
+    """One `Pulumi.NAME.yaml`: a Pulumi stack that deploys (a tier of) one cluster's config."""
+
+    name: str
+    cluster: str
+    tier: str
+    config_file: str | None
+    context: str | None
+    disabled_default_providers: list[str]
+    path: Path
+
+
+def pulumi_stacks(root: Path = ROOT) -> list[PulumiStack]:
+    """Every Pulumi stack file of the project, parsed (the workflow's preview matrix reads this)."""
+    out = []
+    for path in sorted(root.glob("Pulumi.*.yaml")):
+        name = path.name[len("Pulumi.") : -len(".yaml")]
+        data = read_yaml(path)
+        config = data.get("config") if isinstance(data, dict) else None
+        config = config if isinstance(config, dict) else {}
+
+        def text(key: str, config: dict[str, Any] = config) -> str | None:
+            value = config.get(key)
+            return value if isinstance(value, str) and value else None
+
+        tier = text(TIER_KEY) or "all"
+        if tier not in TIERS:
+            raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)}")
+        disabled = config.get("pulumi:disable-default-providers")
+        out.append(
+            PulumiStack(
+                name=name,
+                cluster=text(CLUSTER_KEY) or name,
+                tier=tier,
+                config_file=text(CONFIG_FILE_KEY),
+                context=text("kubernetes:context"),
+                disabled_default_providers=[str(d) for d in disabled] if isinstance(disabled, list) else [],
+                path=path,
+            )
+        )
+    return out
+
+
+def config_file_of(cluster: str, root: Path = ROOT) -> Path | None:
+    """The YAML config the cluster's Pulumi stacks deploy instead of its module, if any. All stack
+    files of one cluster must agree: two tiers of one cluster deploying two configs would drift."""
+    files = {s.config_file for s in pulumi_stacks(root) if s.cluster == cluster}
+    if len(files) > 1:
+        shown = ", ".join(sorted(f or "(the module)" for f in files))
+        raise ConfigError(f"the Pulumi stack files of {cluster!r} name different configs ({shown}): make them name one")
+    (file,) = files or {None}
+    return root / file if file else None
+
+
+# --- loading ------------------------------------------------------------------------------------
+
+
+def load(name: str) -> ClusterConfig:
+    """The config `pulumi up` deploys for stack NAME: the YAML file its stack files name in
+    gpu-training:configFile, else its module in stacks/."""
+    known = names()
+    if name not in known:
+        shown = ", ".join(known) or "none"
+        raise ConfigError(f"unknown stack {name!r}: the stacks are {shown} (python -m stacks list)")
+    file = config_file_of(name)
+    config = load_file(file) if file else load_module(name)
+    return checked_name(config, name, str(file.relative_to(ROOT)) if file else f"stacks/{name}.py")
+
+
+def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfig:
+    """Refuse a config that names another cluster: deploying it would send one cluster's objects to another."""
+    if config.name != stack:
+        raise ConfigError(
+            f"{source}: name: the config is for stack {config.name!r}, but it is deployed as stack {stack!r}; "
+            f"set name: {stack} if this file is meant for {stack}, or name it in Pulumi.{config.name}.yaml instead"
+        )
+    return config
+
+
+def _line_in(tb: TracebackType | None, path: Path) -> int | None:
+    """The last line of `path` on a traceback: where in the stack module the bad model was built."""
+    line = None
+    while tb is not None:
+        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
+            line = tb.tb_lineno
+        tb = tb.tb_next
+    return line
+
+
+def load_module(name: str) -> ClusterConfig:
+    """A stack's module; any error in it is a message with the file and line, never a traceback."""
+    path = Path(__file__).resolve().parent / f"{name}.py"
+    source = f"stacks/{name}.py"
+    try:
+        module = importlib.import_module(f"stacks.{name}")
+    except ModelError as err:
+        line = _line_in(err.__traceback__, path)
+        where = f"{source} line {line}" if line else source
+        raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+    except SyntaxError as err:
+        raise ConfigError(f"{source} line {err.lineno}: not valid Python: {err.msg}") from None
+    except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
+        line = _line_in(err.__traceback__, path)
+        where = f"{source} line {line}" if line else source
+        raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
+    config = getattr(module, "CONFIG", None)
+    if not isinstance(config, ClusterConfig):
+        raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
+    return config
 
 
 def validate(data: Any, source: str) -> ClusterConfig:
@@ -43,38 +173,136 @@ def validate(data: Any, source: str) -> ClusterConfig:
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as err:
-        raise ConfigError(_describe(source, err)) from None
+        lines = describe_errors(err, data)
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in lines)) from None
+    except ModelError as err:  # a model built inside a validator
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
 
 
-def load(name: str) -> ClusterConfig:
-    """The stack's config: its module in stacks/ (the file is named in any error)."""
-    if name not in STACKS:
-        raise ConfigError(f"unknown stack {name!r}: the stacks are {', '.join(STACKS)} (python -m stacks list)")
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
+    """SafeLoader that refuses duplicate keys: YAML lets the last one win silently, so a stray second
+    `workloads: []` would empty a stack."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, Any] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"duplicate key {key!r} (YAML keeps only the last one)", key_node.start_mark
+                )
+            seen[key] = True
+        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+
+def read_text(path: Path) -> str:
+    """A regular file's text, bounded: never blocks on a FIFO or reads a device forever."""
     try:
-        return importlib.import_module(f"stacks.{name}").CONFIG  # type: ignore[no-any-return]
-    except ValidationError as err:
-        raise ConfigError(_describe(f"stacks/{name}.py", err)) from None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the file: {err.strerror or err}") from None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise ConfigError(f"{path}: not a regular file (a directory, device or FIFO): give a config file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise ConfigError(f"{path}: {info.st_size} bytes is larger than a config can be ({MAX_FILE_BYTES})")
+        with os.fdopen(fd, "rb", closefd=True) as handle:
+            fd = -1
+            raw = handle.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the file: {err.strerror or err}") from None
+    finally:
+        if fd >= 0:
+            os.close(fd)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start}): a config is YAML text") from None
+
+
+def _yaml_error(path: Path, err: yaml.YAMLError) -> ConfigError:
+    mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    problem = getattr(err, "problem", None) or str(err)
+    return ConfigError(f"{path}: not valid YAML{where}: {problem}")
+
+
+def _bounded(path: Path, text: str) -> None:
+    """Refuse nesting, size and aliases before anything is built from the text: the event stream is
+    read iteratively, so a file nested 100,000 deep cannot exhaust the stack."""
+    depth = nodes = 0
+    try:
+        for event in yaml.parse(text, Loader=_Loader):
+            if isinstance(event, yaml.AliasEvent):
+                raise ConfigError(f"{path}: line {event.start_mark.line + 1}: YAML aliases (*name) are not supported in a config")
+            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                depth += 1
+                if depth > MAX_DEPTH:
+                    raise ConfigError(f"{path}: line {event.start_mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
+                depth -= 1
+            if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
+                nodes += 1
+                if nodes > MAX_NODES:
+                    raise ConfigError(f"{path}: more than {MAX_NODES} values: not a config")
+    except yaml.YAMLError as err:
+        raise _yaml_error(path, err) from None
+
+
+def _check_text(data: Any, path: Path, where: str = "") -> None:
+    """Every string is valid Unicode text: a JSON-style escape like "\\ud800" yields a lone surrogate,
+    which no API server accepts."""
+    if isinstance(data, str):
+        try:
+            data.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError(f"{path}: {where or 'a value'}: holds a lone surrogate (an escape like \\ud800): not text") from None
+    elif isinstance(data, dict):
+        for k, v in data.items():
+            _check_text(k, path, where)
+            _check_text(v, path, f"{where}.{k}" if where else str(k))
+    elif isinstance(data, list):
+        for i, v in enumerate(data):
+            _check_text(v, path, f"{where}[{i}]")
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a YAML file with the limits above; every failure is a ConfigError naming the file."""
+    text = read_text(path)
+    _bounded(path, text)
+    try:
+        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (_Loader is a SafeLoader)
+    except yaml.YAMLError as err:
+        raise _yaml_error(path, err) from None
+    except (ValueError, RecursionError, MemoryError) as err:
+        # int() refuses numbers of more than 4300 digits; nothing in a config is that long.
+        raise ConfigError(f"{path}: a value cannot be read: {err}") from None
+    _check_text(data, path)
+    return data
 
 
 def load_file(path: str | Path) -> ClusterConfig:
     """A config written as YAML (the output of `python -m stacks config STACK`)."""
     p = Path(path)
-    try:
-        text = p.read_text(encoding="utf-8")
-    except OSError as err:
-        raise ConfigError(f"{p}: cannot read the file: {err.strerror or err}") from None
-    except UnicodeDecodeError as err:
-        raise ConfigError(f"{p}: not a UTF-8 text file (byte {err.start}): a config is YAML text") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        problem = getattr(err, "problem", None) or str(err)
-        raise ConfigError(f"{p}: not valid YAML{where}: {problem}") from None
-    return validate(data, str(p))
+    return validate(read_yaml(p), str(p))
+
+
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
+    """Never writes anchors and aliases (the loader refuses them), and writes scripts as blocks."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    style = "|" if "\n" in value and not value.endswith((" ", "\t")) and "\r" not in value else None
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=style)
+
+
+_Dumper.add_representer(str, _str)
 
 
 def dump(config: ClusterConfig) -> str:
     """The config as YAML, the form `load_file` reads back to the same config."""
-    return yaml.safe_dump(config.model_dump(mode="json"), sort_keys=False, width=120, allow_unicode=True)
+    return yaml.dump(config.model_dump(mode="json"), Dumper=_Dumper, sort_keys=False, width=120, allow_unicode=True)

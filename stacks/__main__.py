@@ -2,6 +2,8 @@
 
 Parses arguments and hands off to render/ and policy/; the only module of stacks/ that imports
 upward. Every expected failure is one message on stderr and a non-zero exit, never a traceback.
+A stack named on the command line is loaded the way `pulumi up -s STACK` loads it: from the YAML
+file its stack files name in gpu-training:configFile, else from its module.
 """
 
 from __future__ import annotations
@@ -14,39 +16,72 @@ from pathlib import Path
 import stacks
 from stacks.model import BandwidthCheck, ClusterConfig
 
+STACK_HELP = "a stack name (python -m stacks list); none, or --all, means every stack"
+
 
 def _configs(args: argparse.Namespace) -> list[ClusterConfig]:
     if getattr(args, "config", None):
         if args.stacks or args.all:
             raise stacks.ConfigError("give either stack names/--all or --config FILE, not both")
         return [stacks.load_file(args.config)]
-    names = list(stacks.STACKS) if args.all or not args.stacks else args.stacks
+    names = stacks.names() if args.all or not args.stacks else args.stacks
     return [stacks.load(n) for n in names]
 
 
+def _previous(name: str, ref: str | None) -> dict[str, object] | None:
+    """The stack outputs of the render committed at `ref` (what the cluster holds, as far as the
+    repository knows), or None outside git or for a stack the ref does not have."""
+    from render import diff
+
+    try:
+        files = diff.committed(stacks.ROOT, ref or "HEAD", f"rendered/{name}")
+    except diff.DiffError:
+        if ref:
+            raise stacks.ConfigError(f"--against {ref}: cannot read the committed render") from None
+        return None
+    out = (files or {}).get("outputs.json")
+    return out if isinstance(out, dict) else None
+
+
 def cmd_list(args: argparse.Namespace) -> int:
-    for name in stacks.STACKS:
-        print(name)
+    if args.pulumi_stacks:
+        rows = [
+            {"stack": s.name, "cluster": s.cluster, "tier": s.tier, "kubeconfig_secret": f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}"}
+            for s in stacks.pulumi_stacks()
+        ]
+        print(json.dumps(rows) if args.json else "\n".join(f"{r['stack']}\t{r['cluster']}\t{r['tier']}" for r in rows))
+        return 0
+    names = stacks.names()
+    print(json.dumps(names) if args.json else "\n".join(names))
     return 0
 
 
 def cmd_config(args: argparse.Namespace) -> int:
-    config = stacks.load_file(args.config) if args.config else stacks.load(args.stack or "")
+    if args.config and args.stack:
+        raise stacks.ConfigError("give either a stack name or --config FILE, not both")
+    if not args.config and not args.stack:
+        raise stacks.ConfigError(f"name a stack ({', '.join(stacks.names())}) or give --config FILE")
+    config = stacks.load_file(args.config) if args.config else stacks.load(args.stack)
     sys.stdout.write(stacks.dump(config))
     return 0
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(ClusterConfig.model_json_schema(), indent=2, sort_keys=True))
+    from stacks.schema import schema
+
+    print(json.dumps(schema(), indent=2, sort_keys=True))
     return 0
 
 
 def cmd_render(args: argparse.Namespace) -> int:
     from render.engine import run
-    from render.writer import write
+    from render.writer import WriteError, write
 
     for config in _configs(args):
-        target = write(run(config), Path(args.out))
+        try:
+            target = write(run(config, args.tier), Path(args.out))
+        except WriteError as err:
+            raise stacks.ConfigError(str(err)) from None
         print(f"{config.name}: wrote {target}")
     return 0
 
@@ -63,6 +98,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             config,
             [r.object for r in rendering.resources if not r.is_patch],
             [r.object for r in rendering.resources if r.is_patch],
+            previous=_previous(config.name, args.against),
         )
         for f in findings:
             print(f"{config.name}: {f.line()}")
@@ -74,10 +110,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def cmd_diff(args: argparse.Namespace) -> int:
     from render import diff
 
-    root = Path(stacks.__file__).resolve().parent.parent  # the project folder, where rendered/ lives
     for config in _configs(args):
         try:
-            before = diff.committed(root, args.against, f"rendered/{config.name}")
+            before = diff.committed(stacks.ROOT, args.against, f"rendered/{config.name}")
         except diff.DiffError as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
@@ -85,7 +120,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
         label = f"{args.against}:rendered/{config.name}"
         if before is None:
             label += " (absent: every object is new)"
-        sys.stdout.write(diff.report(config.name, label, diff.diff_trees(before or {}, after), len(after)))
+        source = args.config or "working tree"
+        sys.stdout.write(diff.report(config.name, label, diff.diff_trees(before or {}, after), len(after), source))
     return 0
 
 
@@ -142,45 +178,84 @@ def cmd_bandwidth_report(args: argparse.Namespace) -> int:
     return 0 if verdict.ok else 1
 
 
+def cmd_import_plan(args: argparse.Namespace) -> int:
+    from render import adoption
+
+    config = stacks.load(args.stack)
+    kinds = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
+    plan = adoption.import_plan(config, args.pulumi_stack or args.stack, args.tier, kinds)
+    text = json.dumps(plan, indent=2) + "\n"
+    if args.out:
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise stacks.ConfigError(f"{args.out}: cannot write the import file: {err.strerror or err}") from None
+        summary = adoption.plan_summary(plan)
+        print(f"{args.stack}: wrote {args.out}: {summary}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_adopt_diff(args: argparse.Namespace) -> int:
+    from render import adoption
+
+    config = stacks.load(args.stack)
+    live = stacks.read_yaml(Path(args.live))
+    report, narrowing = adoption.adopt_diff(config, live, str(args.live))
+    sys.stdout.write(report)
+    return 1 if narrowing else 0
+
+
+def cmd_rights(args: argparse.Namespace) -> int:
+    from render import adoption
+
+    sys.stdout.write(adoption.rights_report(stacks.load(args.stack), args.tier))
+    return 0
+
+
 def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
-    sub = p.add_subparsers(dest="command", required=True)
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    sub.add_parser("list", help="print the stack names").set_defaults(func=cmd_list)
+    ls = sub.add_parser("list", help="print the stack names")
+    ls.add_argument("--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead: stack, cluster, tier")
+    ls.add_argument("--json", action="store_true", help="as JSON (the pull-request workflow's preview matrix reads it)")
+    ls.set_defaults(func=cmd_list)
 
     c = sub.add_parser("config", help="print a stack's validated config as YAML (also an input: --config FILE)")
-    c.add_argument("stack", nargs="?")
+    c.add_argument("stack", nargs="?", metavar="STACK", help="the stack to print (python -m stacks list)")
     c.add_argument("--config", metavar="FILE", help="validate and print this YAML file instead")
     c.set_defaults(func=cmd_config)
 
     sub.add_parser("schema", help="print the JSON Schema of the config").set_defaults(func=cmd_schema)
 
     r = sub.add_parser("render", help="write every object the program would create, and the stack outputs")
-    r.add_argument("stacks", nargs="*", metavar="STACK")
+    r.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
     r.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
     r.add_argument("--config", metavar="FILE", help="render this YAML config instead of a named stack")
-    r.add_argument("--out", default="rendered", metavar="DIR", help="output folder (default: rendered)")
+    r.add_argument("--out", default=str(stacks.ROOT / "rendered"), metavar="DIR", help="output folder (default: rendered/)")
+    r.add_argument("--tier", choices=stacks.TIERS, default="all", help="render one tier only (default: all)")
     r.set_defaults(func=cmd_render)
 
     k = sub.add_parser("check", help="run the preflight policy: one finding per line; exit 1 on any error")
-    k.add_argument("stacks", nargs="*", metavar="STACK")
+    k.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
     k.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
     k.add_argument("--config", metavar="FILE", help="check this YAML config instead of a named stack")
+    k.add_argument("--against", metavar="GIT_REF", help="compare claims with the render committed at this ref (default: HEAD)")
     k.set_defaults(func=cmd_check)
 
-    d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and the working tree")
-    d.add_argument("stacks", nargs="*", metavar="STACK")
+    d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and now")
+    d.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
     d.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    d.add_argument("--config", metavar="FILE", help="compare this YAML config's render with the committed render of its stack")
     d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
-    d.set_defaults(func=cmd_diff, config=None)
+    d.set_defaults(func=cmd_diff)
 
-    o = sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v1.json)")
+    o = sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
     o.set_defaults(func=cmd_outputs_schema)
 
-    b = sub.add_parser(
-        "bandwidth-report",
-        help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails",
-    )
+    b = sub.add_parser("bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails")
     b.add_argument("log", metavar="LOG", help="the saved log, or - for stdin")
     b.add_argument("--stack", help="take mode, line rate and fraction from this stack's check")
     b.add_argument("--config", metavar="FILE", help="... or from a check of this YAML config")
@@ -189,6 +264,24 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--line-rate-gbps", type=float, metavar="X", help="line rate in Gb/s (default: the check's; none: report only)")
     b.add_argument("--min-fraction", type=float, metavar="F", help="fraction of the line rate that passes (default: the check's, or 0.8)")
     b.set_defaults(func=cmd_bandwidth_report)
+
+    i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the objects the stack declares")
+    i.add_argument("stack", metavar="STACK", help="the stack (cluster) whose objects to adopt")
+    i.add_argument("--tier", choices=stacks.TIERS, default="all", help="the tier the Pulumi stack runs (default: all)")
+    i.add_argument("--pulumi-stack", metavar="NAME", help="the Pulumi stack that imports (default: STACK; e.g. STACK-platform)")
+    i.add_argument("--only", metavar="KIND,...", help="only objects of these kinds (e.g. ServiceAccount,PersistentVolumeClaim)")
+    i.add_argument("--out", metavar="FILE", help="write the plan here (default: stdout)")
+    i.set_defaults(func=cmd_import_plan)
+
+    a = sub.add_parser("adopt-diff", help="what adopting a live object (oc get -o yaml) would change or remove; exit 1 when it narrows it")
+    a.add_argument("stack", metavar="STACK", help="the stack that declares the object")
+    a.add_argument("live", metavar="LIVE.yaml", help="the live object as `oc get KIND NAME -o yaml` prints it")
+    a.set_defaults(func=cmd_adopt_diff)
+
+    g = sub.add_parser("rights", help="per object: its tier and the `oc auth can-i` line that checks you may declare it")
+    g.add_argument("stack", metavar="STACK", help="the stack to list")
+    g.add_argument("--tier", choices=stacks.TIERS, default="all", help="list one tier only (default: all)")
+    g.set_defaults(func=cmd_rights)
     return p
 
 

@@ -1,34 +1,68 @@
-"""Cairo: 2 nodes x 4 H100, InfiniBand mlx5_2..mlx5_5 at 400 Gb/s, RWX on nfs-csi (seed 004)."""
+"""Cairo: 2 nodes x 4 H100, InfiniBand mlx5_2..mlx5_5 at 400 Gb/s, RWX on nfs-csi (seed 004; CLUSTER-FACTS.md for
+the ml-dev-env image, ports, Routes and hostfile).
+
+CLUSTER-FACTS.md: ml-dev-env commit 9466baf "Remove Cairo cluster references (cluster dismantled)"; its two hosts
+reappear as Barcelona's -yunshi nodes. The stack stays as the record of seed 004's setup, and for the day the
+cluster (or one like it) is back.
+
+Runs at once: the ml-dev-env StatefulSet on both nodes (8 GPUs: all of them).
+"""
+
+from pathlib import Path
 
 from stacks.model import (
+    AcceptedWarning,
     BandwidthCheck,
     ClusterConfig,
+    ContainerPort,
     Defaults,
     DeviceObservation,
+    HandMade,
+    ImageBuild,
     Mount,
-    Node,
+    NodeSet,
     PvcStorageClassFix,
     RdmaFabric,
+    ScriptConfigMap,
+    ScriptMount,
     Security,
     ServiceAccount,
     StorageClass,
-    TcpVariant,
+    Toleration,
     Volume,
     Workload,
 )
 
+FACTS = "CLUSTER-FACTS.md"
 NS = "nccl-test"
 NODES = ["moc-r4pcc02u15", "moc-r4pcc02u16"]
-IMAGE = "image-registry.openshift-image-registry.svc:5000/nccl-test/ml-dev:latest"  # not in the seeds
 PRIVILEGED_RDMA = "no RDMA device plugin on Cairo: /dev/infiniband is visible only to a privileged container"
+
+ML_DEV_IMAGE = ImageBuild(
+    name="ml-dev-env",
+    namespace=NS,
+    tag="latest",
+    source=f"{FACTS}: k8s/imagestream.yaml and k8s/buildconfig.yaml (ImageStream ml-dev-env, FROM nvcr.io/nvidia/pytorch:25.08-py3). "
+    "The original also baked NCCL_IB_HCA/GID/SOCKET_IFNAME with ENV; this one bakes no NCCL setting (the launcher sets them).",
+    dockerfile="""FROM nvcr.io/nvidia/pytorch:25.08-py3
+# RDMA userspace for NCCL's IB transport, and the tools the workspace pods offer.
+RUN apt-get update \\
+ && apt-get install -y --no-install-recommends rdma-core libibverbs1 ibverbs-providers ibverbs-utils infiniband-diags curl \\
+ && rm -rf /var/lib/apt/lists/*
+RUN pip install --no-cache-dir deepspeed jupyterlab tensorboard debugpy
+RUN curl -fsSL https://code-server.dev/install.sh | sh
+""",
+)
 
 CONFIG = ClusterConfig(
     name="cairo",
     description="Cairo: 2 nodes with 4 H100 and InfiniBand (no SR-IOV); RWX on nfs-csi; the existing privileged SCC",
     api_host="api.cairo.test.nerc.mghpcc.org",
     gpu_model="NVIDIA H100 80GB HBM3",
-    gpus_per_node=4,
-    nodes=[Node(name=n, gpus=4) for n in NODES],
+    node_sets=[NodeSet(name="cairo", nodes=NODES, gpus_per_node=4, source="seed 004: Nodes moc-r4pcc02u15, moc-r4pcc02u16")],
+    # CLUSTER-FACTS "Scheduling": the Cairo templates tolerate nvidia.com/gpu and select nvidia.com/gpu.present=true.
+    gpu_tolerations=[Toleration(key="nvidia.com/gpu", operator="Exists", effect="NoSchedule")],
+    gpu_node_selector={"nvidia.com/gpu.present": "true"},
     fabric=RdmaFabric(
         link_layer="infiniband",
         nic="MT4129 (ConnectX-7)",
@@ -53,9 +87,7 @@ CONFIG = ClusterConfig(
         gdr_level="SYS",
     ),
     storage_classes=[
-        StorageClass(
-            name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note="seed 004: RWX filesystem via the NFS CSI driver"
-        ),
+        StorageClass(name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note="seed 004: RWX filesystem via the NFS CSI driver"),
         StorageClass(
             name="ocs-external-storagecluster-ceph-rbd",
             access_modes=["ReadWriteOnce"],
@@ -71,12 +103,16 @@ CONFIG = ClusterConfig(
         existing_allows_root=True,
         broad_grant_reason=(
             "seed 004: Cairo has no SR-IOV, so the host's /dev/infiniband reaches an RDMA pod only through a privileged "
-            "container, and the cluster admin granted the existing privileged SCC to ml-dev-sa. Replace it with a "
-            "custom SCC once Cairo gets an RDMA device plugin."
+            "container, and the cluster admin granted the existing privileged SCC to ml-dev-sa. Only the RDMA pods run under "
+            "it (a TCP form runs under restricted-v2). Replace it with a custom SCC once Cairo gets an RDMA device plugin."
         ),
         service_accounts=[ServiceAccount(name="ml-dev-sa", namespace=NS)],
     ),
-    defaults=Defaults(memlock_rdma="privileged", memlock_tcp="none"),
+    defaults=Defaults(
+        memlock_rdma="privileged",
+        memlock_tcp="none",
+        nccl_env_rdma={"NCCL_CROSS_NIC": "1"},  # CLUSTER-FACTS: Cairo's RDMA StatefulSet set it
+    ),
     volumes=[
         Volume(name="ml-dev-workspace", namespace=NS, mount_path="/workspace", size="100Gi", storage_class="nfs-csi"),
         Volume(name="ml-datasets", namespace=NS, mount_path="/datasets", size="500Gi", storage_class="nfs-csi"),
@@ -87,43 +123,79 @@ CONFIG = ClusterConfig(
             pvc="nfs-server-root",
             storage_class="ocs-external-storagecluster-ceph-rbd",
             reason="seed 004: the NFS server pod stayed Pending because its root PVC had no storage class",
+            serves_storage_classes=["nfs-csi"],
         )
     ],
+    scripts=[
+        ScriptConfigMap(
+            name="ml-dev-env-tools",
+            namespace=NS,
+            files={"start-tools.sh": (Path(__file__).parent / "files" / "ml-dev-env-tools.sh").read_text(encoding="utf-8")},
+            source=f"{FACTS}: ml-dev-env's ports 8080 code-server, 8888 Jupyter, 6006 TensorBoard, 5678 debugpy",
+        )
+    ],
+    images=[ML_DEV_IMAGE],
     workloads=[
         Workload(
-            name="ml-dev-rdma",
+            name="ml-dev-env",
             namespace=NS,
             user="ml-dev",
-            source="seed 004: make deploy-multi-node-rdma",
+            source=f"seed 004: make deploy-multi-node-rdma / -tcp (the same StatefulSet); {FACTS}: its name, ports and hostfile",
             kind="statefulset",
-            image=IMAGE,
+            image=ML_DEV_IMAGE.reference,
             service_account="ml-dev-sa",
             nodes=2,
             gpus_per_node=4,
-            transport="rdma",
-            memlock="privileged",
+            transport="rdma",  # seed 004's TCP deployment is this workload with transport="tcp" (then not privileged)
             privileged_reason=PRIVILEGED_RDMA,
-            node_names=NODES,
             mounts=[Mount(volume="ml-dev-workspace"), Mount(volume="ml-datasets")],
-            tcp_variants=[TcpVariant(name="ml-dev-tcp")],  # seed 004: make deploy-multi-node-tcp
+            scripts=[ScriptMount(config_map="ml-dev-env-tools", mount_path="/scripts")],
+            run="command",
+            args=["bash", "/scripts/start-tools.sh"],
+            ports=[
+                ContainerPort(name="code-server", port=8080, route=True),
+                ContainerPort(name="jupyter", port=8888, route=True),
+                ContainerPort(name="tensorboard", port=6006, route=True),
+                ContainerPort(name="debugpy", port=5678),  # oc port-forward ml-dev-env-0 5678
+            ],
+            deepspeed_hostfile="/workspace/.deepspeed/hostfile",  # seed 004's next step: DeepSpeed training
         ),
     ],
     bandwidth_checks=[
-        # Seed 004 listed "verify NCCL communication bandwidth" as its next step and never ran it. Both
-        # nodes, as ml-dev-rdma's pods: passes at 0.8 x 4 x 400 Gb/s = 160 GB/s bus bandwidth. The
-        # StatefulSets hold every GPU of both nodes, so the check starts once they are scaled down.
+        # Seed 004 listed "verify NCCL communication bandwidth" as its next step and never ran it. Both nodes:
+        # passes at 0.8 x 4 x 400 Gb/s = 160 GB/s bus bandwidth.
         BandwidthCheck(
             name="rdma-bandwidth",
             namespace=NS,
+            enabled=False,  # it needs both nodes: stop ml-dev-env to enable it
             service_account="ml-dev-sa",
-            image=IMAGE,
+            image=ML_DEV_IMAGE.reference,
             nodes=2,
             gpus_per_node=4,
             transport="rdma",
             tool="torch",
             memlock="privileged",
             privileged_reason=PRIVILEGED_RDMA,
-            node_names=NODES,
+        ),
+    ],
+    # What seed 004 made by hand, adopted with `python -m stacks import-plan` (README "Adopting what exists").
+    hand_made=[
+        HandMade(kind="ServiceAccount", name="ml-dev-sa", namespace=NS, source="seed 004: oc create serviceaccount ml-dev-sa"),
+        HandMade(kind="RoleBinding", name="system:openshift:scc:privileged", namespace=NS, source="seed 004: oc adm policy add-scc-to-user privileged"),
+        HandMade(kind="PersistentVolumeClaim", name="ml-dev-workspace", namespace=NS, source="seed 004: oc apply -f k8s/pvcs.yaml"),
+        HandMade(kind="PersistentVolumeClaim", name="ml-datasets", namespace=NS, source="seed 004: oc apply -f k8s/pvcs.yaml"),
+        HandMade(kind="ImageStream", name="ml-dev-env", namespace=NS, source=f"{FACTS}: k8s/imagestream.yaml"),
+    ],
+    accepted_warnings=[
+        AcceptedWarning(
+            rule="privileged-scc",
+            object="SecurityContextConstraints privileged",
+            reason="no SR-IOV device plugin on Cairo: /dev/infiniband reaches RDMA pods only in privileged containers (seed 004)",
+        ),
+        AcceptedWarning(
+            rule="privileged-container",
+            object="StatefulSet nccl-test/ml-dev-env",
+            reason="the same reason, per workload: its RDMA form is privileged; its TCP form is not",
         ),
     ],
     notes=[
@@ -132,6 +204,8 @@ CONFIG = ClusterConfig(
         "NCCL falls back to sockets, which the seed never measured; the RDMA workload is therefore privileged.",
         "Seed 004 set NCCL_IB_GID_INDEX=3 on InfiniBand, where it has no effect; the stack does not set it.",
         "Seed 004 saw 5 ACTIVE InfiniBand devices but used 4: NCCL_IB_HCA is pinned to mlx5_2..mlx5_5 in exact-match form.",
-        "The workloads' image is not in the seeds: the value here is a placeholder to set.",
+        "ml-dev-rdma and ml-dev-tcp were one StatefulSet, ml-dev-env, deployed in one mode or the other: one workload whose "
+        "transport is switched.",
+        "The cluster was dismantled (ml-dev-env commit 9466baf); its hosts are now Barcelona's -yunshi nodes.",
     ],
 )

@@ -2,25 +2,76 @@
 
 Everything the seed documents set up by hand is a field here. Every field is documented (the
 docstrings become the descriptions of `python -m stacks schema`), every name that lands on the
-cluster is checked as a Kubernetes name, every size as a quantity. This module is the ground floor:
+cluster is checked against the API server's own rules, including the names the program derives
+from it (`NAME-headless`, `NAME-rN-INDEX`, ...), every size as a quantity and every count within
+int32 and within bounds that keep the program's own work small. This module is the ground floor:
 it imports nothing of the project above it.
+
+Errors name the object and the field (`workloads[h-kim].nodes`), whether the config comes from a
+stack module or a YAML file: see `located` and `ModelError`.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Literal
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 # --- value types ------------------------------------------------------------------------------
 
 _DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
-_QUANTITY = re.compile(r"^[0-9]+(\.[0-9]+)?(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CAPABILITY = re.compile(r"^[A-Z][A-Z_]*$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_LABEL_KEY_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_FILE_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+# The image reference grammar of distribution/reference: [domain[:port]/]path[:tag][@digest].
+_IMAGE = re.compile(
+    r"^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*"
+    r"(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?"
+    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+)
+_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+
+INT32_MAX = 2**31 - 1
+# Bounds on counts: generous for a GPU cluster, and small enough that a typo (3000000000 nodes)
+# is refused instead of making the program build billions of names.
+MAX_NODES = 256
+MAX_GPUS = 16
+MAX_NODE_SET_SIZE = 4096
+MAX_WORKLOADS = 200
+MAX_TEXT = 256 * 1024  # one script file, one Dockerfile
+GIB = 1024**3
+MIB = 1024**2
+
+# Names the program gives its own volumes and mount paths in every training pod.
+RESERVED_VOLUMES = frozenset({"launcher", "dshm"})
+LAUNCHER_DIR = "/opt/launcher"
+RESERVED_PATHS = frozenset({"/dev/shm", LAUNCHER_DIR})
+# Environment the launcher reads or exports (components/launcher/launcher.py): a workload's env
+# must not override it, or the pod starts with a rank, world size or strategy the program did not render.
+RESERVED_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "POD_NAME", "JOB_COMPLETION_INDEX", "NODE_RANK", "NNODES", "NPROC_PER_NODE", "WORLD_SIZE"}
+)
+RESERVED_ENV_PREFIX = "LAUNCHER_"
+# The SCCs OpenShift ships. A stack that `create`s one of them would own, and on destroy delete,
+# the SCC every user of the cluster runs under.
+BUILTIN_SCCS = frozenset(
+    {
+        "anyuid", "hostaccess", "hostmount-anyuid", "hostnetwork", "hostnetwork-v2", "machine-api-termination-handler",
+        "node-exporter", "nonroot", "nonroot-v2", "privileged", "restricted", "restricted-v2",
+    }
+)  # fmt: skip
+INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"
 
 
 def _label(value: str) -> str:
@@ -28,6 +79,15 @@ def _label(value: str) -> str:
         raise ValueError(
             f"{value!r} is not a valid Kubernetes name: use lowercase letters, digits and '-', "
             "start and end with a letter or digit, at most 63 characters"
+        )
+    return value
+
+
+def _dns1035(value: str) -> str:
+    if len(value) > 63 or not _DNS_1035.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name for a workload: its Service must be a DNS-1035 label, so use lowercase "
+            "letters, digits and '-', start with a letter, end with a letter or digit"
         )
     return value
 
@@ -42,38 +102,105 @@ def _subdomain(value: str) -> str:
 
 
 def _quantity(value: str) -> str:
-    if not _QUANTITY.match(value):
+    if len(value) > 32 or not _QUANTITY.match(value):
         raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 100Gi, 500Mi, 64, 500m)")
     return value
 
 
+_SUFFIX = {
+    "": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}  # fmt: skip
+
+
+def quantity_value(value: str) -> Decimal:
+    """A quantity as a number (bytes for memory, cores for CPU)."""
+    m = re.match(r"^([0-9.]+)([A-Za-z]*)$", value)
+    if not m or m.group(2) not in _SUFFIX:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    try:
+        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+
+
 def _positive(value: str) -> str:
     # A size or an amount of CPU or memory of zero is a typo; the API server rejects a zero claim.
-    if float(re.sub(r"[A-Za-z]+$", "", value)) <= 0:
+    if quantity_value(value) <= 0:
         raise ValueError(f"{value!r} must be greater than zero")
     return value
 
 
 def _resource(value: str) -> str:
-    if not _RESOURCE.match(value):
+    if len(value) > 253 or not _RESOURCE.match(value):
         raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
     return value
 
 
 def _env_name(value: str) -> str:
-    if not _ENV_NAME.match(value):
+    if len(value) > 256 or not _ENV_NAME.match(value):
         raise ValueError(f"{value!r} is not a valid environment variable name")
     return value
 
 
 def _capability(value: str) -> str:
-    if not _CAPABILITY.match(value) or value.startswith("CAP_"):
+    if len(value) > 64 or not _CAPABILITY.match(value) or value.startswith("CAP_"):
         raise ValueError(f"{value!r} is not a capability name as Kubernetes spells it (IPC_LOCK, not cap_ipc_lock)")
     return value
 
 
+def _label_value(value: str) -> str:
+    if len(value) > 63 or not _LABEL_VALUE.match(value):
+        raise ValueError(f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.')")
+    return value
+
+
+def _label_key(value: str) -> str:
+    prefix, _, name = value.rpartition("/")
+    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or len(name) > 63 or not _LABEL_KEY_NAME.match(name):
+        raise ValueError(f"{value!r} is not a valid label or taint key (optional DNS prefix '/', then at most 63 characters)")
+    return value
+
+
+def _image(value: str) -> str:
+    if not value or len(value) > 512 or not _IMAGE.match(value) or len(value.split("@")[0].rsplit(":", 1)[0]) > 255:
+        raise ValueError(
+            f"{value!r} is not an image reference (registry/path[:tag][@sha256:digest], lowercase path, e.g. "
+            "nvcr.io/nvidia/pytorch:25.08-py3)"
+        )
+    return value
+
+
+def _mount_path(value: str) -> str:
+    parts = value.split("/")
+    if not value.startswith("/") or ".." in parts or ":" in value or "\x00" in value or len(value) > 1024:
+        raise ValueError(f"{value!r} is not a mount path: an absolute path without '..' or ':'")
+    return "/" + "/".join(p for p in parts if p)  # normalised: no trailing or double slashes
+
+
+def _file_key(value: str) -> str:
+    if len(value) > 253 or not _FILE_KEY.match(value) or value in (".", ".."):
+        raise ValueError(f"{value!r} is not a ConfigMap/Secret key (letters, digits, '-', '_', '.')")
+    return value
+
+
+def _port_name(value: str) -> str:
+    # IANA_SVC_NAME: at most 15 characters, a letter among them, no '--'.
+    if len(value) > 15 or not _PORT_NAME.match(value) or "--" in value or not re.search(r"[a-z]", value):
+        raise ValueError(f"{value!r} is not a port name: at most 15 lowercase letters, digits and '-', with a letter, no '--'")
+    return value
+
+
+def _text(value: str) -> str:
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_TEXT:
+        raise ValueError(f"text of {len(value)} characters is longer than {MAX_TEXT} bytes (a ConfigMap holds 1 MiB in all)")
+    return value
+
+
 K8sName = Annotated[str, AfterValidator(_label)]
-"""A DNS-1123 label: names of namespaces, workloads, service accounts, PVCs, NADs."""
+"""A DNS-1123 label: names of namespaces, service accounts, PVCs, NADs, ConfigMaps."""
+WorkloadName = Annotated[str, AfterValidator(_dns1035)]
+"""A DNS-1035 label (starts with a letter): workloads and checks, whose Services carry their name."""
 ObjectName = Annotated[str, AfterValidator(_subdomain)]
 """A DNS-1123 subdomain: names of cluster-scoped objects such as SCCs and storage classes."""
 Quantity = Annotated[str, AfterValidator(_quantity)]
@@ -82,12 +209,21 @@ Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]
 ResourceName = Annotated[str, AfterValidator(_resource)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+ImageRef = Annotated[str, AfterValidator(_image)]
+MountPath = Annotated[str, AfterValidator(_mount_path)]
+FileKey = Annotated[str, AfterValidator(_file_key)]
+PortName = Annotated[str, AfterValidator(_port_name)]
+Text = Annotated[str, AfterValidator(_text)]
+Port = Annotated[int, Field(ge=1, le=65535)]
 
 Transport = Literal["rdma", "tcp"]
 LinkLayer = Literal["roce-v2", "infiniband"]
 GdrLevel = Literal["LOC", "PIX", "PXB", "PHB", "SYS"]
 MemlockStrategy = Literal["node-limit", "root-ipc-lock", "root-sys-resource", "privileged", "none"]
-WorkloadKind = Literal["statefulset", "job", "pod"]
+WorkloadKind = Literal["statefulset", "job"]
+State = Literal["running", "stopped"]
 AccessMode = Literal["ReadWriteMany", "ReadWriteOnce"]
 BandwidthTool = Literal["auto", "torch", "nccl-tests"]
 
@@ -102,27 +238,154 @@ STRATEGY_CAPABILITIES: dict[str, tuple[str, ...]] = {
     "none": (),
 }
 # NCCL settings that only mean something over RDMA; a TCP variant does not inherit them.
-RDMA_ONLY_NCCL = ("NCCL_IB_", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL")
+RDMA_ONLY_NCCL = ("NCCL_IB_", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC")
 # Added capabilities are effective only for uid 0 (CRI-O and containerd set no ambient set).
-STRATEGY_RUNS_AS_ROOT = {"root-ipc-lock", "root-sys-resource"}
+STRATEGY_RUNS_AS_ROOT = frozenset({"root-ipc-lock", "root-sys-resource"})
+# Strategies that need more than the unprivileged SCC (restricted-v2) allows.
+STRATEGY_NEEDS_SCC = STRATEGY_RUNS_AS_ROOT | {"privileged"}
+
+
+# --- errors that name the object ----------------------------------------------------------------
+
+
+class FieldError(ValueError):
+    """A check across fields that knows which field is wrong: `path` is relative to the model
+    that raises it (a tuple of field names and list indexes), so the message can be located."""
+
+    def __init__(self, path: tuple[str | int, ...], message: str) -> None:
+        super().__init__(message)
+        self.path = path
+        self.message = message
+
+
+def _item_name(container: Any, index: int) -> str | None:
+    try:
+        item = container[index]
+    except (IndexError, KeyError, TypeError):
+        return None
+    name = item.get("name") if isinstance(item, dict) else getattr(item, "name", None)
+    return name if isinstance(name, str) and name else None
+
+
+def located(loc: tuple[str | int, ...], data: Any) -> str:
+    """A pydantic location as a user reads it: list items by their `name` where they have one
+    (`workloads[h-kim].nodes`), by index otherwise (`mounts[0].volume`)."""
+    out = ""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            name = _item_name(node, part)
+            out += f"[{name}]" if name else f"[{part}]"
+            try:
+                node = node[part]
+            except (IndexError, KeyError, TypeError):
+                node = None
+        else:
+            out += f".{part}" if out else str(part)
+            node = node.get(part) if isinstance(node, dict) else getattr(node, str(part), None)
+    return out
+
+
+def describe_errors(err: ValidationError, data: Any, prefix: str = "") -> list[str]:
+    """One `field: message` line per pydantic error, located by names in `data`."""
+    lines = []
+    for e in err.errors():
+        loc = tuple(e["loc"])
+        msg = e["msg"].removeprefix("Value error, ")
+        cause = (e.get("ctx") or {}).get("error")
+        if isinstance(cause, FieldError):
+            loc, msg = loc + cause.path, cause.message
+        if e["type"] == "extra_forbidden":
+            msg = "unknown field (check the spelling; `python -m stacks schema` lists the fields)"
+        where = located(loc, data)
+        where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
+        lines.append(f"{where}: {msg}" if where else msg)
+    return lines
+
+
+class ModelError(Exception):
+    """A model built in Python (a stack module) that failed validation, with its name: pydantic
+    alone reports `nodes: ...` for `Workload(name="h-kim", nodes=0)`."""
+
+    def __init__(self, model: type[Strict], data: dict[str, Any], err: ValidationError) -> None:
+        name = data.get("name")
+        prefix = model.COLLECTION
+        if prefix and isinstance(name, str):
+            prefix += f"[{name}]"
+        self.lines = describe_errors(err, data, prefix)
+        super().__init__("\n".join(self.lines))
 
 
 class Strict(BaseModel):
-    """Unknown fields are errors, values are immutable, docstrings are the field documentation."""
+    """Unknown fields are errors, values are immutable. Field documentation is each field's
+    docstring (read by stacks.schema for `python -m stacks schema`, not at import: extracting it
+    costs every `pulumi preview` tens of milliseconds)."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    COLLECTION: ClassVar[str] = ""
+    """Where objects of this model live in a ClusterConfig, for error messages (`workloads`)."""
+
+    def __init__(self, **data: Any) -> None:
+        try:
+            super().__init__(**data)
+        except ValidationError as err:
+            raise ModelError(type(self), data, err) from None
+
+
+# --- nodes --------------------------------------------------------------------------------------
+
+
+class Toleration(Strict):
+    """A taint the pods tolerate (the GPU nodes' taint, as `oc describe node` shows it)."""
+
+    key: LabelKey
+    """Taint key, e.g. nvidia.com/gpu.product."""
+    operator: Literal["Equal", "Exists"] = "Exists"
+    """Equal matches `value`; Exists matches any value."""
+    value: LabelValue | None = None
+    """The taint's value, with operator Equal."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint's effect; None tolerates every effect."""
+
+    @model_validator(mode="after")
+    def _value_matches_operator(self) -> Toleration:
+        if self.operator == "Equal" and self.value is None:
+            raise FieldError(("value",), "operator Equal needs a value")
+        if self.operator == "Exists" and self.value is not None:
+            raise FieldError(("value",), "operator Exists takes no value (use Equal)")
+        return self
+
+
+class NodeSet(Strict):
+    """GPU nodes the stack counts on: named nodes (pods are pinned to them), or a number of
+    interchangeable nodes. The preflight places every running pod of the stack on them at once."""
+
+    COLLECTION: ClassVar[str] = "node_sets"
+    name: K8sName
+    """Name of the set (workloads name it in node_set)."""
+    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NODE_SET_SIZE)
+    """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them."""
+    count: int | None = Field(default=None, ge=1, le=MAX_NODE_SET_SIZE)
+    """For nodes not known by name: how many the stack may count on. Pods are not pinned."""
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS)
+    """GPUs each node offers as nvidia.com/gpu."""
+    source: str = ""
+    """Where the stack knows this from."""
+
+    @model_validator(mode="after")
+    def _named_or_counted(self) -> NodeSet:
+        if bool(self.nodes) == (self.count is not None):
+            raise FieldError(("nodes",), "give either nodes (names) or count (a number of unnamed nodes), not both or neither")
+        if len(set(self.nodes)) != len(self.nodes):
+            raise FieldError(("nodes",), "a node is listed twice")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes) or self.count or 0
 
 
 # --- hardware and fabric ----------------------------------------------------------------------
-
-
-class Node(Strict):
-    """A GPU node known by name."""
-
-    name: str
-    """The node's name as `oc get nodes` shows it (kubernetes.io/hostname)."""
-    gpus: int = Field(gt=0)
-    """GPUs the node offers as nvidia.com/gpu."""
 
 
 class SriovAttachment(Strict):
@@ -132,14 +395,15 @@ class SriovAttachment(Strict):
     """Name of the NetworkAttachmentDefinition, e.g. eno5np0-network."""
     resource: ResourceName
     """The SR-IOV device plugin resource the NAD is annotated with (k8s.v1.cni.cncf.io/resourceName)."""
-    interface: str = Field(pattern=r"^net[0-9]+$")
+    interface: str = Field(pattern=r"^net[0-9]{1,3}$")
     """Interface name inside the pod: net1, net2, ... in attachment order."""
     device: str | None = None
     """RDMA device behind the attachment according to the seeds (documentation only; the launcher
     detects the live devices in the pod)."""
-    cni_config: str | None = None
-    """The CNI config (a JSON string) of the source NAD. On a cluster the live object is read and
-    copied; the offline renderer answers that read with this value."""
+    cni_config: Text | None = None
+    """The CNI config (a JSON string) of the source NAD as the SR-IOV operator wrote it. The copies
+    in the user namespaces carry it; the platform tier's preview reads the live source and fails
+    when it differs, so a copy never silently drifts from the operator's network."""
 
 
 class DeviceObservation(Strict):
@@ -161,26 +425,26 @@ class RdmaFabric(Strict):
     """roce-v2 (Ethernet) or infiniband."""
     nic: str
     """Adapter model, for the record."""
-    link_gbps: int = Field(gt=0)
+    link_gbps: int = Field(gt=0, le=10_000)
     """Line rate of one port in Gb/s."""
     devices: list[str] = Field(min_length=1)
     """RDMA devices (ports) the stack treats as live on every GPU node: the list static checks use."""
     device_observations: list[DeviceObservation] = []
     """Every device list the seeds report, including the ones the stack does not use, and why."""
-    attachments: list[SriovAttachment] = []
+    attachments: list[SriovAttachment] = Field(default=[], max_length=32)
     """SR-IOV attachments in interface order. Empty where RDMA devices reach the pod another way."""
     nad_source_namespace: K8sName = "default"
     """Where the SR-IOV operator creates the NADs."""
     nad_mode: Literal["copy", "reference"] = "copy"
-    """copy: a NAD per user namespace, copied from the source at deploy time (the seeds' way);
+    """copy: a NAD per user namespace that runs RDMA pods, with the source's config (the seeds' way);
     reference: pods name `default/NAME` and no copies are made (OpenShift allows NADs of `default`)."""
     device_access: Literal["sriov", "privileged"] = "sriov"
     """How /dev/infiniband reaches the container: SR-IOV device plugin resources, or a privileged
     container that sees the host's devices."""
     static_hca: bool = False
     """Pin NCCL_IB_HCA to `devices` in the rendered environment. Off: the launcher detects the ACTIVE
-    ports in the pod, which is right on nodes whose device names differ."""
-    gid_index: int | None = None
+    ports behind the pod's interfaces, which is right on nodes whose device names differ."""
+    gid_index: int | None = Field(default=None, ge=0, le=255)
     """Pin NCCL_IB_GID_INDEX. None: the launcher picks the RoCE v2 IPv4 index per port (and NCCL 2.21.5+
     does so itself). InfiniBand needs none."""
     gdr_level: GdrLevel = "SYS"
@@ -191,9 +455,19 @@ class RdmaFabric(Strict):
         expected = [f"net{i}" for i in range(1, len(self.attachments) + 1)]
         got = [a.interface for a in self.attachments]
         if got != expected:
-            raise ValueError(f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}")
+            raise FieldError(("attachments",), f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}")
         if self.device_access == "sriov" and not self.attachments:
-            raise ValueError("device_access 'sriov' needs at least one attachment")
+            raise FieldError(("attachments",), "device_access 'sriov' needs at least one attachment")
+        if len({a.network for a in self.attachments}) != len(self.attachments):
+            raise FieldError(("attachments",), "a network is attached twice")
+        if self.device_access == "sriov" and self.nad_mode == "copy":
+            for i, a in enumerate(self.attachments):
+                if not a.cni_config:
+                    raise FieldError(
+                        ("attachments", i, "cni_config"),
+                        f"nad_mode 'copy' copies the source NAD's config: set cni_config (`oc get net-attach-def {a.network} -n "
+                        f"{self.nad_source_namespace} -o jsonpath='{{.spec.config}}'`), or use nad_mode 'reference'",
+                    )
         return self
 
     def port_count(self) -> int:
@@ -212,25 +486,41 @@ class StorageClass(Strict):
     access_modes: list[AccessMode] = Field(min_length=1)
     """Access modes it provides for filesystem volumes."""
     note: str = ""
-    """Where the seeds say so."""
+    """Where the stack knows this from."""
 
 
 class Volume(Strict):
     """A data volume (workspace, datasets). Never deleted by `pulumi destroy` or a rename."""
 
+    COLLECTION: ClassVar[str] = "volumes"
     name: K8sName
-    """PVC name (for per-pod volumes: the volumeClaimTemplate name; pods get NAME-POD)."""
+    """PVC name (for per-pod volumes: the volumeClaimTemplate name; pods get NAME-WORKLOAD-ORDINAL)."""
     namespace: K8sName
     """Namespace of the PVC."""
-    mount_path: str = Field(pattern=r"^/")
+    mount_path: MountPath
     """Where workloads mount it."""
-    size: Size
-    """Requested size."""
+    size: Size | None = None
+    """Requested size (required unless the claim exists already)."""
     storage_class: ObjectName | None = None
     """Storage class. None leaves it to the cluster default, which the preflight flags."""
     shared: bool = True
     """True: one ReadWriteMany PVC every pod mounts. False: per-pod ReadWriteOnce claims
     (StatefulSet volumeClaimTemplates), for clusters without an RWX class."""
+    existing: bool = False
+    """The claim exists already (made by its owner): the stack mounts it, never creates, changes or
+    deletes it; preview fails when it is missing. `shared` then says whether several pods may mount it."""
+
+    @model_validator(mode="after")
+    def _size_unless_existing(self) -> Volume:
+        if self.size is None and not self.existing:
+            raise FieldError(("size",), "a volume the stack creates needs a size (or set existing: true for a claim that exists)")
+        if self.existing and not self.shared and self.size is None:
+            pass  # an existing single-pod claim: mounted by one pod only (the preflight counts them)
+        if self.mount_path in RESERVED_PATHS or self.mount_path.startswith(LAUNCHER_DIR + "/"):
+            raise FieldError(("mount_path",), f"{self.mount_path} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path")
+        if self.name in RESERVED_VOLUMES:
+            raise FieldError(("name",), f"{self.name!r} is the name of a volume the program adds to every pod: choose another")
+        return self
 
 
 class PvcStorageClassFix(Strict):
@@ -244,6 +534,9 @@ class PvcStorageClassFix(Strict):
     """The storage class to set (must be in storage_classes)."""
     reason: str
     """Why, for the record and the preview."""
+    serves_storage_classes: list[ObjectName] = []
+    """Storage classes that work only once this claim is fixed (nfs-csi is served by the NFS server
+    whose root volume this is): the stack's claims of those classes wait for the fix."""
 
 
 # --- security ---------------------------------------------------------------------------------
@@ -252,6 +545,7 @@ class PvcStorageClassFix(Strict):
 class ServiceAccount(Strict):
     """A service account the training pods run as."""
 
+    COLLECTION: ClassVar[str] = "security.service_accounts"
     name: K8sName
     """Service account name."""
     namespace: K8sName
@@ -259,13 +553,18 @@ class ServiceAccount(Strict):
 
 
 class Security(Strict):
-    """The SCC the training pods run under, and who may use it."""
+    """The SCCs the training pods run under, and who may use them.
 
-    scc: ObjectName
-    """SCC name. Pods pin it with the annotation openshift.io/required-scc."""
-    create: bool
-    """True: the program creates the SCC (least privilege, capabilities from the workloads' memlock
-    strategies). False: an SCC that exists on the cluster is referenced."""
+    A pod whose memlock strategy needs nothing (none, node-limit) runs non-root, with every
+    capability dropped, under `unprivileged_scc` (restricted-v2, which every authenticated user may
+    use). A pod that needs root with capabilities, or a privileged container, runs under `scc`."""
+
+    scc: ObjectName | None = None
+    """SCC of the pods that need root capabilities or privileged containers. Pods pin their SCC with
+    the annotation openshift.io/required-scc. None: no pod of this stack needs one."""
+    create: bool = False
+    """True: the program creates `scc` (least privilege: drop ALL, add back only what the memlock
+    strategies need). False: an SCC that exists on the cluster is referenced."""
     existing_allowed_capabilities: list[Capability] | None = None
     """For an existing SCC: the capabilities it allows (None: every capability, as `privileged`)."""
     existing_allows_privileged: bool = False
@@ -275,18 +574,102 @@ class Security(Strict):
     broad_grant_reason: str | None = None
     """Required when the SCC allows privileged containers: why the stack accepts it. Printed."""
     grant: bool = True
-    """Bind the SCC's `use` ClusterRole to the service accounts (as `oc adm policy add-scc-to-user`).
-    False for SCCs every authenticated user may use already (restricted-v2)."""
+    """Bind `scc`'s `use` ClusterRole to the service accounts of the pods that run under it, in their
+    namespaces (as `oc adm policy add-scc-to-user`)."""
+    unprivileged_scc: ObjectName = "restricted-v2"
+    """SCC of the pods that need no privilege (TCP, node-limit). Every authenticated user may use
+    restricted-v2, so these pods need no grant."""
     service_accounts: list[ServiceAccount] = []
-    """Service accounts the program creates and grants the SCC to."""
+    """Service accounts the program creates."""
 
     @model_validator(mode="after")
-    def _reason_for_broad_grants(self) -> Security:
-        if not self.create and self.existing_allows_privileged and not self.broad_grant_reason:
-            raise ValueError(
-                f"SCC {self.scc!r} allows privileged containers: set broad_grant_reason to say why this stack accepts it"
+    def _safe_scc(self) -> Security:
+        if self.create and self.scc in BUILTIN_SCCS:
+            raise FieldError(
+                ("create",),
+                f"{self.scc!r} is an SCC OpenShift ships: a stack that creates it would own it and delete it on `pulumi destroy`, "
+                "taking it from every user of the cluster. Reference it (create: false) or create an SCC with your own name",
+            )
+        if self.create and self.scc is None:
+            raise FieldError(("scc",), "create: true needs the name of the SCC to create")
+        if self.scc and not self.create and self.existing_allows_privileged and not self.broad_grant_reason:
+            raise FieldError(
+                ("broad_grant_reason",), f"SCC {self.scc!r} allows privileged containers: set broad_grant_reason to say why this stack accepts it"
             )
         return self
+
+
+class NamespacedName(Strict):
+    """An object the stack relies on but does not own."""
+
+    namespace: K8sName
+    """Its namespace."""
+    name: K8sName
+    """Its name."""
+
+
+class ExistingObjects(Strict):
+    """Objects made by their owners that workloads use (a token Secret, a ConfigMap made with
+    `oc create configmap --from-file`, an ImageStream another project builds). The stack never creates
+    or changes them; preview reads each one and fails, naming it, when it is missing."""
+
+    secrets: list[NamespacedName] = []
+    """Secrets workloads read environment from (their values never enter the config)."""
+    config_maps: list[NamespacedName] = []
+    """ConfigMaps workloads mount as scripts."""
+    image_streams: list[NamespacedName] = []
+    """ImageStreams whose images workloads pull from the internal registry."""
+
+
+class ScriptConfigMap(Strict):
+    """A ConfigMap of scripts the stack ships (training scripts, shell wrappers)."""
+
+    COLLECTION: ClassVar[str] = "scripts"
+    name: K8sName
+    """ConfigMap name."""
+    namespace: K8sName
+    """Its namespace."""
+    files: dict[FileKey, Text] = Field(min_length=1)
+    """File name -> content."""
+    source: str = ""
+    """Where the script comes from."""
+
+
+class ImageBuild(Strict):
+    """An image the stack builds on the cluster: an ImageStream and a BuildConfig (Docker strategy,
+    inline Dockerfile) in `namespace`; pods reference it through the internal registry."""
+
+    COLLECTION: ClassVar[str] = "images"
+    name: K8sName
+    """ImageStream and BuildConfig name."""
+    namespace: K8sName
+    """Where it is built."""
+    tag: str = Field(default="latest", pattern=_TAG.pattern)
+    """The tag the build pushes."""
+    dockerfile: Text = Field(min_length=1)
+    """The Dockerfile (FROM ... and what it installs). RDMA workloads need rdma-core and libibverbs in it."""
+    source: str = ""
+    """Where the recipe comes from."""
+
+    @property
+    def reference(self) -> str:
+        return f"{INTERNAL_REGISTRY}/{self.namespace}/{self.name}:{self.tag}"
+
+
+class NodeLevel(Strict):
+    """Node-level objects a cluster admin applies: MachineConfigs for a machine config pool. Each
+    one reboots every node of the pool, one at a time; both are off by default."""
+
+    pool: K8sName = "worker"
+    """The pool (machineconfiguration.openshift.io/role) of the GPU nodes."""
+    crio_memlock_unlimited: bool = False
+    """Write /etc/crio/crio.conf.d/99-memlock with default_ulimits memlock=-1:-1: the node-limit strategy
+    (KNOWLEDGE.md): every container may pin memory, root or not, with no capability."""
+    iommu_passthrough: bool = False
+    """Kernel argument iommu=pt (IOMMU passthrough for GPUDirect RDMA; KNOWLEDGE.md ties IBV_WC_LOC_PROT_ERR
+    to ACS/IOMMU)."""
+    reason: str = ""
+    """Why the stack asks for them (printed)."""
 
 
 # --- workloads --------------------------------------------------------------------------------
@@ -297,115 +680,279 @@ class Mount(Strict):
 
     volume: K8sName
     """Name of a Volume of the stack in the workload's namespace."""
-    mount_path: str | None = Field(default=None, pattern=r"^/")
+    mount_path: MountPath | None = None
     """Overrides the volume's mount path."""
+    read_only: bool = False
+    """Mount it read-only."""
+
+
+class ScriptMount(Strict):
+    """A ConfigMap of scripts a workload mounts (one of `scripts`, or an existing one)."""
+
+    config_map: K8sName
+    """ConfigMap name."""
+    mount_path: MountPath = "/scripts"
+    """Where its files appear."""
+
+
+class SecretKeyRef(Strict):
+    """One key of a Secret (declared in existing.secrets): its value never enters the config."""
+
+    secret: K8sName
+    """Secret name, in the workload's namespace."""
+    key: FileKey
+    """Key in the Secret."""
+
+
+class ContainerPort(Strict):
+    """A port the training container serves (developer tools)."""
+
+    name: PortName
+    """Port name (at most 15 characters), e.g. code-server, jupyter, tensorboard, debugpy."""
+    port: Port
+    """Container port."""
+    route: bool = False
+    """Expose it outside the cluster: a Service port plus an OpenShift Route (edge TLS) to rank 0's pod.
+    Off: reachable with `oc port-forward` only (right for debugpy)."""
 
 
 class TcpVariant(Strict):
-    """A TCP copy of an RDMA workload: same definition, no SR-IOV networks, no pinning."""
+    """A TCP copy of an RDMA workload under another name (another image, say). It is an alternative:
+    it runs only when its own state says so, and never beside its source unless `alongside` says so."""
 
-    name: K8sName
+    COLLECTION: ClassVar[str] = "tcp_variants"
+    name: WorkloadName
     """Name of the TCP copy (its own object and pod names)."""
-    image: str | None = None
+    image: ImageRef | None = None
     """Another image, e.g. a newer PyTorch."""
+    state: State = "stopped"
+    """running or stopped (default: stopped)."""
+    alongside: bool = False
+    """Allow it to run while its source runs (two deployments at once)."""
 
 
 class Workload(Strict):
     """One training or development deployment."""
 
-    name: K8sName
-    """Object name; pods are NAME-0, NAME-1, ..."""
+    COLLECTION: ClassVar[str] = "workloads"
+    name: WorkloadName
+    """Object name; pods are NAME-0, NAME-1, ... (a Job's pods NAME-rRUN-INDEX)."""
     namespace: K8sName
     """Namespace it runs in (one of namespaces)."""
     user: str
     """Who runs it."""
     source: str = ""
-    """The seed manifest it replaces."""
+    """The seed manifest or fact it comes from."""
     kind: WorkloadKind = "statefulset"
-    """statefulset: multi-node, restarts forever; job: multi-node, runs to completion; pod: one node."""
-    image: str
+    """statefulset: long-lived (development pods, interactive training), restarts and survives node
+    reboots; one or more nodes. job: runs to completion once per run_number."""
+    state: State = "running"
+    """running, or stopped: a StatefulSet at 0 replicas, a Job suspended. Its claims, Services and
+    definitions stay."""
+    run_number: int = Field(default=1, ge=1, le=999_999)
+    """Jobs: the run. The Job is named NAME-rRUN_NUMBER: raise it to run the training again (a new Job);
+    nothing else re-runs a finished Job."""
+    image: ImageRef
     """Container image; it needs python3 (the launcher) and, for torchrun, PyTorch."""
     service_account: K8sName
     """Service account of the pods (listed in security.service_accounts, same namespace)."""
-    nodes: int = Field(default=1, gt=0)
+    service_account_token: bool = False
+    """Mount the service account's API token in the pods (off: training pods never call the API)."""
+    nodes: int = Field(default=1, ge=1, le=MAX_NODES)
     """Pods, one per node."""
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS)
     """GPUs each pod requests (and processes torchrun starts per pod)."""
+    node_set: K8sName | None = None
+    """Which node set the pods run on (None: the first of node_sets)."""
+    tolerations: list[Toleration] = []
+    """Taints tolerated besides the stack's gpu_tolerations."""
+    node_selector: dict[LabelKey, LabelValue] = {}
+    """Node labels required besides the stack's gpu_node_selector."""
     transport: Transport
-    """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1)."""
+    """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1). Switching it
+    updates the same workload."""
     memlock: MemlockStrategy | None = None
-    """How the pod gets to pin memory (KNOWLEDGE.md). None: the cluster default for the transport."""
+    """How an RDMA pod gets to pin memory (KNOWLEDGE.md). None: the stack default for the transport."""
     privileged_reason: str | None = None
-    """Required with memlock 'privileged': why this workload needs a privileged container."""
+    """Required when the memlock strategy is privileged: why this workload needs a privileged container."""
     tcp_fallback: bool = False
     """In RDMA mode with no ACTIVE port, start over TCP (loudly) instead of failing."""
+    launcher_strict: bool = False
+    """Stop the pod when an NCCL setting inherited from the image is wrong, instead of overriding it."""
     cpu: Size = "32"
-    """CPU request and limit of each pod."""
+    """CPU request of each pod."""
+    cpu_limit: Size | None = None
+    """CPU limit (None: the request)."""
     memory: Size = "256Gi"
-    """Memory request and limit of each pod (the launcher's mlock proof buffer counts against it)."""
+    """Memory request of each pod."""
+    memory_limit: Size | None = None
+    """Memory limit (None: the request). The launcher's pinning proof and /dev/shm count against it."""
     shm_size: Size = "32Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
     mounts: list[Mount] = []
     """Volumes of the stack every pod mounts."""
+    scripts: list[ScriptMount] = []
+    """ConfigMaps of scripts every pod mounts."""
+    ports: list[ContainerPort] = []
+    """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy)."""
     run: Literal["torchrun", "command"] = "command"
     """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
     command: it execs `args` as given (interactive pods: sleep infinity)."""
-    args: list[str] = ["sleep", "infinity"]
+    args: list[str] = Field(default=["sleep", "infinity"], min_length=1, max_length=256)
     """The torchrun script and its arguments, or the whole command (see run)."""
-    master_port: int = Field(default=29500, ge=1, le=65535)
+    working_dir: MountPath | None = None
+    """Working directory of the command."""
+    master_port: Port = 29500
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
     env: dict[EnvName, str] = {}
-    """Explicit environment (NCCL_* here wins over detection)."""
-    node_names: list[str] = []
-    """Pin pods to these nodes (by hostname)."""
-    backoff_limit: int = Field(default=0, ge=0)
+    """Explicit environment (NCCL_* here wins over the stack's and over detection)."""
+    secret_env: dict[EnvName, SecretKeyRef] = {}
+    """Environment from Secrets (declared in existing.secrets), e.g. HF_TOKEN from hf-secret."""
+    deepspeed_hostfile: MountPath | None = None
+    """Write a DeepSpeed hostfile here at start (one line `POD.SERVICE slots=GPUS` per pod)."""
+    backoff_limit: int = Field(default=0, ge=0, le=100)
     """Jobs: retries of a failed pod before the Job fails."""
-    ttl_seconds_after_finished: int | None = Field(default=86400, ge=0)
-    """Jobs: the cluster deletes the finished Job and its pods after this many seconds (None keeps
-    them). A `pulumi refresh` after that sees the Job gone, and the next `pulumi up` runs it again."""
     tcp_variants: list[TcpVariant] = []
-    """TCP copies derived from this definition."""
+    """TCP copies derived from this definition (alternatives, stopped unless they say otherwise)."""
+
+    @field_validator("kind", mode="before")
+    @classmethod
+    def _no_bare_pods(cls, value: Any) -> Any:
+        if value == "pod":
+            raise ValueError(
+                "kind 'pod' is gone: a bare Pod stays Failed after one crash or node reboot and almost any edit replaces it. "
+                "Use kind statefulset with nodes 1 (it restarts, survives reboots and rolls on change)"
+            )
+        return value
+
+    @field_validator("args")
+    @classmethod
+    def _args_text(cls, value: list[str]) -> list[str]:
+        for a in value:
+            if "\x00" in a or len(a) > 16384:
+                raise ValueError("an argument holds a NUL byte or is longer than 16384 characters")
+        return value
+
+    @field_validator("env", "secret_env")
+    @classmethod
+    def _not_the_launchers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for k, v in value.items():
+            if k.startswith(RESERVED_ENV_PREFIX) or k in RESERVED_ENV:
+                raise ValueError(
+                    f"{k} is set by the program for the launcher (its contract: LAUNCHER_*, {', '.join(sorted(RESERVED_ENV))}): "
+                    "change the workload's fields instead"
+                )
+            if isinstance(v, str) and ("\x00" in v or len(v) > 65536):
+                raise ValueError(f"the value of {k} holds a NUL byte or is longer than 65536 characters")
+        return value
 
     @model_validator(mode="after")
     def _shape(self) -> Workload:
-        if self.kind == "pod" and self.nodes != 1:
-            raise ValueError("a pod workload runs on one node: set nodes to 1, or use kind statefulset or job")
         if self.memlock == "privileged" and not self.privileged_reason:
-            raise ValueError("memlock 'privileged' needs privileged_reason (it is printed)")
+            raise FieldError(("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
         if self.tcp_variants and self.transport != "rdma":
-            raise ValueError("tcp_variants derive from an RDMA workload; this one is already TCP")
+            raise FieldError(("tcp_variants",), "tcp_variants derive from an RDMA workload; this one is already TCP")
+        both = set(self.env) & set(self.secret_env)
+        if both:
+            raise FieldError(("secret_env",), f"{', '.join(sorted(both))} set in env and in secret_env: keep one")
+        _check_name_lengths(self.name, self.kind, self.nodes, self.run_number, ("name",))
+        _check_pod_paths(self, ("mounts",))
+        names = [p.name for p in self.ports]
+        if len(set(names)) != len(names) or "rendezvous" in names:
+            raise FieldError(("ports",), "port names must be unique and not 'rendezvous' (the program's own port)")
+        numbers = [p.port for p in self.ports] + [self.master_port]
+        if len(set(numbers)) != len(numbers):
+            raise FieldError(("ports",), "a port number is used twice (master_port counts)")
+        if self.cpu_limit is not None and quantity_value(self.cpu_limit) < quantity_value(self.cpu):
+            raise FieldError(("cpu_limit",), f"cpu_limit {self.cpu_limit} is below the request {self.cpu}: the API server rejects it")
+        if self.memory_limit is not None and quantity_value(self.memory_limit) < quantity_value(self.memory):
+            raise FieldError(
+                ("memory_limit",), f"memory_limit {self.memory_limit} is below the request {self.memory}: the API server rejects it"
+            )
         return self
 
+    @property
+    def mem_limit(self) -> str:
+        return self.memory_limit or self.memory
 
+    @property
+    def cpu_limit_value(self) -> str:
+        return self.cpu_limit or self.cpu
+
+    @property
+    def object_name(self) -> str:
+        """The StatefulSet's or Job's name: a Job carries its run number."""
+        return f"{self.name}-r{self.run_number}" if self.kind == "job" else self.name
+
+
+def _check_name_lengths(name: str, kind: str, nodes: int, run_number: int, where: tuple[str | int, ...]) -> None:
+    """The names the program derives from a workload's name stay within the API server's limits."""
+    if len(name) > 63 - len("-headless"):
+        raise FieldError(where, f"{name!r} is too long: its Service {name}-headless would exceed 63 characters (use at most 54)")
+    if kind == "statefulset" and len(name) > 52:
+        # The controller labels each pod with controller-revision-hash NAME-<10 characters>, a label value of at most 63.
+        raise FieldError(where, f"{name!r} is too long for a StatefulSet: at most 52 characters, or its pods are never created")
+    if kind == "job":
+        hostname = f"{name}-r{run_number}-{nodes - 1}"
+        if len(hostname) > 63:
+            raise FieldError(where, f"{name!r} is too long: the Job's pod hostname {hostname} would exceed 63 characters")
+
+
+def _check_pod_paths(w: Any, where: tuple[str | int, ...]) -> None:
+    """No two mounts of a pod share a path, and none takes the program's own paths."""
+    paths = [m.mount_path for m in w.mounts if m.mount_path] + [s.mount_path for s in w.scripts]
+    for p in paths:
+        if p in RESERVED_PATHS or p.startswith(LAUNCHER_DIR + "/"):
+            raise FieldError(where, f"{p} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path")
+    if len(set(paths)) != len(paths):
+        raise FieldError(where, "two mounts share a mount path")
+    volumes = [m.volume for m in w.mounts]
+    if len(set(volumes)) != len(volumes):
+        raise FieldError(where, "a volume is mounted twice")
+    maps = [s.config_map for s in w.scripts]
+    if len(set(maps)) != len(maps):
+        raise FieldError(("scripts",), "a ConfigMap is mounted twice")
+
+
+# Characters of the digest in a check's Job name (components/bandwidth.py).
+CHECK_DIGEST = 6
 # Where a pod finds components/launcher/bandwidth.py: the launcher ConfigMap, which carries every
-# module of components/launcher/, is mounted at /opt/launcher (components/training.py LAUNCHER_DIR).
-BANDWIDTH_BENCH = "/opt/launcher/bandwidth.py"
+# module of components/launcher/, is mounted at /opt/launcher (components/training.py).
+BANDWIDTH_BENCH = f"{LAUNCHER_DIR}/bandwidth.py"
 
 
 class BandwidthCheck(Strict):
-    """An all-reduce benchmark that proves the fabric: an Indexed Job with exactly the pods of a
+    """An all-reduce benchmark that gates the rollout: an Indexed Job with exactly the pods of a
     training workload of the same transport (networks, SR-IOV resources, SCC, memlock strategy,
-    launcher), which fails, and so fails `pulumi up`, when the bus bandwidth at the largest message
-    size is below `min_fraction` of the line rate or when NCCL used sockets in RDMA mode.
+    launcher). When enabled it runs before the workloads of its transport (they depend on it), with a
+    deadline; it fails, and so stops `pulumi up` before training starts, when the bus bandwidth at the
+    largest message size is below `min_fraction` of the line rate or when NCCL used sockets in RDMA
+    mode. It runs again when run_number or the fabric config changes (the Job's name carries both).
 
-    Its pods take whole nodes (every GPU they name): while training pods hold the GPUs, the check
-    waits Pending until `timeout_minutes` runs out. Read a saved log with
-    `python -m stacks bandwidth-report LOG --stack STACK --check NAME`."""
+    Its pods take whole nodes: the preflight counts them with the running workloads, so an enabled
+    check always finds free nodes. Read a saved log with `python -m stacks bandwidth-report`."""
 
-    name: K8sName
-    """Job name; its pods are NAME-0, NAME-1, ... behind the headless Service NAME-headless."""
+    COLLECTION: ClassVar[str] = "bandwidth_checks"
+    name: WorkloadName
+    """Name of the check; its Job is NAME-<digest of the fabric and the check>, its pods NAME-<digest>-INDEX."""
     namespace: K8sName
     """Namespace it runs in (one of namespaces)."""
+    enabled: bool = True
+    """Deploy and run it. Off: nothing of it is deployed, and nothing waits for it."""
+    run_number: int = Field(default=1, ge=1, le=999_999)
+    """Raise it to run the check again with nothing else changed."""
     service_account: K8sName
     """Service account of the pods (listed in security.service_accounts, same namespace)."""
-    image: str
+    image: ImageRef
     """A PyTorch image (tool torch) or one with nccl-tests' all_reduce_perf on PATH (tool nccl-tests)."""
-    nodes: int = Field(default=2, gt=0)
+    nodes: int = Field(default=2, ge=1, le=MAX_NODES)
     """Pods, one per node. Two or more measure the fabric between nodes. One node measures its own
     NICs: the check then disables NCCL's NVLink/PCIe (P2P) and shared-memory transports
     (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1), so that every hop goes through the network."""
-    gpus_per_node: int = Field(gt=0)
+    gpus_per_node: int = Field(ge=1, le=MAX_GPUS)
     """GPUs each pod requests; one benchmark process per GPU."""
+    node_set: K8sName | None = None
+    """Which node set it runs on (None: the first of node_sets)."""
     transport: Transport
     """rdma: fail unless NCCL used InfiniBand/RoCE (never sockets). tcp: fail if NCCL used IB."""
     tool: BandwidthTool = "auto"
@@ -416,25 +963,23 @@ class BandwidthCheck(Strict):
     all_reduce_perf, torch otherwise."""
     min_fraction: float = Field(default=0.8, gt=0, le=1)
     """Pass when the bus bandwidth at the largest message size is at least this fraction of the line rate."""
-    line_rate_gbps: float | None = Field(default=None, gt=0)
+    line_rate_gbps: float | None = Field(default=None, gt=0, le=1_000_000)
     """The line rate in Gb/s the bus bandwidth is held against. None: from the fabric for rdma (see
     ClusterConfig.bandwidth_line_rate_gbps); for tcp the seeds give no line rate, so a tcp check
     without this value reports the bandwidth without a threshold (it fails only on errors)."""
-    min_bytes: int = Field(default=1024 * 1024, ge=4)
+    min_bytes: int = Field(default=1024 * 1024, ge=4, le=64 * GIB)
     """Smallest message in bytes (all_reduce_perf -b); sizes double up to max_bytes."""
-    max_bytes: int = Field(default=1024 * 1024 * 1024, ge=4)
+    max_bytes: int = Field(default=1024 * 1024 * 1024, ge=4, le=64 * GIB)
     """Largest message in bytes (all_reduce_perf -e): its bus bandwidth decides the verdict, so make
     it large enough to leave the latency-bound range (hundreds of MiB and up)."""
-    iterations: int = Field(default=20, gt=0)
+    iterations: int = Field(default=20, ge=1, le=100_000)
     """Timed all-reduces per message size (all_reduce_perf -n)."""
-    warmup_iterations: int = Field(default=5, ge=0)
+    warmup_iterations: int = Field(default=5, ge=0, le=100_000)
     """Untimed all-reduces before them (all_reduce_perf -w)."""
     memlock: MemlockStrategy | None = None
     """How the pods get to pin memory, as a workload's: None takes the cluster default for the transport."""
     privileged_reason: str | None = None
-    """Required with memlock 'privileged': why the check needs a privileged container."""
-    node_names: list[str] = []
-    """Pin the pods to these nodes (by hostname), e.g. to test a particular pair."""
+    """Required when the memlock strategy is privileged: why the check needs a privileged container."""
     env: dict[EnvName, str] = {}
     """Extra environment (NCCL_* here wins over the rendered values)."""
     cpu: Size = "16"
@@ -443,26 +988,32 @@ class BandwidthCheck(Strict):
     """Memory request and limit of each pod."""
     shm_size: Size = "16Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
-    master_port: int = Field(default=29500, ge=1, le=65535)
+    master_port: Port = 29500
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
-    timeout_minutes: int = Field(default=30, gt=0)
-    """How long `pulumi up` waits for the Job to complete (pulumi-kubernetes' default is 10 minutes);
-    time spent Pending for free GPUs counts."""
-    ttl_seconds_after_finished: int | None = Field(default=None, ge=0)
-    """Delete the finished Job and its pods after this many seconds. None keeps them, so that
-    `oc logs job/NAME` still has the log to read."""
+    deadline_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    """activeDeadlineSeconds of the Job: Pending time for free GPUs counts. `pulumi up` waits a little
+    longer than this for the verdict, then fails."""
+
+    @field_validator("env")
+    @classmethod
+    def _not_the_launchers(cls, value: dict[str, str]) -> dict[str, str]:
+        return Workload._not_the_launchers(value)  # type: ignore[no-any-return]  # the same rule as a workload's env
 
     @model_validator(mode="after")
     def _shape(self) -> BandwidthCheck:
         if self.min_bytes > self.max_bytes:
-            raise ValueError(f"min_bytes ({self.min_bytes}) is larger than max_bytes ({self.max_bytes})")
+            raise FieldError(("min_bytes",), f"min_bytes ({self.min_bytes}) is larger than max_bytes ({self.max_bytes})")
         if self.tool == "nccl-tests" and self.nodes != 1:
-            raise ValueError(
+            raise FieldError(
+                ("tool",),
                 "tool 'nccl-tests' runs all_reduce_perf on one node (it spans hosts only under mpirun, which this "
-                "program does not deploy): set nodes to 1, or use tool 'torch' (or 'auto') across nodes"
+                "program does not deploy): set nodes to 1, or use tool 'torch' (or 'auto') across nodes",
             )
         if self.memlock == "privileged" and not self.privileged_reason:
-            raise ValueError("memlock 'privileged' needs privileged_reason (it is printed)")
+            raise FieldError(("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
+        hostname = f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}"
+        if len(hostname) > 63 or len(self.name) > 63 - len("-headless"):
+            raise FieldError(("name",), f"{self.name!r} is too long: the check's pod hostnames (NAME-DIGEST-INDEX) would exceed 63 characters")
         return self
 
 
@@ -473,109 +1024,101 @@ class Defaults(Strict):
     """Memlock strategy of RDMA workloads that do not name one."""
     memlock_tcp: MemlockStrategy = "none"
     """Memlock strategy of TCP workloads that do not name one."""
-    tcp_socket_ifname: str = "^lo,docker0"
+    tcp_socket_ifname: str = Field(default="^lo,docker0", min_length=1, max_length=256)
     """NCCL_SOCKET_IFNAME for TCP workloads (the seeds' value)."""
-    pin_bytes: int = Field(default=256 * 1024 * 1024, gt=8 * 1024 * 1024)
-    """Size of the buffer the launcher pins to prove memory locking works (must exceed 8 MiB)."""
+    pin_bytes: int = Field(default=256 * MIB, gt=8 * MIB, le=16 * GIB)
+    """Size of the buffer the launcher pins to prove memory locking works (must exceed 8 MiB, and stay
+    below every RDMA pod's memory limit with room for the process itself)."""
+    nccl_env_rdma: dict[EnvName, str] = {}
+    """NCCL tuning of every RDMA pod (NCCL_IB_TIMEOUT, NCCL_MIN_NCHANNELS, ...); a workload's env wins."""
+    nccl_env_tcp: dict[EnvName, str] = {}
+    """NCCL tuning of every TCP pod (NCCL_P2P_LEVEL, ...); a workload's env wins."""
+
+
+class HandMade(Strict):
+    """An object that exists on the cluster because someone made it by hand (the seeds' `oc create`, `oc adm
+    policy`, `oc apply`), which the stack now declares: `python -m stacks import-plan` adopts it instead of
+    letting `pulumi up` fail on AlreadyExists."""
+
+    kind: str = Field(pattern=r"^[A-Z][A-Za-z]+$")
+    """Its kind, e.g. ServiceAccount, RoleBinding, SecurityContextConstraints."""
+    name: str = Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.:]*[a-z0-9])?$")
+    """Its name (RoleBindings made by `oc adm policy` are named system:openshift:scc:SCC)."""
+    namespace: K8sName | None = None
+    """Its namespace (none for cluster-scoped objects)."""
+    source: str
+    """Who made it, and where that is recorded."""
+
+
+class AcceptedWarning(Strict):
+    """A preflight warning this stack accepts knowingly. `python -m stacks check` prints it with the
+    reason; an acceptance that matches no finding is reported, so they do not go stale."""
+
+    rule: str = Field(min_length=1, max_length=64)
+    """The rule id (python -m stacks check prints it)."""
+    object: str = Field(min_length=1, max_length=512)
+    """The object as the finding names it (`StatefulSet nccl-test/h-kim`); `*` matches any run of characters."""
+    reason: str = Field(min_length=1)
+    """Why the stack accepts it."""
 
 
 class ClusterConfig(Strict):
-    """One OpenShift cluster: one Pulumi stack."""
+    """One OpenShift cluster: one Pulumi stack (or two, when its platform and project parts are run by
+    different people; see README "Tiers")."""
 
     name: K8sName
-    """Stack name."""
+    """Stack name: the module stacks/NAME.py and the Pulumi stack NAME."""
     description: str
     """What the cluster is, in a sentence."""
     api_host: str | None = None
-    """API server host, where the seeds give it."""
+    """API server host, where known."""
     openshift_version: str = "4.17"
     """OpenShift version, for the record."""
     gpu_model: str
     """GPU model of the GPU nodes, for the record."""
-    gpus_per_node: int = Field(gt=0)
-    """GPUs per GPU node (nvidia.com/gpu); where nodes are listed, their own counts are used."""
-    nodes: list[Node] = []
-    """GPU nodes known by name."""
+    node_sets: list[NodeSet] = Field(min_length=1, max_length=64)
+    """The GPU nodes the stack counts on. Every running pod of the stack must fit on them at once."""
+    gpu_tolerations: list[Toleration] = []
+    """Taints of the GPU nodes that every GPU pod of this cluster tolerates."""
+    gpu_node_selector: dict[LabelKey, LabelValue] = {}
+    """Node labels every GPU pod requires (e.g. nvidia.com/gpu.present: "true")."""
     fabric: RdmaFabric | None = None
     """None: no RDMA (TCP only)."""
     storage_classes: list[StorageClass] = []
     """Storage classes known to exist."""
-    namespaces: list[K8sName] = Field(min_length=1)
+    namespaces: list[K8sName] = Field(min_length=1, max_length=64)
     """User namespaces (OpenShift projects) the stack deploys into. They exist already: creating a
-    project is the users' or admins' business, not this program's."""
-    security: Security
-    """The SCC the training pods run under and who may use it."""
+    project is the users' or admins' business, not this program's (preview reads each one)."""
+    security: Security = Security()
+    """The SCCs the training pods run under and who may use them."""
     defaults: Defaults = Defaults()
     """Defaults of workloads that do not set their own."""
-    volumes: list[Volume] = []
+    volumes: list[Volume] = Field(default=[], max_length=MAX_WORKLOADS)
     """Data volumes (PVCs) the workloads mount."""
     pvc_fixes: list[PvcStorageClassFix] = []
     """Storage classes to set on PVCs that exist already without one."""
-    workloads: list[Workload] = []
+    existing: ExistingObjects = ExistingObjects()
+    """Objects workloads use that their owners made (preview checks they exist)."""
+    scripts: list[ScriptConfigMap] = []
+    """ConfigMaps of scripts the stack ships."""
+    images: list[ImageBuild] = []
+    """Images the stack builds on the cluster (ImageStream + BuildConfig)."""
+    node_level: NodeLevel = NodeLevel()
+    """MachineConfigs for the GPU pool (cluster-admin; off by default; each reboots the pool's nodes)."""
+    workloads: list[Workload] = Field(default=[], max_length=MAX_WORKLOADS)
     """Training and development deployments."""
-    bandwidth_checks: list[BandwidthCheck] = []
-    """All-reduce benchmarks run as Jobs by `pulumi up`, which fails when one of them fails."""
+    bandwidth_checks: list[BandwidthCheck] = Field(default=[], max_length=16)
+    """All-reduce benchmarks that gate the rollout of the workloads of their transport."""
+    hand_made: list[HandMade] = []
+    """Objects made by hand that the stack declares: candidates for `python -m stacks import-plan`."""
+    accepted_warnings: list[AcceptedWarning] = []
+    """Preflight warnings this stack accepts, each with its reason."""
     notes: list[str] = []
-    """Contradictions between the seeds and the choices the stack makes about them."""
+    """Contradictions between the sources and the choices the stack makes about them."""
 
     @model_validator(mode="after")
     def _references(self) -> ClusterConfig:
-        # Messages start with the path of the offending field: this check sees the whole config, so
-        # pydantic cannot locate the error by itself (stacks._describe prints it as given).
-        ns = set(self.namespaces)
-        seen: dict[tuple[str, str, str], str] = {}
-
-        def unique(kind: str, namespace: str, name: str, path: str) -> None:
-            first = seen.setdefault((kind, namespace, name), path)
-            if first != path:
-                raise ValueError(f"{path}: duplicate {kind} name {name!r} in namespace {namespace!r} (also {first}): names must be unique")
-
-        for i, sa in enumerate(self.security.service_accounts):
-            path = f"security.service_accounts.{i}"
-            if sa.namespace not in ns:
-                raise ValueError(
-                    f"{path}.namespace: service account {sa.name!r} is in namespace {sa.namespace!r}, which is not in namespaces"
-                )
-            unique("service account", sa.namespace, sa.name, f"{path}.name")
-        volumes = {}
-        for i, v in enumerate(self.volumes):
-            if v.namespace not in ns:
-                raise ValueError(f"volumes.{i}.namespace: volume {v.name!r} is in namespace {v.namespace!r}, which is not in namespaces")
-            unique("volume", v.namespace, v.name, f"volumes.{i}.name")
-            volumes[(v.namespace, v.name)] = v
-        accounts = {(sa.namespace, sa.name) for sa in self.security.service_accounts}
-        # all_workloads() lists each workload followed by its TCP variants: the same order as these paths.
-        paths: list[str] = []
-        for i, w in enumerate(self.workloads):
-            paths += [f"workloads.{i}"] + [f"workloads.{i}.tcp_variants.{j}" for j in range(len(w.tcp_variants))]
-        def pod_refs(what: str, source: str, path: str, name: str, namespace: str, account: str, transport: str) -> None:
-            """What every pod-running entry (workload, TCP variant, bandwidth check) must reference."""
-            if namespace not in ns:
-                raise ValueError(f"{source}.namespace: {what} {name!r} is in namespace {namespace!r}, which is not in namespaces")
-            # A check's Job and Service are named as a workload's would be: one name space for both.
-            unique("workload", namespace, name, f"{path}.name")
-            if (namespace, account) not in accounts:
-                raise ValueError(
-                    f"{source}.service_account: {what} {name!r} uses service account {account!r}, which "
-                    f"security.service_accounts does not list in namespace {namespace!r}"
-                )
-            if transport == "rdma" and self.fabric is None:
-                raise ValueError(
-                    f"{source}.transport: {what} {name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
-                )
-
-        for path, w in zip(paths, self.all_workloads(), strict=True):
-            source = path.rsplit(".tcp_variants.", 1)[0]  # a variant inherits these fields from its source
-            pod_refs("workload", source, path, w.name, w.namespace, w.service_account, w.transport)
-            for k, m in enumerate(w.mounts):
-                if (w.namespace, m.volume) not in volumes:
-                    raise ValueError(
-                        f"{source}.mounts.{k}.volume: workload {w.name!r} mounts volume {m.volume!r}, "
-                        f"which is not a volume in {w.namespace!r}"
-                    )
-        for i, c in enumerate(self.bandwidth_checks):
-            path = f"bandwidth_checks.{i}"
-            pod_refs("bandwidth check", path, path, c.name, c.namespace, c.service_account, c.transport)
+        _references(self)
         return self
 
     # Derived views. Kept as methods so the stored config stays exactly what was written.
@@ -591,6 +1134,7 @@ class ClusterConfig(Strict):
                         update={
                             "name": v.name,
                             "image": v.image or w.image,
+                            "state": v.state,
                             "transport": "tcp",
                             "memlock": None,
                             "privileged_reason": None,
@@ -604,6 +1148,18 @@ class ClusterConfig(Strict):
                 )
         return out
 
+    def running_workloads(self) -> list[Workload]:
+        return [w for w in self.all_workloads() if w.state == "running"]
+
+    def enabled_checks(self) -> list[BandwidthCheck]:
+        return [c for c in self.bandwidth_checks if c.enabled]
+
+    def node_set(self, name: str | None) -> NodeSet:
+        """A node set by name (None: the first)."""
+        if name is None:
+            return self.node_sets[0]
+        return next(s for s in self.node_sets if s.name == name)
+
     def bandwidth_line_rate_gbps(self, check: BandwidthCheck) -> float | None:
         """The line rate in Gb/s a check's bus bandwidth (nccl-tests' busbw) is held against.
 
@@ -612,7 +1168,7 @@ class ClusterConfig(Strict):
         check's GPUs drive (a GPU drives the port next to it, so at most one port per GPU) times
         link_gbps. Barcelona: 4 x 400 Gb/s = 1600 Gb/s = 200 GB/s. On one node with P2P and SHM
         disabled every ring hop goes out through a NIC, so busbw approaches one GPU's share of them.
-        None for tcp unless the check names a rate: the seeds give no Ethernet line rate."""
+        None for tcp unless the check names a rate: the sources give no Ethernet line rate."""
         if check.line_rate_gbps is not None:
             return check.line_rate_gbps
         if check.transport != "rdma" or self.fabric is None:
@@ -643,38 +1199,217 @@ class ClusterConfig(Strict):
         if check.nodes == 1:
             env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
         env.update(check.env)
-        return Workload(
-            name=check.name,
-            namespace=check.namespace,
-            user="bandwidth check",
-            source=f"bandwidth check {check.name}",
-            kind="job",
-            image=check.image,
-            service_account=check.service_account,
-            nodes=check.nodes,
-            gpus_per_node=check.gpus_per_node,
-            transport=check.transport,
-            memlock=check.memlock,
-            privileged_reason=check.privileged_reason,
-            cpu=check.cpu,
-            memory=check.memory,
-            shm_size=check.shm_size,
-            run="command",
-            args=args,
-            master_port=check.master_port,
-            env=env,
-            node_names=check.node_names,
-            backoff_limit=0,  # a failed measurement is the answer, not something to retry
-            ttl_seconds_after_finished=check.ttl_seconds_after_finished,
+        # model_construct: the check was validated already (its Job is named by components/bandwidth.py).
+        return Workload.model_construct(
+            **{
+                **{k: f.default for k, f in Workload.model_fields.items() if not f.is_required()},
+                "name": check.name,
+                "namespace": check.namespace,
+                "user": "bandwidth check",
+                "source": f"bandwidth check {check.name}",
+                "kind": "job",
+                "state": "running",
+                "image": check.image,
+                "service_account": check.service_account,
+                "nodes": check.nodes,
+                "gpus_per_node": check.gpus_per_node,
+                "node_set": check.node_set,
+                "transport": check.transport,
+                "memlock": check.memlock,
+                "privileged_reason": check.privileged_reason,
+                "cpu": check.cpu,
+                "memory": check.memory,
+                "shm_size": check.shm_size,
+                "run": "command",
+                "args": args,
+                "master_port": check.master_port,
+                "env": env,
+                "backoff_limit": 0,  # a failed measurement is the answer, not something to retry
+            }
         )
 
-    def memlock_of(self, w: Workload) -> str:
+    def memlock_of(self, w: Workload | BandwidthCheck) -> str:
         if w.memlock is not None:
             return w.memlock
         return self.defaults.memlock_rdma if w.transport == "rdma" else self.defaults.memlock_tcp
+
+    def scc_of(self, w: Workload | BandwidthCheck) -> str:
+        """The SCC a pod runs under: the stack's `scc` when its strategy needs root or privilege,
+        the unprivileged one (restricted-v2) otherwise."""
+        if self.memlock_of(w) in STRATEGY_NEEDS_SCC and self.security.scc:
+            return self.security.scc
+        return self.security.unprivileged_scc
 
     def volume(self, namespace: str, name: str) -> Volume:
         return next(v for v in self.volumes if v.namespace == namespace and v.name == name)
 
     def storage_class(self, name: str | None) -> StorageClass | None:
         return next((s for s in self.storage_classes if s.name == name), None)
+
+
+def _references(c: ClusterConfig) -> None:
+    """Checks across the whole config. Each error carries the path of the offending field."""
+    ns = set(c.namespaces)
+    if len(ns) != len(c.namespaces):
+        raise FieldError(("namespaces",), "a namespace is listed twice (its objects would be declared twice)")
+    seen: dict[tuple[str, str, str], tuple[str | int, ...]] = {}
+
+    def unique(kind: str, namespace: str, name: str, path: tuple[str | int, ...]) -> None:
+        first = seen.setdefault((kind, namespace, name), path)
+        if first != path:
+            raise FieldError(path, f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {located(first, c)}): names must be unique")
+
+    def in_namespaces(path: tuple[str | int, ...], what: str, namespace: str) -> None:
+        if namespace not in ns:
+            raise FieldError(path, f"{what} is in namespace {namespace!r}, which is not in namespaces")
+
+    sets = {s.name for s in c.node_sets}
+    if len(sets) != len(c.node_sets):
+        raise FieldError(("node_sets",), "two node sets share a name")
+    all_nodes = [n for s in c.node_sets for n in s.nodes]
+    if len(set(all_nodes)) != len(all_nodes):
+        raise FieldError(("node_sets",), "a node is in two node sets")
+    if sum(1 for s in c.node_sets if not s.nodes) > 1:
+        raise FieldError(("node_sets",), "at most one node set of unnamed nodes (count): the scheduler cannot tell two apart")
+
+    for i, sa in enumerate(c.security.service_accounts):
+        in_namespaces(("security", "service_accounts", i, "namespace"), f"service account {sa.name!r}", sa.namespace)
+        unique("service account", sa.namespace, sa.name, ("security", "service_accounts", i, "name"))
+    volumes: dict[tuple[str, str], Volume] = {}
+    for i, v in enumerate(c.volumes):
+        in_namespaces(("volumes", i, "namespace"), f"volume {v.name!r}", v.namespace)
+        unique("volume", v.namespace, v.name, ("volumes", i, "name"))
+        volumes[(v.namespace, v.name)] = v
+    classes = {s.name for s in c.storage_classes}
+    for i, f in enumerate(c.pvc_fixes):
+        for cls in f.serves_storage_classes:
+            if cls not in classes:
+                raise FieldError(("pvc_fixes", i, "serves_storage_classes"), f"storage class {cls!r} is not in storage_classes")
+    script_maps = set()
+    for i, s in enumerate(c.scripts):
+        in_namespaces(("scripts", i, "namespace"), f"ConfigMap {s.name!r}", s.namespace)
+        unique("ConfigMap", s.namespace, s.name, ("scripts", i, "name"))
+        if s.name == "gpu-training-launcher":
+            raise FieldError(("scripts", i, "name"), "gpu-training-launcher is the program's own ConfigMap")
+        total = sum(len(k) + len(t.encode("utf-8", "surrogatepass")) for k, t in s.files.items())
+        if total > 1000 * 1024:
+            raise FieldError(("scripts", i, "files"), f"{total} bytes: a ConfigMap holds at most 1 MiB")
+        script_maps.add((s.namespace, s.name))
+    for i, b in enumerate(c.images):
+        in_namespaces(("images", i, "namespace"), f"image {b.name!r}", b.namespace)
+        unique("image", b.namespace, b.name, ("images", i, "name"))
+    existing = c.existing
+    for field, what in (("secrets", "Secret"), ("config_maps", "ConfigMap"), ("image_streams", "image stream")):
+        for i, o in enumerate(getattr(existing, field)):
+            in_namespaces(("existing", field, i, "namespace"), f"{what} {o.name!r}", o.namespace)
+            unique(f"existing {what}", o.namespace, o.name, ("existing", field, i, "name"))
+    maps = script_maps | {(o.namespace, o.name) for o in existing.config_maps}
+    secrets = {(o.namespace, o.name) for o in existing.secrets}
+    accounts = {(sa.namespace, sa.name) for sa in c.security.service_accounts}
+
+    def pod_refs(what: str, src: tuple[str | int, ...], path: tuple[str | int, ...], w: Workload | BandwidthCheck) -> None:
+        """What every pod-running entry (workload, TCP variant, bandwidth check) must reference."""
+        in_namespaces(src + ("namespace",), f"{what} {w.name!r}", w.namespace)
+        # A check's Job and Service are named as a workload's would be: one name space for both.
+        unique("workload", w.namespace, w.name, path + ("name",))
+        if (w.namespace, w.service_account) not in accounts:
+            raise FieldError(
+                src + ("service_account",),
+                f"{what} {w.name!r} uses service account {w.service_account!r}, which security.service_accounts does not list in "
+                f"namespace {w.namespace!r}",
+            )
+        if w.transport == "rdma" and c.fabric is None:
+            raise FieldError(src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)")
+        if w.node_set is not None and w.node_set not in sets:
+            raise FieldError(src + ("node_set",), f"node set {w.node_set!r} is not in node_sets ({', '.join(sorted(sets))})")
+        node_set = c.node_set(w.node_set)
+        if w.gpus_per_node > node_set.gpus_per_node:
+            raise FieldError(
+                src + ("gpus_per_node",),
+                f"{w.gpus_per_node} GPUs per pod, but the nodes of {node_set.name!r} have {node_set.gpus_per_node}: the pods never "
+                "schedule. Spread the training over more nodes",
+            )
+        if w.nodes > node_set.size:
+            raise FieldError(
+                src + ("nodes",), f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)"
+            )
+        strategy = c.memlock_of(w)
+        if strategy in STRATEGY_NEEDS_SCC and c.security.scc is None:
+            raise FieldError(
+                src + ("memlock",),
+                f"memlock {strategy!r} needs an SCC that admits root with capabilities (or privileged containers): "
+                "set security.scc (create: true makes a least-privilege one), or use memlock node-limit",
+            )
+        if strategy == "privileged" and not w.privileged_reason:
+            raise FieldError(src + ("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
+        if strategy in STRATEGY_RUNS_AS_ROOT or strategy == "privileged" or w.transport == "rdma":
+            limit = quantity_value(w.mem_limit if isinstance(w, Workload) else w.memory)
+            if w.transport == "rdma" and c.defaults.pin_bytes + 512 * MIB > limit:
+                raise FieldError(
+                    ("defaults", "pin_bytes"),
+                    f"the launcher pins {c.defaults.pin_bytes} bytes to prove memory locking, but {what} {w.name!r} may use "
+                    f"{limit} bytes in all: it would be OOM-killed at start. Lower pin_bytes or raise the memory limit "
+                    "(leave 512Mi for the process)",
+                )
+
+    # all_workloads() lists each workload followed by its TCP variants: the same order as these paths.
+    paths: list[tuple[tuple[str | int, ...], tuple[str | int, ...]]] = []
+    for i, w in enumerate(c.workloads):
+        paths.append((("workloads", i), ("workloads", i)))
+        paths += [(("workloads", i), ("workloads", i, "tcp_variants", j)) for j in range(len(w.tcp_variants))]
+    for (src, path), w in zip(paths, c.all_workloads(), strict=True):
+        pod_refs("workload", src, path, w)
+        if path != src:  # a variant carries its own name: its derived names must fit too
+            _check_name_lengths(w.name, w.kind, w.nodes, w.run_number, path + ("name",))
+        for k, m in enumerate(w.mounts):
+            v = volumes.get((w.namespace, m.volume))
+            if v is None:
+                raise FieldError(
+                    src + ("mounts", k, "volume"), f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}"
+                )
+            if not v.shared and w.kind == "job" and not v.existing:
+                raise FieldError(
+                    src + ("mounts", k, "volume"),
+                    f"volume {v.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
+                    "a Job would mount a claim nobody creates. Use a shared volume",
+                )
+            if v.existing and not v.shared and w.nodes > 1:
+                raise FieldError(
+                    src + ("mounts", k, "volume"),
+                    f"existing claim {v.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one would stay "
+                    "ContainerCreating. Set shared: true if the claim is ReadWriteMany",
+                )
+        paths_in_pod = [m.mount_path or volumes[(w.namespace, m.volume)].mount_path for m in w.mounts] + [s.mount_path for s in w.scripts]
+        if len(set(paths_in_pod)) != len(paths_in_pod):
+            raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
+        for k, port in enumerate(w.ports):
+            # The router names a Route without a host ROUTE-NAMESPACE.DOMAIN: that first label is at most 63 characters.
+            if port.route and len(f"{w.name}-{port.name}-{w.namespace}") > 63:
+                raise FieldError(
+                    src + ("ports", k, "name"),
+                    f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host {w.name}-{port.name}-{w.namespace}.<domain>, "
+                    "whose first label exceeds 63 characters: the router does not admit it. Shorten the workload or port name",
+                )
+        for k, s in enumerate(w.scripts):
+            if (w.namespace, s.config_map) not in maps:
+                raise FieldError(
+                    src + ("scripts", k, "config_map"),
+                    f"ConfigMap {s.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
+                )
+        for key, ref in w.secret_env.items():
+            if (w.namespace, ref.secret) not in secrets:
+                raise FieldError(
+                    src + ("secret_env", key),
+                    f"Secret {ref.secret!r} is not declared in existing.secrets for namespace {w.namespace!r}: preview could not check "
+                    "it exists, and the pod would fail with CreateContainerConfigError",
+                )
+        for j, v in enumerate(w.tcp_variants):
+            if v.state == "running" and w.state == "running" and not v.alongside:
+                raise FieldError(
+                    src + ("tcp_variants", j, "state"),
+                    f"TCP variant {v.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
+                    "alongside: true to run both at once",
+                )
+    for i, chk in enumerate(c.bandwidth_checks):
+        path = ("bandwidth_checks", i)
+        pod_refs("bandwidth check", path, path, chk)

@@ -1,8 +1,9 @@
 """Shared fixtures.
 
 Rendering runs the real program under Pulumi's mock runtime (render.engine.run). The mock runtime is
-process-global, so each run sets up its own event loop and root stack; renders of the committed
-stacks are cached per session because many tests read them and none mutates them.
+process-global, so each run sets up its own event loop and root stack. Program tests render the
+configs the tests own (tests/fixtures.py); the committed stacks are rendered once per session for
+the tests that check their facts (test_committed_stacks.py) and validity.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import stacks  # noqa: E402
 from render.engine import Rendering, run  # noqa: E402
@@ -24,10 +26,19 @@ from render.engine import Rendering, run  # noqa: E402
 
 @cache
 def rendered_stack(name: str) -> Rendering:
+    """A committed stack, rendered once per session."""
     return run(stacks.load(name))
 
 
-@pytest.fixture(params=stacks.STACKS)
+@cache
+def rendered_fixture(name: str) -> Rendering:
+    """A test-owned fixture (tests/fixtures.py), unedited, rendered once per session."""
+    import fixtures
+
+    return run(fixtures.config(name))
+
+
+@pytest.fixture(params=stacks.names())
 def stack_rendering(request: pytest.FixtureRequest) -> Rendering:
     """Each committed stack, rendered once per session."""
     return rendered_stack(request.param)
@@ -44,9 +55,12 @@ def find(rendering: Rendering, kind: str, name: str, namespace: str | None = Non
     return hits[0]
 
 
+def pod_spec(obj: dict) -> dict:
+    return obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
+
+
 def container(obj: dict) -> dict:
-    spec = obj["spec"] if obj["kind"] == "Pod" else obj["spec"]["template"]["spec"]
-    return spec["containers"][0]
+    return pod_spec(obj)["containers"][0]
 
 
 def env_of(obj: dict) -> dict[str, str]:

@@ -1,235 +1,456 @@
-"""What `pulumi up` would create for each stack: the seeds' objects, with the seeds' settings."""
+"""What `pulumi up` would do with the objects the program declares: lifecycle, await policy, gating,
+providers, reads, tiers. Every test runs on a config the tests own (tests/fixtures.py), so editing a
+committed stack never breaks one.
+"""
 
 from __future__ import annotations
 
+import base64
 import json
+from pathlib import Path
+from typing import Any
 
-import stacks
-from components.program import objects, patches
-from conftest import container, env_of, find, rendered_stack
-from render.engine import run
-from render.writer import canonical
+import pytest
 
-BARCELONA_PORTS = ["eno5np0", "eno6np0", "eno7np0", "eno8np0"]
-SERVER_SET = {"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation"}
+import fixtures
+from components.lifecycle import WAIT_FOR
+from components.program import layout, objects, patches
+from conftest import container, env_of, find, pod_spec, rendered_fixture
+from render import diff
+from render.engine import MISSING, DuplicateResource, MissingObject, Rendering, _Mocks, run
+from render.writer import canonical, write
 
-
-def test_barcelona_copies_the_four_sriov_nads_into_every_user_namespace():
-    r = rendered_stack("barcelona")
-    for ns in stacks.load("barcelona").namespaces:
-        for port in BARCELONA_PORTS:
-            nad = find(r, "NetworkAttachmentDefinition", f"{port}-network", ns)
-            meta = nad["metadata"]
-            assert meta["annotations"] == {"k8s.v1.cni.cncf.io/resourceName": f"openshift.io/{port}rdma"}
-            assert not SERVER_SET & meta.keys(), "server-set metadata must not be copied"
-            assert json.loads(nad["spec"]["config"])["type"] == "sriov"  # a JSON string, per the CRD
+INTERNAL = "image-registry.openshift-image-registry.svc:5000"
 
 
-def test_nad_copies_come_from_a_live_read_of_the_default_namespace():
-    r = rendered_stack("barcelona")
-    assert sorted(rec.inputs["metadata"]["name"] for rec in r.reads) == [f"{p}-network" for p in BARCELONA_PORTS]
-    # the read answer carries the operator's owner-ref; the copies must drop it
-    assert all("sriovnetwork.openshift.io/owner-ref" in rec.inputs["metadata"]["annotations"] for rec in r.reads)
+def options(r: Rendering, kind: str, name: str) -> dict[str, Any]:
+    rec = next(x for x in r.resources if x.type.endswith(f":{kind}") and x.name.endswith(f"/{name}") or x.name == name and x.type.endswith(f":{kind}"))
+    return rec.options
 
 
-def test_barcelona_statefulset_attaches_net1_to_net4_and_requests_each_vf():
-    sts = find(rendered_stack("barcelona"), "StatefulSet", "h-kim", "nccl-test")
+# --- lifecycle: what `pulumi up` waits for ---------------------------------------------------------
+
+
+def test_a_statefulset_is_awaited_until_its_pods_exist_never_until_they_are_ready() -> None:
+    r = rendered_fixture("roce")
+    sts = find(r, "StatefulSet", "dev")
+    assert sts["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.replicas}=2"}
+    assert options(r, "StatefulSet", "dev")["custom_timeouts"] == ("5m", "5m")
+    assert "pulumi.com/skipAwait" not in sts["metadata"]["annotations"]
+
+
+def test_stopping_a_statefulset_keeps_it_and_its_claims_at_zero_replicas() -> None:
+    r = run(fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(state="stopped")))
+    sts = find(r, "StatefulSet", "dev")
+    assert sts["spec"]["replicas"] == 0
+    assert sts["metadata"]["annotations"][WAIT_FOR] == "jsonpath={.status.replicas}=0"
+    assert [t["metadata"]["name"] for t in sts["spec"]["volumeClaimTemplates"]] == ["workspace"]
+    assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    assert r.outputs["workloads"]["dev"]["state"] == "stopped"
+
+
+def test_a_training_job_is_never_awaited_to_completion() -> None:
+    stopped = find(rendered_fixture("roce"), "Job", "train-r1")
+    assert stopped["spec"]["suspend"] is True
+    assert stopped["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.spec.suspend}=true"}
+    running = find(run(fixtures.config("roce", _run_train)), "Job", "train-r1")
+    assert running["spec"]["suspend"] is False
+    assert running["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.startTime}"}
+    # No TTL: a Job the cluster deleted would be forgotten by `pulumi refresh` and run again by the next `up`.
+    assert "ttlSecondsAfterFinished" not in running["spec"]
+
+
+def _run_train(d: dict[str, Any]) -> None:
+    """Start the Job and make room for it (the check needs the other two main nodes)."""
+    fixtures.workload(d, "train")["state"] = "running"
+    d["bandwidth_checks"][0]["enabled"] = False
+
+
+def test_a_job_runs_again_only_under_a_new_run_number() -> None:
+    again = run(fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(run_number=2)))
+    names = {o["metadata"]["name"] for o in again.objects() if o["kind"] == "Job"}
+    assert "train-r2" in names and "train-r1" not in names
+    assert again.outputs["workloads"]["train"]["object"] == "train-r2"
+
+
+def _tree(tmp: Path, rendering: Rendering) -> dict[str, Any]:
+    return diff.read_folder(write(rendering, tmp))
+
+
+def test_a_job_template_change_shows_as_the_replacement_it_is(tmp_path: Path) -> None:
+    before = _tree(tmp_path / "a", rendered_fixture("roce"))
+    after = _tree(tmp_path / "b", run(fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(args=["bash", "/scripts/train.sh", "v2.py"]))))
+    text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
+    job_block = text.split("Job team-a/train-r1", 1)[1]
+    assert "REPLACES the object: the Job is deleted, then created again: a running run is killed" in job_block
+    # An env change of a StatefulSet is a rolling update, not a replacement.
+    after = _tree(tmp_path / "c", run(fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(env={"X": "1"}))))
+    text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
+    assert "StatefulSet team-a/dev" in text and "REPLACES" not in text.split("StatefulSet team-a/dev", 1)[1].split("\n~", 1)[0]
+
+
+def test_switching_the_transport_updates_the_same_workload() -> None:
+    def to_tcp(d: dict[str, Any]) -> None:
+        w = fixtures.workload(d, "dev")
+        w.update(transport="tcp", tcp_variants=[])
+
+    r = run(fixtures.config("roce", to_tcp))
+    sts = find(r, "StatefulSet", "dev")
     tpl = sts["spec"]["template"]
-    nets = tpl["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
-    assert nets == [f"nccl-test/{p}-network@net{i}" for i, p in enumerate(BARCELONA_PORTS, start=1)]
-    res = container(sts)["resources"]
-    for p in BARCELONA_PORTS:
-        assert res["requests"][f"openshift.io/{p}rdma"] == 1
-        assert res["limits"][f"openshift.io/{p}rdma"] == 1
-    assert res["limits"]["nvidia.com/gpu"] == 4
-    assert sts["spec"]["replicas"] == 2 and sts["spec"]["podManagementPolicy"] == "Parallel"
-    assert tpl["metadata"]["annotations"]["openshift.io/required-scc"] == "nccl-rdma-scc"
+    assert "k8s.v1.cni.cncf.io/networks" not in tpl["metadata"]["annotations"]
+    assert tpl["metadata"]["annotations"]["openshift.io/required-scc"] == "restricted-v2"
+    ctx = container(sts)["securityContext"]
+    assert ctx["runAsNonRoot"] is True and ctx["capabilities"] == {"drop": ["ALL"]} and "runAsUser" not in ctx
+    assert env_of(sts)["NCCL_IB_DISABLE"] == "1"
+    assert not [k for k in container(sts)["resources"]["limits"] if k.startswith("openshift.io/")]
 
 
-def test_rdma_pod_runs_as_root_with_ipc_lock_only():
-    sts = find(rendered_stack("barcelona"), "StatefulSet", "h-kim", "nccl-test")
-    sc = container(sts)["securityContext"]
-    assert sc["capabilities"] == {"add": ["IPC_LOCK"]}
-    assert sc["runAsUser"] == 0  # added capabilities are effective only for uid 0
-    assert "privileged" not in sc
+def test_a_variant_never_runs_beside_its_source_unless_asked() -> None:
+    def both(d: dict[str, Any]) -> None:
+        fixtures.workload(d, "dev")["tcp_variants"][0]["state"] = "running"
+
+    with pytest.raises(Exception, match=r"workloads\[dev\]\.tcp_variants\[dev-tcp\]\.state: .*alternatives"):
+        fixtures.config("roce", both)
+
+    def alongside(d: dict[str, Any]) -> None:
+        fixtures.workload(d, "dev")["tcp_variants"][0].update(state="running", alongside=True)
+        d["bandwidth_checks"][0]["enabled"] = False
+
+    r = run(fixtures.config("roce", alongside))
+    assert find(r, "StatefulSet", "dev-tcp")["spec"]["replicas"] == 2
 
 
-def test_pods_start_through_the_launcher_with_the_rendezvous_settings():
-    sts = find(rendered_stack("barcelona"), "StatefulSet", "h-kim", "nccl-test")
-    c = container(sts)
-    assert c["command"] == ["python3", "/opt/launcher/launcher.py"]
-    env = env_of(sts)
-    assert env["MASTER_ADDR"] == "h-kim-0.h-kim-headless.nccl-test.svc.cluster.local"
-    assert env["LAUNCHER_NNODES"] == "2" and env["LAUNCHER_GPUS_PER_NODE"] == "4"
-    assert env["LAUNCHER_RDMA_INTERFACES"] == "net1,net2,net3,net4"
-    assert env["NCCL_IB_DISABLE"] == "0" and env["NCCL_NET_GDR_LEVEL"] == "SYS"
-    # the devices are detected in the pod, not pinned to the seeds' wrong list
-    assert "NCCL_IB_HCA" not in env
-    pod_name = next(e for e in c["env"] if e["name"] == "POD_NAME")
-    assert pod_name["valueFrom"]["fieldRef"]["fieldPath"] == "metadata.name"
-    shm = next(v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "dshm")
-    assert shm["emptyDir"]["medium"] == "Memory"
+def test_a_variant_is_stopped_by_default() -> None:
+    variant = find(rendered_fixture("roce"), "StatefulSet", "dev-tcp")
+    assert variant["spec"]["replicas"] == 0
 
 
-def test_launcher_configmap_holds_the_tested_file():
+# --- the bandwidth check gates the rollout ---------------------------------------------------------
+
+
+def _check_job(r: Rendering) -> dict[str, Any]:
+    (job,) = [o for o in r.objects() if o["kind"] == "Job" and o["metadata"]["name"].startswith("fabric-")]
+    return job
+
+
+def test_the_check_runs_first_and_the_workloads_of_its_transport_wait_for_it() -> None:
+    r = rendered_fixture("roce")
+    job = _check_job(r)
+    assert job["spec"]["activeDeadlineSeconds"] == 30 * 60 and job["spec"]["backoffLimit"] == 0
+    assert WAIT_FOR not in job["metadata"].get("annotations", {})  # the provider's own await: its verdict
+    rec = next(x for x in r.resources if x.name == f"team-a/{job['metadata']['name']}")
+    assert rec.options["custom_timeouts"] == ("35m", "35m")
+    assert "BandwidthCheck" in rec.options["parent"]
+    dev = next(x for x in r.resources if x.type.endswith("StatefulSet") and x.name == "team-a/dev")
+    solo = next(x for x in r.resources if x.type.endswith("StatefulSet") and x.name == "team-b/solo")
+    # depends_on a component is a dependency on each of its children: the check's Job among them.
+    gate = f"BandwidthCheck$kubernetes:batch/v1:Job::team-a/{job['metadata']['name']}"
+    assert any(d.endswith(gate) for d in dev.options["depends_on"])  # RDMA: waits for the fabric's verdict
+    assert not any("BandwidthCheck" in d for d in solo.options["depends_on"])  # TCP: not gated by an RDMA check
+    # The check measures the training pods' network: the same networks and VFs as dev.
+    assert pod_spec(job)["containers"][0]["resources"]["limits"] == container(find(r, "StatefulSet", "dev"))["resources"]["limits"] | {
+        "cpu": "16", "memory": "64Gi"
+    }  # fmt: skip
+
+
+def test_the_check_runs_again_when_the_fabric_or_its_run_number_changes_and_only_then() -> None:
+    base = _check_job(rendered_fixture("roce"))["metadata"]["name"]
+    unrelated = _check_job(run(fixtures.config("roce", lambda d: fixtures.workload(d, "solo").update(cpu="8"))))["metadata"]["name"]
+    fabric = _check_job(run(fixtures.config("roce", lambda d: d["fabric"].update(link_gbps=200))))["metadata"]["name"]
+    rerun = _check_job(run(fixtures.config("roce", lambda d: d["bandwidth_checks"][0].update(run_number=2))))["metadata"]["name"]
+    assert unrelated == base
+    assert len({base, fabric, rerun}) == 3
+
+
+def test_a_disabled_check_deploys_nothing() -> None:
+    r = run(fixtures.config("roce", lambda d: d["bandwidth_checks"][0].update(enabled=False)))
+    assert not [o for o in r.objects() if "fabric" in o["metadata"]["name"]]
+    assert r.outputs["bandwidth_checks"] == {}
+    dev = next(x for x in r.resources if x.type.endswith("StatefulSet") and x.name == "team-a/dev")
+    assert not [d for d in dev.options["depends_on"] if "BandwidthCheck" in d]
+
+
+# --- provider, ConfigMaps, claims --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.FIXTURES))
+def test_every_resource_and_read_goes_through_the_stacks_own_provider(name: str) -> None:
+    r = rendered_fixture(name)
+    (provider,) = r.providers
+    assert provider.name == name
+    assert provider.inputs["clusterIdentifier"] == name  # a moved kubeconfig never replaces the provider
+    assert provider.inputs["enableConfigMapMutable"] == "true"  # launcher changes update in place
+    for rec in r.resources:
+        # (the mock runtime spells top-level URNs with the root stack's type; the engine leaves it out)
+        assert f"pulumi:providers:kubernetes::{name}::" in rec.options["provider"], rec.name
+
+
+def test_one_launcher_configmap_per_namespace_that_runs_pods() -> None:
+    r = rendered_fixture("roce")
+    launchers = [o for o in r.objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpu-training-launcher"]
+    assert sorted(o["metadata"]["namespace"] for o in launchers) == ["team-a", "team-b"]
     from components.launcher import LAUNCHER_PATH
 
-    r = rendered_stack("barcelona")
-    cm = find(r, "ConfigMap", "gpu-training-launcher", "nccl-test")
-    assert cm["data"]["launcher.py"] == LAUNCHER_PATH.read_text()
-    # one per namespace that runs pods, and every pod mounts it
-    assert len([o for o in r.objects() if o["kind"] == "ConfigMap"]) == 1
-    sts = find(r, "StatefulSet", "h-kim", "nccl-test")
-    (vol,) = [v for v in sts["spec"]["template"]["spec"]["volumes"] if v["name"] == "launcher"]
-    assert vol["configMap"]["name"] == "gpu-training-launcher"
+    assert launchers[0]["data"]["launcher.py"] == LAUNCHER_PATH.read_text(encoding="utf-8")
 
 
-def test_headless_service_publishes_not_ready_addresses():
-    svc = find(rendered_stack("barcelona"), "Service", "h-kim-headless", "nccl-test")
-    assert svc["spec"]["clusterIP"] == "None"
-    assert svc["spec"]["publishNotReadyAddresses"] is True
-    assert svc["spec"]["selector"] == {"app.kubernetes.io/instance": "h-kim"}
+def test_claims_are_protected_and_nfs_claims_wait_for_the_nfs_fix() -> None:
+    r = rendered_fixture("ib")
+    (claim,) = [x for x in r.resources if x.type == "kubernetes:core/v1:PersistentVolumeClaim"]
+    (fix,) = [x for x in r.resources if x.is_patch]
+    assert claim.options["protect"] and claim.options["retain_on_delete"]
+    assert fix.options["retain_on_delete"] and not fix.options["protect"]
+    assert any(d.endswith("PersistentVolumeClaimPatch::nfs/nfs-server-root") for d in claim.options["depends_on"])
 
 
-def test_barcelona_without_rwx_gets_per_pod_workspaces_that_outlive_the_statefulset():
-    sts = find(rendered_stack("barcelona"), "StatefulSet", "h-kim", "nccl-test")
-    (tpl,) = sts["spec"]["volumeClaimTemplates"]
-    assert tpl["metadata"]["name"] == "workspace"
-    assert tpl["spec"]["accessModes"] == ["ReadWriteOnce"]
+def test_data_of_a_statefulset_outlives_it() -> None:
+    sts = find(rendered_fixture("roce"), "StatefulSet", "dev")
     assert sts["spec"]["persistentVolumeClaimRetentionPolicy"] == {"whenDeleted": "Retain", "whenScaled": "Retain"}
+    out = rendered_fixture("roce").outputs["workloads"]["dev"]
+    assert out["per_pod_claims"] == ["team-a/workspace-dev-0", "team-a/workspace-dev-1"]
 
 
-def test_tcp_variant_is_derived_without_rdma():
-    r = rendered_stack("barcelona")
-    tcp = find(r, "StatefulSet", "h-kim-tcp", "nccl-test")
-    env = env_of(tcp)
-    assert env["NCCL_IB_DISABLE"] == "1" and env["LAUNCHER_MODE"] == "tcp"
-    assert "k8s.v1.cni.cncf.io/networks" not in tcp["spec"]["template"]["metadata"]["annotations"]
-    res = container(tcp)["resources"]["requests"]
-    assert not [k for k in res if k.startswith("openshift.io/")]
-    assert "capabilities" not in container(tcp)["securityContext"]
-    rdma = find(r, "StatefulSet", "h-kim", "nccl-test")
-    assert container(tcp)["image"] == container(rdma)["image"]
+# --- reads: what preview checks exists ---------------------------------------------------------------
 
 
-def test_cairo_rwx_claims_and_nfs_fix():
-    r = rendered_stack("cairo")
-    ws = find(r, "PersistentVolumeClaim", "ml-dev-workspace", "nccl-test")
-    ds = find(r, "PersistentVolumeClaim", "ml-datasets", "nccl-test")
-    for pvc, size in ((ws, "100Gi"), (ds, "500Gi")):
-        want = {"accessModes": ["ReadWriteMany"], "resources": {"requests": {"storage": size}}, "storageClassName": "nfs-csi"}
-        assert pvc["spec"] == want
-    (patch,) = [rec for rec in r.resources if rec.is_patch]
-    assert patch.type == "kubernetes:core/v1:PersistentVolumeClaimPatch"
-    assert patch.object["metadata"]["namespace"] == "nfs" and patch.object["metadata"]["name"] == "nfs-server-root"
-    assert patch.object["spec"] == {"storageClassName": "ocs-external-storagecluster-ceph-rbd"}
+def _reads(r: Rendering) -> set[str]:
+    return {f"{x.type.rsplit(':', 1)[1]} {x.name}" for x in r.reads}
 
 
-def test_cairo_references_the_existing_privileged_scc_and_grants_it_like_oc_adm_policy():
-    r = rendered_stack("cairo")
-    assert not [o for o in r.objects() if o["kind"] in ("SecurityContextConstraints", "ClusterRole")]
-    rb = find(r, "RoleBinding", "system:openshift:scc:privileged", "nccl-test")
-    assert rb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "system:openshift:scc:privileged"}
-    assert rb["subjects"] == [{"kind": "ServiceAccount", "name": "ml-dev-sa", "namespace": "nccl-test"}]
-    sts = find(r, "StatefulSet", "ml-dev-rdma", "nccl-test")
-    assert env_of(sts)["NCCL_IB_HCA"] == "=mlx5_2,mlx5_3,mlx5_4,mlx5_5"
-    assert "NCCL_IB_GID_INDEX" not in env_of(sts)  # InfiniBand uses no GID index
-    affinity = sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-    assert affinity["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == [
-        "moc-r4pcc02u15",
-        "moc-r4pcc02u16",
-    ]
+def test_each_tier_reads_what_it_relies_on() -> None:
+    config = fixtures.config("ib")
+    project = _reads(run(config, "project"))
+    platform = _reads(run(config, "platform"))
+    assert project == {"Namespace lab", "RoleBinding lab/system:openshift:scc:privileged"}
+    assert platform == {
+        "Namespace lab",
+        "SecurityContextConstraints privileged",
+        "PersistentVolumeClaim nfs/nfs-server-root",
+        "StorageClass ceph-rbd",
+        "StorageClass nfs-csi",
+    }
+    roce = _reads(rendered_fixture("roce"))
+    assert {"NetworkAttachmentDefinition default/port1-network", "Namespace team-b"} <= roce
+    assert not [x for x in roce if x.startswith("Secret")]  # a read would copy the secret into the state
 
 
-def test_nerc_is_tcp_only_with_no_capabilities():
-    r = rendered_stack("nerc")
-    pods = [o for o in r.objects() if o["kind"] == "Pod"]
-    assert len(pods) == 4
-    for pod in pods:
-        assert env_of(pod)["NCCL_IB_DISABLE"] == "1"
-        assert "capabilities" not in container(pod)["securityContext"]
-        assert pod["metadata"]["annotations"] == {"openshift.io/required-scc": "restricted-v2"}
-    assert not [o for o in r.objects() if o["kind"] in ("NetworkAttachmentDefinition", "RoleBinding", "SecurityContextConstraints")]
+def test_a_missing_namespace_fails_preview_naming_it() -> None:
+    with pytest.raises(MissingObject, match="resource 'lab' does not exist"):
+        run(fixtures.config("ib"), live={("Namespace", "lab"): MISSING})
 
 
-def test_indexed_job_uses_the_headless_service_as_subdomain():
-    job = find(rendered_stack("barcelona"), "Job", "h-kim-torchtitan", "nccl-test")
-    spec = job["spec"]
-    assert spec["completionMode"] == "Indexed" and spec["completions"] == spec["parallelism"] == 2
-    assert spec["template"]["spec"]["subdomain"] == "h-kim-torchtitan-headless"
-    assert spec["template"]["spec"]["restartPolicy"] == "Never"
-    assert env_of(job)["MASTER_ADDR"] == "h-kim-torchtitan-0.h-kim-torchtitan-headless.nccl-test.svc.cluster.local"
-    assert env_of(job)["LAUNCHER_RUN"] == "torchrun"
+def test_a_drifted_source_nad_fails_preview_with_the_fix() -> None:
+    import pulumi
+
+    live = {"metadata": {"annotations": {"k8s.v1.cni.cncf.io/resourceName": "openshift.io/port1rdma"}}, "spec": {"config": '{"type":"sriov","vlan":7}'}}
+    with pytest.raises(pulumi.RunError, match=r"NetworkAttachmentDefinition default/port1-network: its CNI config differs.*Fix: .*cni_config"):
+        run(fixtures.config("roce"), live={("NetworkAttachmentDefinition", "default/port1-network"): live})
 
 
-def test_data_volumes_are_protected_and_retained_on_delete(stack_rendering):
-    claims = [rec for rec in stack_rendering.resources if rec.type == "kubernetes:core/v1:PersistentVolumeClaim"]
-    per_pod = [o for o in stack_rendering.objects() if o["kind"] == "StatefulSet" and o["spec"].get("volumeClaimTemplates")]
-    assert claims or per_pod, "every stack has data volumes"
-    for rec in claims:
-        assert rec.options["protect"] and rec.options["retain_on_delete"], rec.name
-    for sts in per_pod:  # Kubernetes keeps these; the retention policy says so explicitly
-        assert sts["spec"]["persistentVolumeClaimRetentionPolicy"]["whenDeleted"] == "Retain"
+@pytest.mark.parametrize(
+    "state,phrase",
+    [
+        ({"spec": {"storageClassName": "nfs-client"}, "status": {"phase": "Bound"}}, "has storage class 'nfs-client' already"),
+        ({"spec": {}, "status": {"phase": "Bound"}}, "Bound without a storage class"),
+    ],
+)
+def test_the_nfs_patch_is_refused_in_preview_when_it_cannot_apply(state: dict[str, Any], phrase: str) -> None:
+    import pulumi
+
+    with pytest.raises(pulumi.RunError, match=phrase):
+        run(fixtures.config("ib"), "platform", live={("PersistentVolumeClaim", "nfs/nfs-server-root"): {"metadata": {}, **state}})
 
 
-def test_workloads_wait_for_their_grant_networks_and_claims(stack_rendering):
-    main_kinds = ("kubernetes:apps/v1:StatefulSet", "kubernetes:batch/v1:Job", "kubernetes:core/v1:Pod")
-    for rec in stack_rendering.resources:
-        if rec.type in main_kinds:
-            assert rec.options["delete_before_replace"], rec.name
-            deps = " ".join(rec.options["depends_on"])
-            for needed in ("ConfigMap", "ServiceAccount"):
-                assert needed in deps, (rec.name, needed)
+def test_an_existing_scc_that_lacks_what_the_pods_add_fails_preview() -> None:
+    import pulumi
+
+    def existing(d: dict[str, Any]) -> None:
+        d["security"].update(create=False, existing_allowed_capabilities=["IPC_LOCK"])
+
+    live = {"metadata": {"name": "gpu-rdma"}, "allowedCapabilities": [], "allowPrivilegedContainer": False, "runAsUser": {"type": "MustRunAsRange"}}
+    with pytest.raises(pulumi.RunError, match=r"SecurityContextConstraints gpu-rdma: it does not allow capabilities IPC_LOCK; its runAsUser"):
+        run(fixtures.config("roce", existing), "platform", live={("SecurityContextConstraints", "gpu-rdma"): live})
 
 
-def test_objects_equal_the_rendering(stack_rendering):
-    """The plain objects the preflight reads inside `pulumi preview` are what the program declares."""
-    config = stack_rendering.config
+def test_the_project_tier_fails_preview_when_the_platform_did_not_grant_its_scc() -> None:
+    import pulumi
 
-    def key(o):
+    live = {"metadata": {"name": "system:openshift:scc:gpu-rdma"}, "subjects": [], "roleRef": {}}
+    with pytest.raises(pulumi.RunError, match=r"RoleBinding team-a/system:openshift:scc:gpu-rdma: it does not bind trainer.*platform tier"):
+        run(fixtures.config("roce"), "project", live={("RoleBinding", "team-a/system:openshift:scc:gpu-rdma"): live})
+
+
+def test_the_state_the_stack_assumes_passes_every_check() -> None:
+    from components.prerequisites import requirements
+
+    for name in fixtures.FIXTURES:
+        for tier in ("all", "platform", "project"):
+            for req in requirements(fixtures.config(name), tier):
+                state = {f: req.expected.get(f) for f in req.fields}
+                assert req.verify is None or req.verify(state) is None, (name, tier, req.kind, req.object_id)
+
+
+# --- tiers --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.FIXTURES))
+def test_the_project_tier_declares_nothing_a_project_admin_may_not(name: str) -> None:
+    r = run(fixtures.config(name), "project")
+    for o in r.objects():
+        assert o["metadata"].get("namespace") in fixtures.data(name)["namespaces"], o
+        assert not (o["kind"] == "RoleBinding" and o["roleRef"]["name"].startswith("system:openshift:scc:")), o
+    platform = {(o["kind"], o["metadata"]["name"]) for o in run(fixtures.config(name), "platform").objects()}
+    everything = {(o["kind"], o["metadata"]["name"]) for o in rendered_fixture(name).objects()}
+    assert platform | {(o["kind"], o["metadata"]["name"]) for o in r.objects()} == everything
+
+
+# --- pods --------------------------------------------------------------------------------------------
+
+
+def test_pods_tolerate_the_gpu_taints_and_stay_on_their_node_set() -> None:
+    r = rendered_fixture("roce")
+    dev = pod_spec(find(r, "StatefulSet", "dev"))
+    solo = pod_spec(find(r, "StatefulSet", "solo"))
+    assert dev["tolerations"] == [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    assert dev["nodeSelector"] == {"nvidia.com/gpu.present": "true"}
+    hosts = dev["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
+    assert hosts == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a", "node-b", "node-c", "node-d"]}
+    assert dev["affinity"]["podAntiAffinity"]  # one pod per node
+    assert solo["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["node-e", "node-f"]
+    tcp = pod_spec(find(rendered_fixture("tcp"), "StatefulSet", "one"))
+    assert "affinity" not in tcp  # one unnamed node set: nothing to pin
+    assert tcp["tolerations"] == [{"key": "nvidia.com/gpu.product", "operator": "Equal", "value": "H100", "effect": "NoSchedule"}]
+
+
+def test_a_pod_holds_only_what_its_memlock_strategy_needs() -> None:
+    r = rendered_fixture("roce")
+    rdma = container(find(r, "StatefulSet", "dev"))["securityContext"]
+    assert rdma == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"], "add": ["IPC_LOCK"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsUser": 0,
+        "runAsNonRoot": False,
+    }
+    tcp = container(find(r, "StatefulSet", "solo"))["securityContext"]
+    assert tcp == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
+    assert find(r, "StatefulSet", "solo")["spec"]["template"]["metadata"]["annotations"]["openshift.io/required-scc"] == "restricted-v2"
+    for o in r.objects():
+        if o["kind"] in ("StatefulSet", "Job"):
+            assert pod_spec(o)["automountServiceAccountToken"] is False
+    scc = find(r, "SecurityContextConstraints", "gpu-rdma")
+    assert scc["allowedCapabilities"] == ["IPC_LOCK"] and scc["requiredDropCapabilities"] == ["ALL"]
+    # Grants only where pods run under the SCC: team-b runs TCP only.
+    assert [o["metadata"]["namespace"] for o in r.objects() if o["kind"] == "RoleBinding"] == ["team-a"]
+
+
+def test_the_rendezvous_admits_only_the_workloads_own_pods() -> None:
+    r = rendered_fixture("roce")
+    policy = find(r, "NetworkPolicy", "dev")
+    assert policy["spec"]["podSelector"] == {"matchLabels": {"app.kubernetes.io/instance": "dev"}}
+    own, router = policy["spec"]["ingress"]
+    assert own == {"from": [{"podSelector": {"matchLabels": {"app.kubernetes.io/instance": "dev"}}}]}
+    assert router["ports"] == [{"protocol": "TCP", "port": 8888}]  # only the routed port; debugpy stays port-forward only
+
+
+def test_developer_ports_get_a_service_and_an_edge_route_to_rank_0() -> None:
+    r = rendered_fixture("roce")
+    svc = find(r, "Service", "dev-dev")
+    assert svc["spec"]["selector"] == {"app.kubernetes.io/instance": "dev", "statefulset.kubernetes.io/pod-name": "dev-0"}
+    assert [p["name"] for p in svc["spec"]["ports"]] == ["jupyter"]
+    route = find(r, "Route", "dev-jupyter")
+    assert route["spec"]["to"]["name"] == "dev-dev" and route["spec"]["port"] == {"targetPort": "jupyter"}
+    assert route["spec"]["tls"]["termination"] == "edge"
+    assert [p["name"] for p in container(find(r, "StatefulSet", "dev"))["ports"]] == ["rendezvous", "jupyter", "debugpy"]
+    assert r.outputs["workloads"]["dev"]["routes"] == {"jupyter": "dev-jupyter"}
+
+
+def test_the_launcher_learns_what_was_set_on_purpose_and_where_the_hostfile_goes() -> None:
+    env = env_of(find(rendered_fixture("roce"), "StatefulSet", "dev"))
+    assert env["LAUNCHER_EXPLICIT_NCCL"] == "NCCL_IB_DISABLE,NCCL_IB_TIMEOUT,NCCL_NET_GDR_LEVEL"
+    assert env["LAUNCHER_DEEPSPEED_HOSTFILE"] == "/workspace/.deepspeed/hostfile"
+    assert env["LAUNCHER_HOSTS"] == "dev-0.dev-headless.team-a.svc.cluster.local,dev-1.dev-headless.team-a.svc.cluster.local"
+    assert env["LAUNCHER_STRICT"] == "false"
+
+
+def test_secrets_scripts_and_requests_reach_the_pod_without_the_secrets_value() -> None:
+    job = find(rendered_fixture("roce"), "Job", "train-r1")
+    c = container(job)
+    (token,) = [e for e in c["env"] if e["name"] == "HF_TOKEN"]
+    assert token == {"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf-secret", "key": "token"}}}
+    assert {"name": "scripts-0", "mountPath": "/scripts", "readOnly": True} in c["volumeMounts"]
+    one = container(find(rendered_fixture("tcp"), "StatefulSet", "one"))
+    assert one["resources"]["requests"]["cpu"] == "4" and one["resources"]["limits"]["cpu"] == "8"
+    assert one["resources"]["requests"]["memory"] == "8Gi" and one["resources"]["limits"]["memory"] == "10Gi"
+
+
+def test_a_changed_dockerfile_is_a_new_buildconfig_into_the_same_tag() -> None:
+    before = [o for o in rendered_fixture("roce").objects() if o["kind"] == "BuildConfig"]
+    after = [o for o in run(fixtures.config("roce", lambda d: d["images"][0].update(dockerfile=d["images"][0]["dockerfile"] + "RUN true\n"))).objects() if o["kind"] == "BuildConfig"]
+    assert before[0]["metadata"]["name"] != after[0]["metadata"]["name"]
+    assert before[0]["spec"]["output"] == after[0]["spec"]["output"] == {"to": {"kind": "ImageStreamTag", "name": "trainer:latest"}}
+    assert before[0]["spec"]["triggers"] == [{"type": "ConfigChange"}]  # it builds once, when created
+
+
+def test_node_level_objects_are_off_by_default_and_say_what_they_write() -> None:
+    assert not [o for o in rendered_fixture("roce").objects() if o["kind"] == "MachineConfig"]
+    r = run(fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True, "iommu_passthrough": True, "reason": "why"})))
+    memlock = find(r, "MachineConfig", "99-worker-crio-memlock")
+    (file,) = memlock["spec"]["config"]["storage"]["files"]
+    assert file["path"] == "/etc/crio/crio.conf.d/99-memlock" and file["mode"] == 0o644
+    text = base64.b64decode(file["contents"]["source"].split(",", 1)[1]).decode()
+    assert text == '[crio.runtime]\ndefault_ulimits = ["memlock=-1:-1"]\n'
+    assert find(r, "MachineConfig", "99-worker-iommu-passthrough")["spec"]["kernelArguments"] == ["iommu=pt"]
+    assert memlock["metadata"]["labels"]["machineconfiguration.openshift.io/role"] == "worker"
+
+
+# --- the program as a whole ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.FIXTURES))
+def test_the_objects_the_preflight_reads_are_the_ones_declared(name: str) -> None:
+    r = rendered_fixture(name)
+
+    def key(o: dict[str, Any]) -> tuple[str, str, str]:
         return (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
 
-    rendered = sorted((canonical(r.object, True) for r in stack_rendering.resources if not r.is_patch), key=key)
-    planned = sorted((canonical(o, True) for o in objects(config)), key=key)
-    assert rendered == planned
-    assert [canonical(r.object, True) for r in stack_rendering.resources if r.is_patch] == [canonical(p, True) for p in patches(config)]
+    config = r.config
+    assert sorted((canonical(x.object, True) for x in r.resources if not x.is_patch), key=key) == sorted((canonical(o, True) for o in objects(config)), key=key)
+    assert [canonical(x.object, True) for x in r.resources if x.is_patch] == [canonical(p, True) for p in patches(config)]
 
 
-def test_outputs_describe_each_workload(stack_rendering):
-    out = stack_rendering.outputs
-    config = stack_rendering.config
-    assert out["namespaces"] == config.namespaces and out["scc"] == config.security.scc
-    assert set(out["workloads"]) == {w.name for w in config.all_workloads()}
-    for w in config.all_workloads():
-        o = out["workloads"][w.name]
-        assert o["replicas"] == w.nodes and o["world_size"] == w.nodes * w.gpus_per_node and o["mode"] == w.transport
-        assert o["nccl_env"]["NCCL_IB_DISABLE"] == ("0" if w.transport == "rdma" else "1")
+@pytest.mark.parametrize("name", sorted(fixtures.FIXTURES))
+def test_the_layout_is_what_the_components_register(name: str) -> None:
+    """components.program.layout (which the import plan reads) names each object's parent as the
+    components really register it."""
+    r = rendered_fixture(name)
+    registered = set()
+    for rec in r.resources:
+        parent = rec.options["parent"]
+        ptype, pname = parent.split("::")[-2].rsplit("$", 1)[-1], parent.split("::")[-1]
+        registered.add((rec.type, rec.name, ptype, pname))
+    from components.kube import logical_name, token
+
+    planned = {(token(d.object, d.patch), logical_name(d.object), d.component_type, d.component_name) for d in layout(r.config)}
+    assert registered == planned
 
 
-def test_barcelona_outputs_name_the_nads_and_master_addr():
-    out = rendered_stack("barcelona").outputs
-    assert "nccl-test/eno5np0-network" in out["network_attachments"]
-    assert out["workloads"]["h-kim"]["master_addr"] == "h-kim-0.h-kim-headless.nccl-test.svc.cluster.local"
-    assert out["workloads"]["h-kim"]["headless_service"] == "h-kim-headless.nccl-test.svc.cluster.local"
+def test_two_resources_with_one_name_are_refused_as_pulumi_up_would() -> None:
+    from pulumi.runtime.mocks import MockResourceArgs
+
+    mocks = _Mocks(fixtures.config("tcp"), "all", {})
+    args = MockResourceArgs(typ="kubernetes:core/v1:ConfigMap", name="proj/x", inputs={}, provider="", resource_id="", custom=True)
+    mocks.new_resource(args)
+    with pytest.raises(DuplicateResource, match="Duplicate resource URN"):
+        mocks.new_resource(args)
 
 
-def test_rendering_is_deterministic(tmp_path):
-    from render.writer import write
-
-    config = stacks.load("barcelona")
-    a = write(run(config), tmp_path / "a")
-    b = write(run(config), tmp_path / "b")
-    files_a = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
-    assert files_a == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
-    for rel in files_a:
+def test_rendering_is_deterministic(tmp_path: Path) -> None:
+    config = fixtures.config("roce")
+    a, b = write(run(config), tmp_path / "a"), write(run(config), tmp_path / "b")
+    files = sorted(p.relative_to(a) for p in a.rglob("*") if p.is_file())
+    assert files == sorted(p.relative_to(b) for p in b.rglob("*") if p.is_file())
+    for rel in files:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
-    assert "replicas: 2\n" in (a / "nccl-test" / "statefulset-h-kim.yaml").read_text()  # ints, not 2.0
-
-
-def test_tcp_variant_drops_rdma_only_nccl_settings_but_keeps_the_rest():
-    config = stacks.load("barcelona")
-    data = config.model_dump()
-    (h_kim,) = [w for w in data["workloads"] if w["name"] == "h-kim"]
-    h_kim["env"] = {"NCCL_IB_HCA": "=mlx5_6", "NCCL_SOCKET_IFNAME": "net1", "NCCL_DEBUG": "INFO", "HF_HOME": "/workspace/hf"}
-    variant = next(w for w in stacks.validate(data, "test").all_workloads() if w.name == "h-kim-tcp")
-    assert variant.env == {"NCCL_DEBUG": "INFO", "HF_HOME": "/workspace/hf"}
+    assert "replicas: 2\n" in (a / "team-a" / "statefulset-dev.yaml").read_text()  # ints, not 2.0
+    assert json.loads((a / "outputs.json").read_text())["schema_version"] == "2"

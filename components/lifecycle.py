@@ -1,0 +1,94 @@
+"""What `pulumi up` waits for, per kind, and which changes replace an object: one place, read by the
+components (the annotations they render), by `python -m stacks diff` (which marks replacements) and
+by the README's lifecycle section.
+
+The facts behind it are the kubernetes provider's (pulumi-kubernetes 4.33/4.34, provider/pkg/await
+and provider/pkg/provider/diff.go):
+- `pulumi.com/waitFor` replaces the built-in await of create and update (not of delete): a JSONPath
+  without a value waits until the field exists, with a value until its first result equals it.
+  StatefulSet `status.replicas` counts the pods the controller created, Pending ones included, and is
+  present even at 0. A Job gets `status.startTime` when the controller starts it, none while suspended.
+- Without it, a StatefulSet is awaited until every pod is Ready (GPU scheduling), a Job until it
+  completes (hours of training), a suspended Job until the timeout.
+- A PVC is awaited until Bound (a fixed 5 minutes), except on a WaitForFirstConsumer class.
+- Services without pods to wait for, ConfigMaps, RBAC, NetworkPolicies and every OpenShift kind
+  (Route, BuildConfig, ImageStream, SCC, MachineConfig, NAD) are done once the API server accepts them.
+"""
+
+from __future__ import annotations
+
+WAIT_FOR = "pulumi.com/waitFor"
+# How long `pulumi up` may wait for pods to be created: an SCC or quota rejection shows up as pods
+# that never exist, and fails the update after this long instead of the provider's 10 minutes.
+POD_CREATION_TIMEOUT = "5m"
+# How much longer than a bandwidth check's deadline `pulumi up` waits for its verdict.
+CHECK_MARGIN_MINUTES = 5
+
+
+def statefulset_await(replicas: int) -> dict[str, str]:
+    """Done when the pods exist (or are gone, when stopped): never waits on free GPUs."""
+    return {WAIT_FOR: f"jsonpath={{.status.replicas}}={replicas}"}
+
+
+def job_await(suspended: bool) -> dict[str, str]:
+    """A training Job: done when the controller has started it, or has it suspended. Never its end."""
+    return {WAIT_FOR: "jsonpath={.spec.suspend}=true" if suspended else "jsonpath={.status.startTime}"}
+
+
+# The README's "What pulumi up waits for" table, in the order it is shown.
+AWAITS: list[tuple[str, str]] = [
+    (
+        "StatefulSet",
+        "until its pods exist (`status.replicas` equals the replicas; Pending pods count), at most "
+        f"{POD_CREATION_TIMEOUT}: an SCC or quota rejection fails `up`, while free GPUs, image pulls and Ready "
+        "never hold it. Stopped (0 replicas): until its pods are gone.",
+    ),
+    (
+        "Job (training)",
+        f"until the Job controller has started it (`status.startTime`), at most {POD_CREATION_TIMEOUT}; stopped: "
+        "until the suspension is recorded. Never until it completes.",
+    ),
+    (
+        "Job (bandwidth check)",
+        f"until its verdict: Complete, or Failed at once; at most deadline_minutes + {CHECK_MARGIN_MINUTES}. The "
+        "workloads of its transport are declared after it.",
+    ),
+    ("PersistentVolumeClaim", "until Bound on an Immediate class (the provider's fixed 5 minutes); not at all on WaitForFirstConsumer."),
+    (
+        "everything else",
+        "not at all: Services, ConfigMaps, ServiceAccounts, RBAC, NADs, NetworkPolicies, Routes, BuildConfigs, "
+        "ImageStreams, SCCs and MachineConfigs are done when the API server accepts them. Reads of what the stack "
+        "relies on take a moment each.",
+    ),
+]
+
+# Field paths whose change makes the provider replace the object (diff.go), and what that costs.
+RENAME = "a new object is created and the old one deleted (for a StatefulSet: its pods restart under the new name)"
+REPLACES: dict[str, tuple[tuple[str, ...], str]] = {
+    "Job": (
+        ("spec.template", "spec.completions", "spec.parallelism", "spec.selector"),
+        "the Job is deleted, then created again: a running run is killed and starts from zero (to start a new run "
+        "beside the record of the old one, raise run_number instead)",
+    ),
+    "StatefulSet": (
+        ("spec.volumeClaimTemplates", "spec.serviceName", "spec.podManagementPolicy", "spec.selector", "spec.revisionHistoryLimit"),
+        "the StatefulSet is deleted, then created again: every pod restarts at once; per-pod claims are kept "
+        "(Retain) and re-attached by name, but a new size or class in the template never reaches an existing claim",
+    ),
+    "PersistentVolumeClaim": (
+        ("spec.accessModes", "spec.storageClassName", "spec.selector", "spec.volumeName"),
+        "the claim would be deleted with its data: it is protected, so `pulumi up` stops with an error instead",
+    ),
+    "Service": (("spec.clusterIP",), "the Service is deleted, then created again"),
+    "RoleBinding": (("roleRef",), "the grant is deleted, then created again"),
+}
+# Everything renamed or moved: metadata.name and metadata.namespace always replace.
+IDENTITY = ("metadata.name", "metadata.namespace")
+
+
+def replacement(kind: str, path: str) -> str | None:
+    """What changing `path` of a `kind` costs, when the provider replaces the object for it."""
+    if path.startswith(IDENTITY):
+        return RENAME
+    fields, cost = REPLACES.get(kind, ((), ""))
+    return cost if any(path == f or path.startswith(f + ".") or path.startswith(f + "[") for f in fields) else None

@@ -1,0 +1,262 @@
+"""What a stack relies on but does not own, read from the cluster so that `pulumi preview` fails
+when `pulumi up` would.
+
+The kubernetes provider's preview swallows AlreadyExists, Forbidden and missing-namespace errors and
+never dry-runs a patch's create; reads, though, run during preview and fail it when the object is
+missing (`resource 'NS/NAME' does not exist`) or the cluster cannot be reached. So each tier reads:
+
+- project: its namespaces, the existing ConfigMaps, ImageStreams and claims its workloads use, and
+  (when a separate platform stack grants the SCC) the grant's RoleBinding, checking it names every
+  service account that needs it;
+- platform: its namespaces, the existing SCC it references (checking it allows what the pods add),
+  the claims it patches (checking the patch can apply: no class yet and not bound, or the class
+  already set), the storage classes the claims name, and the SR-IOV operator's source NADs (checking
+  the copies' config still matches them).
+
+A check that fails raises pulumi.RunError, which the CLI prints as one `error:` line with the fix.
+Secrets are not read: a read would copy their values into the Pulumi state.
+
+`expected` is the state the stack assumes for each object: the offline renderer answers every read
+with it, and a test holds that it passes every check.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+
+from components.kube import NAD_API, NAD_KIND, RESOURCE_NAME, SCC_API, SRIOV_OWNER_REF, LiveObject
+from components.networks import rdma_namespaces
+from components.security import granted_accounts, needed_capabilities, pod_specs, use_binding, use_role_name
+from stacks.model import ClusterConfig, PvcStorageClassFix, SriovAttachment
+
+Check = Callable[[dict[str, Any]], "str | None"]
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One object the stack reads: why, and what to do when it is missing or wrong."""
+
+    api_version: str
+    kind: str
+    object_id: str
+    """NAMESPACE/NAME, or NAME for a cluster-scoped object (the provider's read id)."""
+    why: str
+    fix: str
+    expected: dict[str, Any]
+    verify: Check | None = None
+    fields: tuple[str, ...] = ("metadata", "spec", "status")
+    """The object's top-level fields the check reads (an SCC has no spec)."""
+    tier: str = "project"
+
+
+def _namespace(config: ClusterConfig, ns: str, tier: str) -> Requirement:
+    return Requirement(
+        "v1", "Namespace", ns,
+        why="the stack deploys into it; projects are made by their users or admins, not by this program",
+        fix=f"create the project (`oc new-project {ns}`), or remove it from namespaces in stacks/{config.name}.py",
+        expected={"metadata": {"name": ns}, "status": {"phase": "Active"}},
+        verify=lambda s: "the project is being deleted (Terminating)" if (s.get("status") or {}).get("phase") == "Terminating" else None,
+        tier=tier,
+    )  # fmt: skip
+
+
+def _grant(config: ClusterConfig, ns: str, accounts: list[str]) -> Requirement:
+    scc = config.security.scc
+    assert scc is not None
+    want = set(accounts)
+
+    def verify(state: dict[str, Any]) -> str | None:
+        subjects = state.get("subjects") or []
+        have = {s.get("name") for s in subjects if s.get("kind") == "ServiceAccount" and s.get("namespace", ns) == ns}
+        missing = sorted(want - have)
+        return f"it does not bind {', '.join(missing)}: their pods would be rejected by SCC admission" if missing else None
+
+    return Requirement(
+        "rbac.authorization.k8s.io/v1", "RoleBinding", f"{ns}/{use_role_name(scc)}",
+        why=f"pods in {ns} run under SCC {scc!r}, which this project stack may not grant itself",
+        fix=f"a cluster admin runs the platform tier of {config.name} (`pulumi up -s {config.name}-platform`), "
+        f"or `oc adm policy add-scc-to-user {scc} -z SA -n {ns}` for each service account",
+        expected=use_binding(scc, ns, accounts),
+        verify=verify,
+        fields=("metadata", "subjects", "roleRef"),
+    )  # fmt: skip
+
+
+def _scc(config: ClusterConfig) -> Requirement:
+    sec = config.security
+    assert sec.scc is not None
+    caps = sec.existing_allowed_capabilities
+    privileged = any(config.memlock_of(w) == "privileged" for w in pod_specs(config) if config.scc_of(w) == sec.scc)
+    root = any(config.memlock_of(w) in ("root-ipc-lock", "root-sys-resource") for w in pod_specs(config) if config.scc_of(w) == sec.scc)
+    needed = needed_capabilities(config)
+
+    def verify(state: dict[str, Any]) -> str | None:
+        allowed = set(state.get("allowedCapabilities") or [])
+        problems = []
+        if "*" not in allowed and not state.get("allowPrivilegedContainer"):
+            lacking = [c for c in needed if c not in allowed]
+            if lacking:
+                problems.append(f"it does not allow capabilities {', '.join(lacking)}")
+        if privileged and not state.get("allowPrivilegedContainer"):
+            problems.append("it does not allow privileged containers")
+        run_as = state.get("runAsUser") or {}
+        if root and not (run_as.get("type") == "RunAsAny" or (run_as.get("type") == "MustRunAs" and run_as.get("uid") == 0)):
+            problems.append(f"its runAsUser ({run_as.get('type')}) does not admit uid 0")
+        return "; ".join(problems) or None
+
+    return Requirement(
+        SCC_API, "SecurityContextConstraints", sec.scc,
+        why="the stack's pods pin it (openshift.io/required-scc) and the stack does not create it",
+        fix=f"create the SCC, or let the stack create a least-privilege one (security.create: true with another name), "
+        f"or correct security.existing_* in stacks/{config.name}.py",
+        expected={
+            "metadata": {"name": sec.scc},
+            "allowedCapabilities": ["*"] if caps is None else list(caps),
+            "allowPrivilegedContainer": sec.existing_allows_privileged,
+            "runAsUser": {"type": "RunAsAny" if sec.existing_allows_root else "MustRunAsRange"},
+        },
+        verify=verify,
+        fields=("metadata", "allowedCapabilities", "allowPrivilegedContainer", "runAsUser"),
+        tier="platform",
+    )  # fmt: skip
+
+
+def _fixed_claim(fix: PvcStorageClassFix) -> Requirement:
+    def verify(state: dict[str, Any]) -> str | None:
+        current = (state.get("spec") or {}).get("storageClassName")
+        phase = (state.get("status") or {}).get("phase")
+        if current not in (None, "", fix.storage_class):
+            return f"it has storage class {current!r} already: the patch to {fix.storage_class!r} would be refused (the class is immutable once set)"
+        if not current and phase == "Bound":
+            return "it is Bound without a storage class: Kubernetes sets a class only on an unbound claim, so the patch would be refused"
+        return None
+
+    return Requirement(
+        "v1", "PersistentVolumeClaim", f"{fix.namespace}/{fix.pvc}",
+        why=f"the stack sets its storage class ({fix.reason})",
+        fix="remove the pvc_fixes entry if the claim is fixed another way, or ask the claim's owner to recreate it with "
+        f"storageClassName {fix.storage_class}",
+        expected={"metadata": {"name": fix.pvc, "namespace": fix.namespace}, "spec": {"storageClassName": None}, "status": {"phase": "Pending"}},
+        verify=verify,
+        tier="platform",
+    )  # fmt: skip
+
+
+def _storage_class(config: ClusterConfig, name: str) -> Requirement:
+    return Requirement(
+        "storage.k8s.io/v1", "StorageClass", name,
+        why="claims of the stack name it",
+        fix=f"use a class `oc get storageclass` lists, and correct storage_classes in stacks/{config.name}.py",
+        expected={"metadata": {"name": name}},
+        fields=("metadata",),
+        tier="platform",
+    )  # fmt: skip
+
+
+def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Requirement:
+    assert config.fabric is not None
+    ns = config.fabric.nad_source_namespace
+
+    def verify(state: dict[str, Any]) -> str | None:
+        problems = []
+        resource = ((state.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME)
+        if resource != att.resource:
+            problems.append(f"its resourceName is {resource!r}, the stack's {att.resource!r}")
+        if copies and att.cni_config:
+            try:
+                same = json.loads((state.get("spec") or {}).get("config") or "null") == json.loads(att.cni_config)
+            except ValueError:
+                same = False
+            if not same:
+                problems.append("its CNI config differs from fabric.attachments[].cni_config, which the copies carry")
+        return "; ".join(problems) or None
+
+    return Requirement(
+        NAD_API, NAD_KIND, f"{ns}/{att.network}",
+        why="the SR-IOV operator's network the RDMA pods attach" + (" (the copies carry its config)" if copies else ""),
+        fix=f"check the SriovNetwork objects (`oc get net-attach-def -n {ns}`); set cni_config from "
+        f"`oc get net-attach-def {att.network} -n {ns} -o jsonpath='{{.spec.config}}'` and resource from its resourceName annotation",
+        expected={
+            "metadata": {
+                "name": att.network,
+                "namespace": ns,
+                "annotations": {RESOURCE_NAME: att.resource, SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{att.network}"},
+            },
+            "spec": {"config": att.cni_config or "{}"},
+        },
+        verify=verify,
+        tier="platform",
+    )  # fmt: skip
+
+
+def _existing(config: ClusterConfig, api: str, kind: str, ns: str, name: str, fix: str) -> Requirement:
+    return Requirement(api, kind, f"{ns}/{name}", why="workloads of the stack use it; its owner made it", fix=fix, expected={"metadata": {"name": name, "namespace": ns}}, fields=("metadata",))
+
+
+def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
+    """Every read a run of `tier` (all, platform, project) makes, in a stable order."""
+    project, platform = tier in ("all", "project"), tier in ("all", "platform")
+    out: list[Requirement] = []
+    sec = config.security
+    grants = granted_accounts(config)
+    if project:
+        out += [_namespace(config, ns, "project") for ns in config.namespaces]
+        out += [
+            _existing(config, "v1", "ConfigMap", o.namespace, o.name, f"create it (`oc create configmap {o.name} --from-file=... -n {o.namespace}`) or drop it from existing.config_maps")
+            for o in config.existing.config_maps
+        ]
+        out += [
+            _existing(config, "image.openshift.io/v1", "ImageStream", o.namespace, o.name, f"build or import the image into {o.namespace}/{o.name}, or let the stack build it (images)")
+            for o in config.existing.image_streams
+        ]
+        out += [
+            _existing(config, "v1", "PersistentVolumeClaim", v.namespace, v.name, f"the claim's owner creates it, or the volume is not existing: set existing: false and a size")
+            for v in config.volumes
+            if v.existing
+        ]
+        if tier == "project":
+            out += [_grant(config, ns, accounts) for ns, accounts in grants.items()]
+    if platform:
+        if tier == "platform":
+            # The grants it makes need their namespaces (in `all`, the project side reads every namespace).
+            out += [_namespace(config, ns, "platform") for ns in sorted(grants)]
+        if sec.scc and not sec.create and any(config.scc_of(w) == sec.scc for w in pod_specs(config)):
+            out.append(_scc(config))
+        out += [_fixed_claim(f) for f in config.pvc_fixes]
+        classes = sorted({v.storage_class for v in config.volumes if v.storage_class and not v.existing} | {f.storage_class for f in config.pvc_fixes})
+        out += [_storage_class(config, c) for c in classes]
+        fabric = config.fabric
+        if fabric is not None and fabric.device_access == "sriov" and rdma_namespaces(config):
+            out += [_source_nad(config, a, fabric.nad_mode == "copy") for a in fabric.attachments]
+    return out
+
+
+class Prerequisites(pulumi.ComponentResource):
+    """Reads of what the stack relies on; a missing or wrong one fails preview with its fix."""
+
+    TYPE = "gpu-training:index:Prerequisites"
+
+    reads: list[LiveObject]
+
+    def __init__(self, name: str, config: ClusterConfig, tier: str, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        self.reads = []
+        for req in requirements(config, tier):
+            live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, pulumi.ResourceOptions(parent=self))
+            self.reads.append(live)
+            if req.verify is not None:
+                state = pulumi.Output.all(*[getattr(live, f) for f in req.fields])
+                state.apply(lambda values, req=req: _verified(req, dict(zip(req.fields, values, strict=True))))  # type: ignore[misc]
+        self.register_outputs({})
+
+
+def _verified(req: Requirement, state: dict[str, Any]) -> None:
+    assert req.verify is not None
+    problem = req.verify(state)
+    if problem:
+        raise pulumi.RunError(f"{req.kind} {req.object_id}: {problem} ({req.why}). Fix: {req.fix}")

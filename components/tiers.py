@@ -1,0 +1,85 @@
+"""Who may declare what: every object belongs to the platform tier (cluster-admin) or the project
+tier (a researcher with admin in their project), and a Pulumi stack declares one tier or both.
+
+- platform: cluster-scoped objects (SCC, ClusterRole, MachineConfig), RoleBindings to an SCC's use-role
+  (binding it needs `bind` on the role, which project admins do not hold), and objects in namespaces
+  outside the stack's projects (the NFS server's claim in `nfs`, the source NADs in `default`).
+- project: everything in the stack's own namespaces: service accounts, NAD copies, PVCs, ConfigMaps,
+  Services, Routes, NetworkPolicies, builds, workloads.
+
+`gpu-training:tier` in a stack file selects: all (one person with both rights), platform, or project.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components.kube import CLUSTER_SCOPED_KINDS, Keep
+from stacks.model import ClusterConfig
+
+PLATFORM = "platform"
+PROJECT = "project"
+SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
+
+# kind -> the resource `oc auth can-i` names (plural.group).
+RESOURCES = {
+    "SecurityContextConstraints": "securitycontextconstraints.security.openshift.io",
+    "ClusterRole": "clusterroles.rbac.authorization.k8s.io",
+    "RoleBinding": "rolebindings.rbac.authorization.k8s.io",
+    "MachineConfig": "machineconfigs.machineconfiguration.openshift.io",
+    "ServiceAccount": "serviceaccounts",
+    "NetworkAttachmentDefinition": "network-attachment-definitions.k8s.cni.cncf.io",
+    "PersistentVolumeClaim": "persistentvolumeclaims",
+    "ConfigMap": "configmaps",
+    "Secret": "secrets",
+    "Service": "services",
+    "Namespace": "namespaces",
+    "StatefulSet": "statefulsets.apps",
+    "Job": "jobs.batch",
+    "NetworkPolicy": "networkpolicies.networking.k8s.io",
+    "Route": "routes.route.openshift.io",
+    "BuildConfig": "buildconfigs.build.openshift.io",
+    "ImageStream": "imagestreams.image.openshift.io",
+    "StorageClass": "storageclasses.storage.k8s.io",
+}
+
+
+def tier_of(obj: dict[str, Any], config: ClusterConfig) -> str:
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace")
+    if obj["kind"] in CLUSTER_SCOPED_KINDS or not namespace:
+        return PLATFORM
+    if obj["kind"] == "RoleBinding" and str((obj.get("roleRef") or {}).get("name", "")).startswith(SCC_USE_ROLE_PREFIX):
+        return PLATFORM
+    if namespace not in config.namespaces:
+        return PLATFORM
+    return PROJECT
+
+
+def keep_for(config: ClusterConfig, tier: str) -> Keep:
+    """The filter a run of `tier` declares objects through."""
+    if tier == "all":
+        return lambda obj: True
+    return lambda obj: tier_of(obj, config) == tier
+
+
+def can_i(obj: dict[str, Any], patch: bool = False) -> list[str]:
+    """The `oc auth can-i` lines that tell whether the current user may declare the object."""
+    meta = obj.get("metadata") or {}
+    resource = RESOURCES.get(obj["kind"], obj["kind"].lower() + "s")
+    ns = f" -n {meta['namespace']}" if meta.get("namespace") else ""
+    if patch:
+        return [f"oc auth can-i patch {resource}/{meta['name']}{ns}"]
+    lines = [f"oc auth can-i create {resource}{ns}"]
+    role = str((obj.get("roleRef") or {}).get("name", ""))
+    if obj["kind"] == "RoleBinding" and role.startswith(SCC_USE_ROLE_PREFIX):
+        # Binding a role needs `bind` on it, or every permission it grants (here: `use` of the SCC).
+        lines.append(f"oc auth can-i bind clusterroles.rbac.authorization.k8s.io/{role}{ns}")
+    return lines
+
+
+def can_i_read(kind: str, object_id: str) -> str:
+    """The `oc auth can-i` line for a read of an object the stack relies on."""
+    namespace, _, name = object_id.rpartition("/")
+    ns = f" -n {namespace}" if namespace else ""
+    return f"oc auth can-i get {RESOURCES.get(kind, kind.lower() + 's')}/{name}{ns}"

@@ -1,0 +1,216 @@
+"""Bringing a cluster that was set up by hand under Pulumi, and who may run which part.
+
+- `import_plan`: a `pulumi import --file` plan for the objects the stack declares that exist already
+  (the config's `hand_made`), each with its type token, its logical name, its id (NAMESPACE/NAME or
+  NAME) and its parent component, so that after the import `pulumi preview` plans no create and no
+  delete for them. The components are declared in the file (`component: true`, Pulumi CLI 3.94+) and
+  the entries use `logicalName` (3.98+); the stack's explicit provider must exist in the state first
+  (`pulumi up --target` its URN; README "Adopting what exists").
+- `adopt_diff`: what adopting a live object (`oc get -o yaml`) changes, and whether it narrows it:
+  rights the live object grants that the stack's declaration takes away.
+- `rights_report`: per object its tier and the `oc auth can-i` line that says whether you may
+  declare it; per read, the line that says whether you may read it, and the fix when it is missing.
+
+The parents come from `components.program.layout`, the declarative form of what `build` registers;
+a test holds the two equal under the mock runtime.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pulumi_kubernetes import _utilities
+
+import stacks
+from components.kube import logical_name, token
+from components.prerequisites import requirements
+from components.program import layout
+from components.tiers import PLATFORM, PROJECT, can_i, can_i_read, tier_of
+from stacks.model import ClusterConfig
+
+PROJECT_NAME = "gpu-training"
+PROVIDER_TYPE = "pulumi:providers:kubernetes"
+
+
+def provider_urn(stack: str, config: ClusterConfig) -> str:
+    """The URN of the stack's explicit kubernetes provider (components/program.py names it after the cluster)."""
+    return f"urn:pulumi:{stack}::{PROJECT_NAME}::{PROVIDER_TYPE}::{config.name}"
+
+
+def component_urn(stack: str, component_type: str, name: str) -> str:
+    return f"urn:pulumi:{stack}::{PROJECT_NAME}::{component_type}::{name}"
+
+
+def _handle(component_type: str, name: str) -> str:
+    """A component's handle in the import file: unique, and distinct from every object's handle."""
+    return f"{component_type.rsplit(':', 1)[-1]} {name}"
+
+
+def _ref(obj: dict[str, Any]) -> tuple[str, str | None, str]:
+    meta = obj["metadata"]
+    return obj["kind"], meta.get("namespace"), meta["name"]
+
+
+def import_entries(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
+    """Every object the tier declares, as an import entry, marked hand-made or fresh. Patches are not
+    imported (a patch is a change to an object the stack does not own)."""
+    made = {(h.kind, h.namespace, h.name) for h in config.hand_made}
+    out = []
+    for d in layout(config, tier):
+        if d.patch:
+            continue
+        obj = d.object
+        out.append(
+            {
+                "type": token(obj),
+                "name": f"{obj['kind']} {logical_name(obj)}",
+                "logicalName": logical_name(obj),
+                "id": logical_name(obj),
+                "parent": _handle(d.component_type, d.component_name),
+                "component": (d.component_type, d.component_name),
+                "hand_made": _ref(obj) in made,
+            }
+        )
+    return out
+
+
+def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: list[str] | None = None) -> dict[str, Any]:
+    """The import file: the hand-made objects of the tier (optionally only some kinds), their parent
+    components (created empty if they are not in the state yet) and the stack's provider."""
+    wanted = set(kinds) if kinds else None
+    if wanted:
+        known = {d.object["kind"] for d in layout(config, "all")}
+        unknown = sorted(wanted - known)
+        if unknown:
+            raise stacks.ConfigError(f"--only: the stack declares no {', '.join(unknown)} (it declares {', '.join(sorted(known))})")
+    version = _utilities.get_version()
+    entries = [e for e in import_entries(config, tier) if e["hand_made"] and (wanted is None or e["name"].split(" ", 1)[0] in wanted)]
+    components = sorted({e["component"] for e in entries})
+    resources: list[dict[str, Any]] = [
+        {"type": ctype, "name": _handle(ctype, cname), "logicalName": cname, "component": True} for ctype, cname in components
+    ]
+    for e in entries:
+        resources.append(
+            {
+                "type": e["type"],
+                "name": e["name"],
+                "logicalName": e["logicalName"],
+                "id": e["id"],
+                "parent": e["parent"],
+                "provider": "kubernetes",
+                "version": version,
+            }
+        )
+    return {"nameTable": {"kubernetes": provider_urn(stack, config)}, "resources": resources}
+
+
+def plan_summary(plan: dict[str, Any]) -> str:
+    objects = [r for r in plan["resources"] if not r.get("component")]
+    return f"{len(objects)} object(s) to adopt under {len(plan['resources']) - len(objects)} component(s)"
+
+
+def fresh_objects(config: ClusterConfig, tier: str = "all") -> list[str]:
+    """What the stack creates itself (not hand-made): `Kind NAMESPACE/NAME`."""
+    return [e["name"] for e in import_entries(config, tier) if not e["hand_made"]]
+
+
+# --- adopt-diff ---------------------------------------------------------------------------------
+
+# What the API server or another controller sets: never the stack's to declare, never a change.
+SERVER_SET = frozenset(
+    {"uid", "resourceVersion", "creationTimestamp", "managedFields", "generation", "selfLink", "ownerReferences", "deletionTimestamp"}
+)
+SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "openshift.io/", "include.release.openshift.io/")
+
+
+def _leaves(value: Any, path: str = "") -> dict[str, Any]:
+    """Flatten an object to {path: value}; lists stay whole (adoption replaces them whole)."""
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_leaves(v, f"{path}.{k}" if path else str(k)))
+        return out if out or not path else {path: {}}
+    return {path: value}
+
+
+def _clean(obj: dict[str, Any]) -> dict[str, Any]:
+    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_SET}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(SERVER_ANNOTATIONS)}
+    if annotations:
+        meta["annotations"] = annotations
+    else:
+        meta.pop("annotations", None)
+    return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
+
+
+def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool]:
+    """(report, whether adopting narrows the live object)."""
+    if not isinstance(live, dict) or not isinstance(live.get("metadata"), dict) or "kind" not in live:
+        raise stacks.ConfigError(f"{source}: not a Kubernetes object (expected the output of `oc get KIND NAME -o yaml`)")
+    kind, ns, name = live["kind"], live["metadata"].get("namespace"), live["metadata"].get("name")
+    declared = next((d.object for d in layout(config, "all") if _ref(d.object) == (kind, ns, name)), None)
+    where = f"{ns}/{name}" if ns else str(name)
+    if declared is None:
+        raise stacks.ConfigError(f"{source}: stack {config.name} declares no {kind} {where}: nothing would adopt it")
+    before, after = _leaves(_clean(live)), _leaves(declared)
+    lines = [f"{kind} {where}: live ({source}) -> what stack {config.name} declares"]
+    narrows: list[str] = []
+    for path in sorted(before.keys() | after.keys()):
+        old, new = before.get(path), after.get(path)
+        if path not in after:
+            lines.append(f"  = keeps {path}: {old!r} (not declared: it stays with the field manager that wrote it)")
+        elif path not in before:
+            lines.append(f"  + sets {path}: {new!r}")
+        elif old != new:
+            removed = sorted(set(map(str, old)) - set(map(str, new))) if isinstance(old, list) and isinstance(new, list) else []
+            if removed:
+                narrows.append(path)
+                lines.append(f"  - REMOVES from {path}: {', '.join(removed)} (declared: {new!r})")
+            elif old is True and new is False:
+                narrows.append(path)
+                lines.append(f"  - REMOVES {path}: true -> false")
+            else:
+                lines.append(f"  ~ changes {path}: {old!r} -> {new!r}")
+    if narrows:
+        lines += [
+            "",
+            f"Adopting narrows this {kind} ({', '.join(narrows)}): pods or scripts that rely on what it removes fail after the",
+            "next `pulumi up` (e.g. a script that runs `ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
+            "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
+            f"declare what they need in stacks/{config.name}.py. Server-side apply reports each field another manager owns as a",
+            "conflict; `kubernetes:enablePatchForce` takes them over for one run (README \"Adopting what exists\").",
+        ]
+    else:
+        lines += ["", "Adopting takes nothing away from the live object."]
+    return "\n".join(lines) + "\n", bool(narrows)
+
+
+# --- rights ---------------------------------------------------------------------------------------
+
+
+def rights_report(config: ClusterConfig, tier: str = "all") -> str:
+    """Per tier, every object with the `oc auth can-i` line that checks you may declare it; then the reads."""
+    stack_files = {s.tier: s.name for s in stacks.pulumi_stacks() if s.cluster == config.name}
+    lines = [
+        f"{config.name}: who may declare what. Run each line as yourself (oc login first); every one must answer yes.",
+    ]
+    declared = layout(config, tier)
+    for t, who in ((PLATFORM, "cluster-admin"), (PROJECT, "admin of the stack's projects")):
+        rows = [d for d in declared if tier_of(d.object, config) == t]
+        if not rows:
+            continue
+        runs = stack_files.get(t) or stack_files.get("all")
+        lines += ["", f"{t} tier ({who}; Pulumi stack {runs or 'none: add Pulumi.' + config.name + '-' + t + '.yaml'}):"]
+        for d in rows:
+            obj = d.object
+            label = f"{obj['kind']} {logical_name(obj)}" + (" (patch)" if d.patch else "")
+            for check in can_i(obj, d.patch):
+                lines.append(f"  {label:<72} {check}")
+                label = ""
+    reads = requirements(config, tier)
+    if reads:
+        lines += ["", "reads (`pulumi preview` fails, naming the object, when one is missing or wrong):"]
+        for r in reads:
+            lines.append(f"  {r.kind + ' ' + r.object_id:<72} {can_i_read(r.kind, r.object_id)}")
+            lines.append(f"  {'':<72} if missing: {r.fix}")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,253 @@
+"""Configs the tests own: three small clusters that cover what the program does, independent of what the
+committed stacks (stacks/*.py) hold today. A program test builds one, edits the plain data the way a
+user edits a YAML file, and validates it like one (`config(edit)`), so a user who changes a committed
+stack never has to change a program test.
+
+- roce: RoCE v2 over SR-IOV, an SCC the stack creates, named nodes in two sets, an RDMA StatefulSet with
+  per-pod claims, a TCP variant, a stopped Job, a shared RWX volume, a script, an image build, an existing
+  Secret, developer ports with Routes, and an enabled bandwidth check that fits beside the running pods.
+- infiniband: no SR-IOV, the existing privileged SCC, an NFS root claim to fix.
+- tcp: no fabric, unnamed nodes behind a taint, everything under restricted-v2.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+import stacks
+from stacks.model import ClusterConfig
+
+Data = dict[str, Any]
+
+RBD = "ceph-rbd"
+RWX = "cephfs"
+
+
+def _attachment(i: int) -> Data:
+    return {
+        "network": f"port{i}-network",
+        "resource": f"openshift.io/port{i}rdma",
+        "interface": f"net{i}",
+        "cni_config": '{"cniVersion":"1.0.0","name":"port%d-network","type":"sriov","ipam":{"type":"whereabouts","range":"10.1.%d.0/24"}}' % (i, i),  # noqa: UP031
+    }
+
+
+def roce() -> Data:
+    return {
+        "name": "roce",
+        "description": "a RoCE cluster the tests own",
+        "gpu_model": "H100",
+        "node_sets": [
+            {"name": "main", "nodes": ["node-a", "node-b", "node-c", "node-d"], "gpus_per_node": 4},
+            {"name": "spare", "nodes": ["node-e", "node-f"], "gpus_per_node": 4},
+        ],
+        "gpu_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "gpu_node_selector": {"nvidia.com/gpu.present": "true"},
+        "fabric": {
+            "link_layer": "roce-v2",
+            "nic": "ConnectX-7",
+            "link_gbps": 400,
+            "devices": ["mlx5_0", "mlx5_1"],
+            "attachments": [_attachment(1), _attachment(2)],
+        },
+        "storage_classes": [
+            {"name": RBD, "access_modes": ["ReadWriteOnce"]},
+            {"name": RWX, "access_modes": ["ReadWriteMany", "ReadWriteOnce"]},
+        ],
+        "namespaces": ["team-a", "team-b"],
+        "security": {
+            "scc": "gpu-rdma",
+            "create": True,
+            "service_accounts": [{"name": "trainer", "namespace": "team-a"}, {"name": "trainer", "namespace": "team-b"}],
+        },
+        "defaults": {"nccl_env_rdma": {"NCCL_IB_TIMEOUT": "22"}},
+        "volumes": [
+            {"name": "workspace", "namespace": "team-a", "mount_path": "/workspace", "size": "10Gi", "storage_class": RBD, "shared": False},
+            {"name": "datasets", "namespace": "team-a", "mount_path": "/datasets", "size": "50Gi", "storage_class": RWX},
+        ],
+        "existing": {"secrets": [{"namespace": "team-a", "name": "hf-secret"}]},
+        "scripts": [{"name": "train-script", "namespace": "team-a", "files": {"train.sh": "#!/bin/bash\nexec torchrun \"$@\"\n"}}],
+        "images": [
+            {
+                "name": "trainer",
+                "namespace": "team-a",
+                "dockerfile": "FROM nvcr.io/nvidia/pytorch:25.08-py3\nRUN apt-get install -y rdma-core libibverbs1\n",
+            }
+        ],
+        "workloads": [
+            {
+                "name": "dev",
+                "namespace": "team-a",
+                "user": "ada",
+                "kind": "statefulset",
+                "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
+                "service_account": "trainer",
+                "nodes": 2,
+                "gpus_per_node": 4,
+                "transport": "rdma",
+                "memory": "64Gi",
+                "mounts": [{"volume": "workspace"}, {"volume": "datasets"}],
+                "ports": [{"name": "jupyter", "port": 8888, "route": True}, {"name": "debugpy", "port": 5678}],
+                "deepspeed_hostfile": "/workspace/.deepspeed/hostfile",
+                "tcp_variants": [{"name": "dev-tcp"}],
+            },
+            {
+                "name": "train",
+                "namespace": "team-a",
+                "user": "ada",
+                "kind": "job",
+                "state": "stopped",
+                "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
+                "service_account": "trainer",
+                "nodes": 2,
+                "gpus_per_node": 4,
+                "transport": "rdma",
+                "memory": "64Gi",
+                "mounts": [{"volume": "datasets"}],
+                "scripts": [{"config_map": "train-script"}],
+                "run": "command",
+                "args": ["bash", "/scripts/train.sh", "train.py"],
+                "secret_env": {"HF_TOKEN": {"secret": "hf-secret", "key": "token"}},
+            },
+            {
+                "name": "solo",
+                "namespace": "team-b",
+                "user": "bob",
+                "image": "nvcr.io/nvidia/pytorch:25.08-py3",
+                "service_account": "trainer",
+                "nodes": 1,
+                "gpus_per_node": 2,
+                "node_set": "spare",
+                "transport": "tcp",
+                "cpu": "4",
+                "memory": "16Gi",
+                "shm_size": "4Gi",
+            },
+        ],
+        "bandwidth_checks": [
+            {
+                "name": "fabric",
+                "namespace": "team-a",
+                "service_account": "trainer",
+                "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
+                "nodes": 2,
+                "gpus_per_node": 4,
+                "transport": "rdma",
+                "tool": "torch",
+            }
+        ],
+    }
+
+
+def infiniband() -> Data:
+    return {
+        "name": "ib",
+        "description": "an InfiniBand cluster without SR-IOV the tests own",
+        "gpu_model": "H100",
+        "node_sets": [{"name": "pair", "nodes": ["ib-1", "ib-2"], "gpus_per_node": 4}],
+        "fabric": {
+            "link_layer": "infiniband",
+            "nic": "MT4129",
+            "link_gbps": 400,
+            "devices": ["mlx5_2", "mlx5_3"],
+            "device_access": "privileged",
+            "static_hca": True,
+        },
+        "storage_classes": [
+            {"name": "nfs-csi", "access_modes": ["ReadWriteMany", "ReadWriteOnce"]},
+            {"name": RBD, "access_modes": ["ReadWriteOnce"]},
+        ],
+        "namespaces": ["lab"],
+        "security": {
+            "scc": "privileged",
+            "existing_allowed_capabilities": None,
+            "existing_allows_privileged": True,
+            "broad_grant_reason": "no RDMA device plugin: /dev/infiniband reaches privileged containers only",
+            "service_accounts": [{"name": "runner", "namespace": "lab"}],
+        },
+        "defaults": {"memlock_rdma": "privileged"},
+        "volumes": [{"name": "shared", "namespace": "lab", "mount_path": "/workspace", "size": "100Gi", "storage_class": "nfs-csi"}],
+        "pvc_fixes": [
+            {"namespace": "nfs", "pvc": "nfs-server-root", "storage_class": RBD, "reason": "the NFS server's root claim has no class",
+             "serves_storage_classes": ["nfs-csi"]}
+        ],  # fmt: skip
+        "workloads": [
+            {
+                "name": "env",
+                "namespace": "lab",
+                "user": "cy",
+                "image": "nvcr.io/nvidia/pytorch:25.08-py3",
+                "service_account": "runner",
+                "nodes": 2,
+                "gpus_per_node": 4,
+                "transport": "rdma",
+                "privileged_reason": "no device plugin",
+                "mounts": [{"volume": "shared"}],
+            }
+        ],
+        "accepted_warnings": [
+            {"rule": "privileged-scc", "object": "SecurityContextConstraints privileged", "reason": "no device plugin"},
+            {"rule": "privileged-container", "object": "StatefulSet lab/*", "reason": "no device plugin"},
+        ],
+    }
+
+
+def tcp() -> Data:
+    return {
+        "name": "tcp",
+        "description": "a TCP-only cluster the tests own",
+        "gpu_model": "H100",
+        "node_sets": [{"name": "pool", "count": 2, "gpus_per_node": 4}],
+        "gpu_tolerations": [{"key": "nvidia.com/gpu.product", "operator": "Equal", "value": "H100", "effect": "NoSchedule"}],
+        "namespaces": ["proj"],
+        "security": {"service_accounts": [{"name": "sa", "namespace": "proj"}]},
+        "workloads": [
+            {
+                "name": "one",
+                "namespace": "proj",
+                "user": "di",
+                "image": "quay.io/example/pytorch:2.9",
+                "service_account": "sa",
+                "gpus_per_node": 4,
+                "transport": "tcp",
+                "cpu": "4",
+                "cpu_limit": "8",
+                "memory": "8Gi",
+                "memory_limit": "10Gi",
+                "shm_size": "2Gi",
+            },
+            {
+                "name": "two",
+                "namespace": "proj",
+                "user": "di",
+                "state": "stopped",
+                "image": "quay.io/example/pytorch:2.9",
+                "service_account": "sa",
+                "gpus_per_node": 4,
+                "transport": "tcp",
+                "memory": "8Gi",
+                "shm_size": "2Gi",
+            },
+        ],
+    }
+
+
+FIXTURES: dict[str, Callable[[], Data]] = {"roce": roce, "ib": infiniband, "tcp": tcp}
+
+
+def config(name: str, edit: Callable[[Data], Any] | None = None) -> ClusterConfig:
+    """A fixture, with one edit of its plain data applied, validated as a user's YAML file would be."""
+    data = copy.deepcopy(FIXTURES[name]())
+    if edit is not None:
+        edit(data)
+    return stacks.validate(data, f"fixture {name}")
+
+
+def data(name: str) -> Data:
+    return copy.deepcopy(FIXTURES[name]())
+
+
+def workload(d: Data, name: str) -> Data:
+    return next(w for w in d["workloads"] if w["name"] == name)
