@@ -7,6 +7,8 @@ Real layout (what the launcher reads):
   class/infiniband/<dev>/ports/<p>/gid_attrs/types/<i> "RoCE v2" or "IB/RoCE v1"; reading an
                                                        unpopulated entry fails with EINVAL
   class/net/<ifname>/                                  one entry per interface in the pod
+  fs/cgroup/memory.max                                 the container's memory limit, cgroup v2 ("max": none)
+  fs/cgroup/memory/memory.limit_in_bytes               the same, cgroup v1
 """
 
 from __future__ import annotations
@@ -98,3 +100,18 @@ def cairo(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "n
         add_port(root, dev, link_layer="InfiniBand")
     add_netdevs(root, netdevs)
     return root
+
+
+def cgroup_v2(root: pathlib.Path, memory_max: str) -> pathlib.Path:
+    """The container's memory limit as cgroup v2 shows it inside the container ("max" or bytes)."""
+    path = root / "fs" / "cgroup" / "memory.max"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(memory_max + "\n")
+    return path
+
+
+def cgroup_v1(root: pathlib.Path, limit_in_bytes: str) -> pathlib.Path:
+    path = root / "fs" / "cgroup" / "memory" / "memory.limit_in_bytes"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(limit_in_bytes + "\n")
+    return path

@@ -333,13 +333,27 @@ def test_mlock_failing_despite_ipc_lock_blames_memory_not_the_limit() -> None:
     [
         ("root-sys-resource", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
         ("privileged", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
+        ("privileged", (L.INFINITY, L.INFINITY), None),  # nothing left to raise
         ("root-ipc-lock", (8 * MIB, 8 * MIB), None),
-        ("node-limit", (8 * MIB, L.INFINITY), (L.INFINITY, L.INFINITY)),  # soft up to hard: no privilege
+        ("node-limit", (8 * MIB, L.INFINITY), None),  # the soft-to-hard step below does this
         ("none", (8 * MIB, L.INFINITY), None),
     ],
 )
 def test_raise_target(strategy: str, limit: tuple[int, int], expected: tuple[int, int] | None) -> None:
     assert L.memlock_raise_target(strategy, limit) == expected
+
+
+@pytest.mark.parametrize(
+    "limit, expected",
+    [
+        ((8 * MIB, L.INFINITY), (L.INFINITY, L.INFINITY)),
+        ((1 * MIB, 8 * MIB), (8 * MIB, 8 * MIB)),
+        ((8 * MIB, 8 * MIB), None),
+        ((L.INFINITY, L.INFINITY), None),
+    ],
+)
+def test_soft_limit_is_raised_to_the_hard_one_whatever_the_strategy(limit: tuple[int, int], expected: tuple[int, int] | None) -> None:
+    assert L.soft_raise_target(limit) == expected
 
 
 def test_pinning_failure_stops_rdma_but_not_tcp(tmp_path: pathlib.Path) -> None:

@@ -21,14 +21,16 @@ kernel):
                                                   raises RLIMIT_MEMLOCK to unlimited (`ulimit -l unlimited`)
                                privileged         privileged container: every capability
                                none               nothing (TCP workloads; pinning is not checked)
-  LAUNCHER_PIN_BYTES         size of the mlock proof buffer (default 268435456 = 256 MiB; it must be
-                             well above CRI-O's 8 MiB default to prove anything, and the pod's memory
-                             limit must leave room for it: mlock faults every page in)
+  LAUNCHER_PIN_BYTES         size of the mlock proof buffer (default 268435456 = 256 MiB, at most
+                             17179869184 = 16 GiB); it must be well above CRI-O's 8 MiB default to
+                             prove anything, and fit the container's memory limit with 64 MiB to
+                             spare (see "Memory pinning")
   LAUNCHER_TCP_FALLBACK      true | false (default false): in rdma mode with no ACTIVE RDMA port, run
                              over TCP (loudly) instead of failing
   LAUNCHER_RDMA_INTERFACES   comma list of the SR-IOV interfaces the pod should have (net1,net2,...)
   LAUNCHER_TCP_SOCKET_IFNAME NCCL_SOCKET_IFNAME for tcp mode (default ^lo,docker0)
-  LAUNCHER_SYSFS_ROOT        default /sys; `--sysfs-root DIR` wins
+  LAUNCHER_SYSFS_ROOT        default /sys; `--sysfs-root DIR` wins. The container's memory limit is
+                             read under it too (<root>/fs/cgroup/...)
   LAUNCHER_NNODES            number of pods (default 1)
   LAUNCHER_GPUS_PER_NODE     processes per pod (default 1)
   MASTER_ADDR, MASTER_PORT   rendezvous endpoint (pod 0 behind the headless Service); required when
@@ -37,10 +39,32 @@ kernel):
   POD_NAME                   node rank = the trailing -N ordinal of a StatefulSet pod; a single pod
                              (LAUNCHER_NNODES=1) is rank 0
   LAUNCHER_RUN               torchrun | command (default torchrun)
-  LAUNCHER_ARGS              JSON list of strings: the script and its arguments for torchrun, or the
-                             whole command (e.g. ["sleep","infinity"] for a development pod)
+  LAUNCHER_ARGS              JSON list of strings (at most 1 MiB of JSON, no NUL bytes): the script
+                             and its arguments for torchrun, or the whole command (e.g.
+                             ["sleep","infinity"] for a development pod)
+  LAUNCHER_DEEPSPEED_HOSTFILE  absolute path of a DeepSpeed hostfile to write at start, one
+                             `HOST slots=LAUNCHER_GPUS_PER_NODE` line per pod (unset or empty: none).
+                             Parent directories are created. A failed write stops the pod: DeepSpeed
+                             would fail later, far from the cause
+  LAUNCHER_HOSTS             comma list of the workload's pod DNS names in rank order; required with
+                             LAUNCHER_DEEPSPEED_HOSTFILE, and then exactly LAUNCHER_NNODES names
   NCCL_*                     any NCCL variable the workload sets explicitly is kept as it is; the
                              report says what detection would have chosen instead
+
+Numbers are plain ASCII decimal integers below 2**63. A NUL byte anywhere in the environment, or text
+the OS cannot encode, is a configuration error (exec could not pass it on).
+
+Memory pinning. The soft RLIMIT_MEMLOCK is first raised to the hard limit, which needs no privilege;
+root-sys-resource and privileged then ask for unlimited. Before mlock, the proof buffer is checked
+against the container's memory limit (<root>/fs/cgroup/memory.max, cgroup v2, "max" = none; else
+<root>/fs/cgroup/memory/memory.limit_in_bytes, cgroup v1): LAUNCHER_PIN_BYTES plus 64 MiB of headroom
+(the launcher's own interpreter and page tables) must fit, else the pod stops without pinning. mlock
+faults every page in, and the OOM killer would end the container with exit 137 and no message.
+
+Reading sysfs and /proc. Only regular files are read (sysfs attributes are; a FIFO would block and a
+device such as /dev/zero never ends), opened non-blocking, at most 4096 bytes: a longer file, a
+value of the wrong shape or a name that is not a device, port, GID index or interface name is
+"unknown" and reported, never a crash. Listings stop at 1024 entries.
 
 Exported to the command (and, for `oc exec` sessions, written as `export KEY='VALUE'` lines to
 /tmp/launcher.env, or --env-file PATH): NCCL_IB_DISABLE, NCCL_IB_HCA, NCCL_IB_GID_INDEX (only when one
@@ -48,8 +72,9 @@ index is right on every port), NCCL_SOCKET_IFNAME, every other NCCL_* already se
 MASTER_PORT, NNODES, NODE_RANK, NPROC_PER_NODE, WORLD_SIZE.
 
 Usage:
-  launcher.py [--sysfs-root DIR] [--env-file PATH]   check, report on stderr, exec the command
+  launcher.py [--sysfs-root DIR] [--env-file PATH]   check, write the files, report on stderr, exec
   launcher.py --print-env [--sysfs-root DIR]         check, print KEY=VALUE lines on stdout, exit
+                                                     (writes no file)
 
 Exit codes: 0 the pod would start (--print-env); 2 a check failed or the configuration is invalid
 (the diagnosis is on stderr); 127 the command could not be executed. Otherwise the process becomes
@@ -67,6 +92,7 @@ import os
 import re
 import resource
 import shlex
+import stat
 import sys
 from dataclasses import dataclass, field
 from typing import Dict, List, Mapping, Optional, Sequence, Tuple
@@ -80,13 +106,45 @@ CAP_SYS_RESOURCE = 24
 DEFAULT_CAP_LAST = 40  # CAP_CHECKPOINT_RESTORE, Linux 5.9+; the kernel says in /proc/sys/kernel/cap_last_cap
 
 MIB = 1024 * 1024
+GIB = 1024 * MIB
 CRIO_DEFAULT_MEMLOCK = 8 * MIB  # what a container inherits when the node's default_ulimits is empty
 DEFAULT_PIN_BYTES = 256 * MIB
+# The proof only has to exceed CRI-O's 8 MiB; a bigger buffer costs start time and memory, and one
+# beyond this is more likely a unit mistake than a wish.
+MAX_PIN_BYTES = 16 * GIB
+# What the container needs besides the pinned proof buffer while it is pinned: the launcher's own
+# interpreter, its page tables, the first pages of the image's files in the page cache.
+PIN_HEADROOM = 64 * MIB
+# cgroup v1 writes "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB pages).
+CGROUP_NO_LIMIT = 1 << 62
 INFINITY = resource.RLIM_INFINITY
+INT64_MAX = (1 << 63) - 1
 
 DEFAULT_TCP_SOCKET_IFNAME = "^lo,docker0"
 DEFAULT_ENV_FILE = "/tmp/launcher.env"
 DEFAULT_MASTER_PORT = 29500
+
+# Bounds on everything read from sysfs, /proc and the environment: the launcher is PID 1 of a
+# training pod, and a hang or a traceback there is a pod that never says why it did not start.
+READ_LIMIT = 4096  # a sysfs attribute is at most one page
+PROC_STATUS_LIMIT = 64 * 1024
+MAX_DIR_ENTRIES = 1024
+MAX_PORTS = 512  # every port of every device a privileged pod on a big host can see, with room
+MAX_GIDS = 256  # a RoCE GID table has at most 255 populated entries on ConnectX
+MAX_ARGS_JSON = MIB  # the kernel caps one environment string at 128 KiB anyway
+
+# Names the launcher accepts from sysfs and the contract. Anything else is "unknown": never an int()
+# that raises (isdigit() accepts '²'), never a path component that climbs out of sysfs, never a
+# character NCCL's list syntax (',', ':', '=', '^') would read.
+DEVICE_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
+IFNAME = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # IFNAMSIZ - 1
+NUMBER_NAME = re.compile(r"[0-9]{1,5}")  # port numbers and GID indexes
+DECIMAL = re.compile(r"-?[0-9]{1,19}")  # int() would also take '٣', '1_000' and 5000-digit strings
+DNS_LABEL = re.compile(r"[A-Za-z0-9]([A-Za-z0-9-]{0,61}[A-Za-z0-9])?")
+GID_TEXT = re.compile(r"[0-9a-fA-F:]{1,64}")
+PORT_STATE = re.compile(r"(?:[0-9]{1,3}:\s*)?([A-Z_]{1,32})")
+LINK_LAYERS = ("InfiniBand", "Ethernet")
+GID_TYPES = ("RoCE v2", "IB/RoCE v1")
 
 MODES = ("rdma", "tcp")
 STRATEGIES = ("node-limit", "root-ipc-lock", "root-sys-resource", "privileged", "none")
@@ -141,12 +199,54 @@ class Config:
     run: str
     args: Tuple[str, ...]
     nccl: Dict[str, str] = field(default_factory=dict)  # every NCCL_* set explicitly
+    deepspeed_hostfile: str = ""  # "" : none requested
+    hosts: Tuple[str, ...] = ()  # the workload's pod DNS names in rank order
+
+
+def shown(value: str, limit: int = 60) -> str:
+    """A value for a message: repr'd (NUL bytes and odd characters visible) and cut, since an
+    environment value can be megabytes long."""
+    if len(value) <= limit:
+        return repr(value)
+    return f"{value[:limit]!r}... ({len(value)} characters)"
+
+
+def parse_decimal(text: str) -> Optional[int]:
+    """A plain ASCII decimal integer that fits in 64 bits, else None. Not int(): it accepts
+    underscores and any Unicode digit, and Python 3.11+ raises ValueError for more than 4300 digits."""
+    if not DECIMAL.fullmatch(text):
+        return None
+    value = int(text)
+    return value if -INT64_MAX - 1 <= value <= INT64_MAX else None
+
+
+def is_dns_name(name: str) -> bool:
+    labels = name[:-1].split(".") if name.endswith(".") else name.split(".")
+    return len(name) <= 253 and all(DNS_LABEL.fullmatch(label) for label in labels)
+
+
+def environment_problems(environ: Mapping[str, str]) -> List[str]:
+    """exec passes the whole environment on; a NUL byte, or text the OS cannot encode, would make
+    execve raise after every check has passed. The real environment cannot hold either, but the
+    launcher is also called with mappings built elsewhere."""
+    problems = []
+    for key, value in environ.items():
+        for what, text in (("name", key), ("value", value)):
+            if "\0" in text:
+                problems.append(f"environment variable {shown(key)} has a NUL byte in its {what}")
+                break
+            try:
+                os.fsencode(text)
+            except (UnicodeError, ValueError):
+                problems.append(f"environment variable {shown(key)} has a {what} the OS cannot encode")
+                break
+    return problems
 
 
 def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None) -> Config:
     """Read the contract from `environ`; collect every problem before failing, so a user fixes
     the stack once rather than once per variable."""
-    problems: List[str] = []
+    problems: List[str] = environment_problems(environ)
 
     def get(name: str, default: str = "") -> str:
         return environ.get(name, default).strip()
@@ -154,25 +254,25 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
     def choice(name: str, allowed: Sequence[str], default: Optional[str]) -> str:
         value = get(name, default or "")
         if value not in allowed:
-            shown = repr(value) if value else "unset"
-            problems.append(f"{name} is {shown}; expected one of: {', '.join(allowed)}")
+            shown_value = shown(value) if value else "unset"
+            problems.append(f"{name} is {shown_value}; expected one of: {', '.join(allowed)}")
         return value
 
-    def integer(name: str, default: Optional[int], minimum: int, maximum: Optional[int] = None) -> int:
+    def integer(name: str, default: Optional[int], minimum: int, maximum: int = INT64_MAX) -> int:
         raw = get(name)
         if not raw:
             if default is None:
                 problems.append(f"{name} is unset; expected an integer")
                 return minimum
             return default
-        try:
-            value = int(raw)
-        except ValueError:
-            problems.append(f"{name} is {raw!r}; expected an integer")
+        bound = f">= {minimum}" if maximum == INT64_MAX else f"in {minimum}..{maximum}"
+        value = parse_decimal(raw)
+        if value is None:
+            problems.append(f"{name} is {shown(raw)}; expected a decimal integer {bound}")
             return minimum
-        if value < minimum or (maximum is not None and value > maximum):
-            bound = f">= {minimum}" if maximum is None else f"in {minimum}..{maximum}"
+        if not minimum <= value <= maximum:
             problems.append(f"{name} is {value}; expected an integer {bound}")
+            return minimum
         return value
 
     def boolean(name: str, default: bool) -> bool:
@@ -183,13 +283,20 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
             return True
         if raw in ("false", "0", "no"):
             return False
-        problems.append(f"{name} is {raw!r}; expected true or false")
+        problems.append(f"{name} is {shown(raw)}; expected true or false")
         return default
+
+    def names(name: str, pattern: re.Pattern[str], what: str) -> Tuple[str, ...]:
+        values = tuple(v.strip() for v in get(name).split(",") if v.strip())
+        bad = [v for v in values if not pattern.fullmatch(v)]
+        if bad:
+            problems.append(f"{name} has {', '.join(shown(b) for b in bad[:5])}; expected {what}")
+        return values
 
     mode = choice("LAUNCHER_MODE", MODES, None)
     strategy = choice("LAUNCHER_MEMLOCK_STRATEGY", STRATEGIES, "none")
     run = choice("LAUNCHER_RUN", RUNS, "torchrun")
-    pin_bytes = integer("LAUNCHER_PIN_BYTES", DEFAULT_PIN_BYTES, 1)
+    pin_bytes = integer("LAUNCHER_PIN_BYTES", DEFAULT_PIN_BYTES, 1, MAX_PIN_BYTES)
     nnodes = integer("LAUNCHER_NNODES", 1, 1)
     gpus = integer("LAUNCHER_GPUS_PER_NODE", 1, 1)
 
@@ -207,10 +314,25 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
 
     sysfs_root = sysfs_root_arg or get("LAUNCHER_SYSFS_ROOT", "/sys") or "/sys"
     if not os.path.isdir(sysfs_root):
-        problems.append(f"sysfs root {sysfs_root} is not a directory (LAUNCHER_SYSFS_ROOT / --sysfs-root)")
+        problems.append(f"sysfs root {shown(sysfs_root)} is not a directory (LAUNCHER_SYSFS_ROOT / --sysfs-root)")
 
     completion = environ.get("JOB_COMPLETION_INDEX", "").strip() or None
     tcp_fallback = boolean("LAUNCHER_TCP_FALLBACK", False)
+    # Interface names become paths under <sysfs>/class/net and entries of NCCL_SOCKET_IFNAME.
+    interfaces = names("LAUNCHER_RDMA_INTERFACES", IFNAME, "interface names (letters, digits, '_', '.', '-'; at most 15)")
+
+    hostfile = get("LAUNCHER_DEEPSPEED_HOSTFILE")
+    hosts = tuple(h.strip() for h in get("LAUNCHER_HOSTS").split(",") if h.strip())
+    bad_hosts = [h for h in hosts if not is_dns_name(h)]
+    if bad_hosts:
+        problems.append(f"LAUNCHER_HOSTS has {', '.join(shown(h) for h in bad_hosts[:5])}; expected DNS names")
+    if hostfile:
+        if not os.path.isabs(hostfile):
+            problems.append(f"LAUNCHER_DEEPSPEED_HOSTFILE is {shown(hostfile)}; expected an absolute path")
+        if not hosts:
+            problems.append("LAUNCHER_HOSTS is empty; LAUNCHER_DEEPSPEED_HOSTFILE needs the pods' DNS names in rank order")
+        elif len(hosts) != nnodes:
+            problems.append(f"LAUNCHER_HOSTS names {len(hosts)} hosts but LAUNCHER_NNODES is {nnodes}; the hostfile needs one per pod")
 
     if problems:
         raise ConfigError("\n".join(problems))
@@ -219,7 +341,7 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
         strategy=strategy,
         pin_bytes=pin_bytes,
         tcp_fallback=tcp_fallback,
-        rdma_interfaces=tuple(i.strip() for i in get("LAUNCHER_RDMA_INTERFACES").split(",") if i.strip()),
+        rdma_interfaces=interfaces,
         tcp_socket_ifname=get("LAUNCHER_TCP_SOCKET_IFNAME") or DEFAULT_TCP_SOCKET_IFNAME,
         sysfs_root=sysfs_root,
         nnodes=nnodes,
@@ -231,19 +353,41 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
         run=run,
         args=tuple(args or ()),
         nccl={k: v for k, v in environ.items() if k.startswith("NCCL_")},
+        deepspeed_hostfile=hostfile,
+        hosts=hosts,
     )
 
 
 def _parse_args_json(raw: str, problems: List[str]) -> Optional[List[str]]:
     """None (and a problem recorded) when LAUNCHER_ARGS is not a JSON list of strings."""
+    if len(raw) > MAX_ARGS_JSON:
+        problems.append(f"LAUNCHER_ARGS is {len(raw)} characters long; at most {MAX_ARGS_JSON} are accepted")
+        return None
     try:
         value = json.loads(raw)
+    except RecursionError:
+        # Python's JSON decoder recurses once per nesting level: `[[[[...` runs out of stack.
+        problems.append("LAUNCHER_ARGS is nested too deeply to be read; expected a flat JSON list of strings")
+        return None
+    except MemoryError:
+        problems.append("LAUNCHER_ARGS is too large to be read; expected a JSON list of strings")
+        return None
     except ValueError as exc:
         problems.append(f"LAUNCHER_ARGS is not valid JSON ({exc}); expected a JSON list of strings")
         return None
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        problems.append(f"LAUNCHER_ARGS is {raw!r}; expected a JSON list of strings")
+        problems.append(f"LAUNCHER_ARGS is {shown(raw)}; expected a JSON list of strings")
         return None
+    for position, arg in enumerate(value):
+        # "\u0000" is valid JSON, but execve cannot pass it; neither can a lone surrogate.
+        if "\0" in arg:
+            problems.append(f"LAUNCHER_ARGS item {position} ({shown(arg)}) has a NUL byte, which no command line can hold")
+            return None
+        try:
+            os.fsencode(arg)
+        except (UnicodeError, ValueError):
+            problems.append(f"LAUNCHER_ARGS item {position} ({shown(arg)}) cannot be encoded for the command line")
+            return None
     return value
 
 
@@ -290,12 +434,15 @@ class MemlockFacts:
     cap_eff: int
     cap_amb: int
     limit_before: Tuple[int, int]
-    raise_target: Optional[Tuple[int, int]]  # what setrlimit was asked for; None if not asked
+    raise_target: Optional[Tuple[int, int]]  # the raise to unlimited setrlimit was asked for; None if not asked
     raise_error: Optional[str]  # the kernel's refusal; None if accepted or not asked
     limit_after: Tuple[int, int]
     pin_bytes: int
     pin_errno: Optional[int]  # None: not attempted; 0: mlock succeeded; else errno
     cap_last: int = DEFAULT_CAP_LAST  # highest capability this kernel knows; privileged holds 0..cap_last
+    soft_raise_target: Optional[Tuple[int, int]] = None  # soft up to hard, asked first; None if soft was at hard
+    soft_raise_error: Optional[str] = None
+    pin_blocked: str = ""  # why the proof was not attempted (the container's memory limit), with the fix
 
     @property
     def holds_every_cap(self) -> bool:
@@ -304,81 +451,166 @@ class MemlockFacts:
 
 
 @dataclass(frozen=True)
+class CgroupMemory:
+    limit: Optional[int]  # bytes; None: no limit, or unknown (then source is "")
+    source: str  # the file it was read from
+    note: str = ""  # why it is unknown
+
+    @property
+    def known(self) -> bool:
+        return bool(self.source)
+
+
+@dataclass(frozen=True)
 class Facts:
     memlock: MemlockFacts
     ports: Tuple[RdmaPort, ...]
     net_names: Tuple[str, ...]  # interfaces in <sysfs>/class/net
+    cgroup: CgroupMemory = CgroupMemory(None, "", "not read")
+    odd_entries: Tuple[str, ...] = ()  # sysfs entries ignored because their names are not plausible
 
 
 def natural_key(name: str) -> List[object]:
-    """Sort mlx5_2 before mlx5_10."""
-    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", name)]
+    """Sort mlx5_2 before mlx5_10. Digit runs compare by length, then text: no int(), which a
+    5000-digit name would make raise."""
+    key: List[object] = []
+    for position, part in enumerate(re.split(r"([0-9]+)", name)):
+        if position % 2:
+            digits = part.lstrip("0")
+            key.append((len(digits), digits))
+        else:
+            key.append((0, part))
+    return key
 
 
-def _read(path: str) -> Optional[str]:
-    # Real sysfs has files that exist but cannot be read (gid_attrs of unpopulated GID entries give
-    # EINVAL); an unreadable file is "unknown", never a crash.
+def _read(path: str, limit: int = READ_LIMIT) -> Optional[str]:
+    """The stripped text of a small regular file, or None ("unknown").
+
+    Real sysfs has files that exist but cannot be read (gid_attrs of unpopulated GID entries give
+    EINVAL). A FIFO would block open() forever and a character device such as /dev/zero never ends,
+    so only regular files are opened (sysfs attributes and /proc files are regular), non-blocking,
+    and at most `limit` bytes are read: a longer file is not an attribute.
+    """
     try:
-        with open(path, encoding="ascii", errors="replace") as handle:
-            return handle.read().strip()
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            return None
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except (OSError, ValueError):
+        return None
+    data = b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):  # replaced between stat and open
+            return None
+        while len(data) <= limit:
+            chunk = os.read(fd, limit + 1 - len(data))
+            if not chunk:
+                break
+            data += chunk
     except OSError:
         return None
+    finally:
+        os.close(fd)
+    if len(data) > limit:
+        return None
+    return data.decode("ascii", errors="replace").strip()
 
 
-def _listdir(path: str) -> List[str]:
+def _scan(path: str) -> List[str]:
+    """At most MAX_DIR_ENTRIES names in a directory; none when it cannot be listed."""
+    found: List[str] = []
     try:
-        return sorted(os.listdir(path), key=natural_key)
-    except OSError:
-        return []
+        with os.scandir(path) as entries:
+            for entry in entries:
+                found.append(entry.name)
+                if len(found) >= MAX_DIR_ENTRIES:
+                    break
+    except (OSError, ValueError):
+        pass
+    return found
+
+
+def _listdir(path: str, pattern: re.Pattern[str], odd: Optional[List[str]] = None) -> List[str]:
+    """The entries whose names fit `pattern`, naturally sorted; the others go to `odd`."""
+    good = []
+    for name in _scan(path):
+        if pattern.fullmatch(name):
+            good.append(name)
+        elif odd is not None:
+            odd.append(os.path.join(path, name))
+    return sorted(good, key=natural_key)
 
 
 def parse_port_state(text: Optional[str]) -> str:
-    """`4: ACTIVE` -> `ACTIVE`."""
-    if not text:
-        return "unknown"
-    return text.split(":", 1)[-1].strip() or "unknown"
+    """`4: ACTIVE` -> `ACTIVE`; anything else is "unknown"."""
+    match = PORT_STATE.fullmatch(text or "")
+    return match.group(1) if match else "unknown"
 
 
 def is_ipv4_mapped(gid: str) -> bool:
     """True for ::ffff:a.b.c.d written as sysfs does: 0000:0000:0000:0000:0000:ffff:0a00:6a07."""
     groups = gid.strip().split(":")
-    if len(groups) != 8:
+    if len(groups) != 8 or not all(GID_TEXT.fullmatch(g) and len(g) <= 4 for g in groups):
         return False
-    try:
-        words = [int(g, 16) for g in groups]
-    except ValueError:
-        return False
+    words = [int(g, 16) for g in groups]
     return words[:5] == [0] * 5 and words[5] == 0xFFFF and (words[6] or words[7]) != 0
 
 
-def read_rdma_ports(sysfs_root: str) -> List[RdmaPort]:
+def is_zero_gid(gid: str) -> bool:
+    return set(gid) <= {"0", ":"}
+
+
+def read_gids(pdir: str, odd: Optional[List[str]] = None) -> Tuple[Gid, ...]:
+    gids = []
+    for index in _listdir(os.path.join(pdir, "gids"), NUMBER_NAME, odd)[:MAX_GIDS]:
+        text = _read(os.path.join(pdir, "gids", index)) or ""
+        gid = text if GID_TEXT.fullmatch(text) else ""
+        # An unpopulated entry (zero GID) has no type to read; reading it fails with EINVAL anyway.
+        gid_type = "" if not gid or is_zero_gid(gid) else _read(os.path.join(pdir, "gid_attrs", "types", index)) or ""
+        gids.append(Gid(int(index), gid, gid_type if gid_type in GID_TYPES else ""))
+    return tuple(gids)
+
+
+def read_rdma_ports(sysfs_root: str, odd: Optional[List[str]] = None) -> List[RdmaPort]:
     base = os.path.join(sysfs_root, "class", "infiniband")
-    ports = []
-    for device in _listdir(base):
+    ports: List[RdmaPort] = []
+    for device in _listdir(base, DEVICE_NAME, odd):
         ports_dir = os.path.join(base, device, "ports")
-        for port in _listdir(ports_dir):
-            if not port.isdigit():
-                continue
+        for port in _listdir(ports_dir, NUMBER_NAME, odd):
+            if len(ports) >= MAX_PORTS:
+                return ports
             pdir = os.path.join(ports_dir, port)
-            gids = tuple(
-                Gid(int(i), _read(os.path.join(pdir, "gids", i)) or "", _read(os.path.join(pdir, "gid_attrs", "types", i)) or "")
-                for i in _listdir(os.path.join(pdir, "gids"))
-                if i.isdigit()
-            )
+            link_layer = _read(os.path.join(pdir, "link_layer")) or ""
             ports.append(
                 RdmaPort(
                     device=device,
                     port=int(port),
                     state=parse_port_state(_read(os.path.join(pdir, "state"))),
-                    link_layer=_read(os.path.join(pdir, "link_layer")) or "unknown",
-                    gids=gids,
+                    link_layer=link_layer if link_layer in LINK_LAYERS else "unknown",
+                    gids=read_gids(pdir, odd),
                 )
             )
     return ports
 
 
-def read_net_names(sysfs_root: str) -> List[str]:
-    return _listdir(os.path.join(sysfs_root, "class", "net"))
+def read_net_names(sysfs_root: str, odd: Optional[List[str]] = None) -> List[str]:
+    return _listdir(os.path.join(sysfs_root, "class", "net"), IFNAME, odd)
+
+
+def read_cgroup_memory(sysfs_root: str) -> CgroupMemory:
+    """The container's memory limit. Inside a container /sys/fs/cgroup is the container's own cgroup
+    (cgroup namespace on v2, a bind mount of its directory on v1)."""
+    base = os.path.join(sysfs_root, "fs", "cgroup")
+    for path in (os.path.join(base, "memory.max"), os.path.join(base, "memory", "memory.limit_in_bytes")):
+        text = _read(path)
+        if text is None:
+            continue
+        if text == "max":
+            return CgroupMemory(None, path)
+        value = parse_decimal(text)
+        if value is None or value < 0:
+            return CgroupMemory(None, "", f"{path} reads {shown(text)}, not a memory limit")
+        return CgroupMemory(None if value >= CGROUP_NO_LIMIT else value, path)
+    return CgroupMemory(None, "", f"neither {base}/memory.max (cgroup v2) nor {base}/memory/memory.limit_in_bytes (v1) is readable")
 
 
 def parse_caps(status_text: str) -> Tuple[int, int]:
@@ -388,7 +620,7 @@ def parse_caps(status_text: str) -> Tuple[int, int]:
         key, _, value = line.partition(":")
         if key in caps:
             try:
-                caps[key] = int(value.strip(), 16)
+                caps[key] = int(value.strip()[:16], 16)
             except ValueError:
                 pass
     return caps["CapEff"], caps["CapAmb"]
@@ -410,24 +642,45 @@ def fmt_limit(value: int) -> str:
     return "unlimited" if value == INFINITY else f"{value // 1024} KB"
 
 
+def fmt_bytes(value: int) -> str:
+    return f"{value // MIB} MiB" if value >= MIB and value % MIB == 0 else f"{value} bytes"
+
+
 def should_prove_pinning(mode: str, strategy: str) -> bool:
     # An RDMA pod always proves it can pin, whatever it declares; a TCP pod declaring "none" is not
     # expected to pin at all.
     return not (mode == "tcp" and strategy == "none")
 
 
-def memlock_raise_target(strategy: str, limit: Tuple[int, int]) -> Optional[Tuple[int, int]]:
-    """What to ask setrlimit for. The kernel decides: raising the hard limit needs SYS_RESOURCE
-    (kernel/sys.c), which only root-sys-resource and privileged containers have. Lifting the soft
-    limit up to the hard limit needs no privilege, so every pinning strategy gets that."""
-    if strategy == "none":
-        return None
-    if strategy in ("root-sys-resource", "privileged"):
-        return (INFINITY, INFINITY)
+def soft_raise_target(limit: Tuple[int, int]) -> Optional[Tuple[int, int]]:
+    """Lifting the soft limit up to the hard one needs no privilege, and without it a pod whose
+    hard limit would allow pinning is refused. Done first, whatever the strategy."""
     soft, hard = limit
-    if limit_value(soft) < limit_value(hard):
-        return (hard, hard)
+    return (hard, hard) if limit_value(soft) < limit_value(hard) else None
+
+
+def memlock_raise_target(strategy: str, limit: Tuple[int, int]) -> Optional[Tuple[int, int]]:
+    """Whether to ask setrlimit for unlimited (after the soft-to-hard step). The kernel decides:
+    raising the hard limit needs SYS_RESOURCE (kernel/sys.c), which only root-sys-resource and
+    privileged containers are meant to have."""
+    if strategy in ("root-sys-resource", "privileged") and limit != (INFINITY, INFINITY):
+        return (INFINITY, INFINITY)
     return None
+
+
+def pin_blocked_reason(pin_bytes: int, cgroup: CgroupMemory) -> str:
+    """Why the proof must not run: mlock faults every page of the buffer in, so a buffer the
+    container's memory limit cannot hold gets the container OOM-killed (exit 137, no message)."""
+    if cgroup.limit is None or pin_bytes + PIN_HEADROOM <= cgroup.limit:
+        return ""
+    return (
+        f"the proof buffer does not fit the container's memory limit: LAUNCHER_PIN_BYTES is {fmt_bytes(pin_bytes)} and the "
+        f"limit is {fmt_bytes(cgroup.limit)} ({cgroup.source}); with the {fmt_bytes(PIN_HEADROOM)} the launcher keeps for "
+        "itself, mlock would fault in more than the limit, and the OOM killer would end the container with exit 137 "
+        "and no message. Fix: lower LAUNCHER_PIN_BYTES (the stack's defaults.pin_bytes) to at most "
+        f"{fmt_bytes(max(cgroup.limit - PIN_HEADROOM, 0))}, or raise the pod's memory limit (resources.limits.memory) "
+        f"to at least {fmt_bytes(pin_bytes + PIN_HEADROOM)}"
+    )
 
 
 def raise_memlock(target: Tuple[int, int]) -> Optional[str]:
@@ -446,8 +699,8 @@ def prove_pinning(nbytes: int) -> int:
     try:
         # fileno -1 makes Python add MAP_ANONYMOUS itself.
         buf = mmap.mmap(-1, nbytes, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
-    except OSError as exc:
-        return exc.errno or errno.ENOMEM
+    except (OSError, ValueError, OverflowError) as exc:
+        return getattr(exc, "errno", None) or errno.ENOMEM
     try:
         anchor = ctypes.c_char.from_buffer(buf)
         address = ctypes.addressof(anchor)
@@ -460,14 +713,18 @@ def prove_pinning(nbytes: int) -> int:
         buf.close()
 
 
-def gather_memlock(cfg: Config) -> MemlockFacts:
-    cap_eff, cap_amb = parse_caps(_read("/proc/self/status") or "")
+def gather_memlock(cfg: Config, cgroup: CgroupMemory) -> MemlockFacts:
+    cap_eff, cap_amb = parse_caps(_read("/proc/self/status", PROC_STATUS_LIMIT) or "")
     before = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    target = memlock_raise_target(cfg.strategy, before)
+    soft_target = soft_raise_target(before)
+    soft_error = raise_memlock(soft_target) if soft_target else None
+    target = memlock_raise_target(cfg.strategy, resource.getrlimit(resource.RLIMIT_MEMLOCK))
     raise_error = raise_memlock(target) if target else None
     after = resource.getrlimit(resource.RLIMIT_MEMLOCK)
-    pin = prove_pinning(cfg.pin_bytes) if should_prove_pinning(cfg.mode, cfg.strategy) else None
-    cap_last = _read("/proc/sys/kernel/cap_last_cap") or ""
+    prove = should_prove_pinning(cfg.mode, cfg.strategy)
+    blocked = pin_blocked_reason(cfg.pin_bytes, cgroup) if prove else ""
+    pin = prove_pinning(cfg.pin_bytes) if prove and not blocked else None
+    cap_last = parse_decimal(_read("/proc/sys/kernel/cap_last_cap") or "")
     return MemlockFacts(
         os.geteuid(),
         cap_eff,
@@ -478,15 +735,23 @@ def gather_memlock(cfg: Config) -> MemlockFacts:
         after,
         cfg.pin_bytes,
         pin,
-        int(cap_last) if cap_last.isdigit() else DEFAULT_CAP_LAST,
+        cap_last if cap_last is not None and 0 <= cap_last < 64 else DEFAULT_CAP_LAST,
+        soft_target,
+        soft_error,
+        blocked,
     )
 
 
 def gather_facts(cfg: Config) -> Facts:
+    # The memory limit first: it decides whether the pinning proof may run at all.
+    cgroup = read_cgroup_memory(cfg.sysfs_root)
+    odd: List[str] = []
     return Facts(
-        memlock=gather_memlock(cfg),
-        ports=tuple(read_rdma_ports(cfg.sysfs_root)),
-        net_names=tuple(read_net_names(cfg.sysfs_root)),
+        memlock=gather_memlock(cfg, cgroup),
+        ports=tuple(read_rdma_ports(cfg.sysfs_root, odd)),
+        net_names=tuple(read_net_names(cfg.sysfs_root, odd)),
+        cgroup=cgroup,
+        odd_entries=tuple(odd),
     )
 
 
@@ -502,6 +767,22 @@ class MemlockVerdict:
     problem: str = ""  # causes and fix, when not ok
 
 
+def ipc_lock_survives_exec(f: MemlockFacts) -> bool:
+    """IPC_LOCK effective in the launcher and still effective in the command it execs: root keeps its
+    bounding set across execve; any other uid keeps only ambient capabilities."""
+    return has_cap(f.cap_eff, CAP_IPC_LOCK) and (f.uid == 0 or has_cap(f.cap_amb, CAP_IPC_LOCK))
+
+
+def effective_pin_limit(f: MemlockFacts) -> Tuple[Optional[int], str]:
+    """How much the command may pin (None: no limit), and why."""
+    soft = f.limit_after[0]
+    if ipc_lock_survives_exec(f):
+        return None, f"unlimited: CAP_IPC_LOCK is effective, so the RLIMIT_MEMLOCK of {fmt_limit(soft)} is moot"
+    if soft == INFINITY:
+        return None, "unlimited (RLIMIT_MEMLOCK)"
+    return soft, f"{fmt_limit(soft)} (the soft RLIMIT_MEMLOCK)"
+
+
 def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
     ipc = has_cap(f.cap_eff, CAP_IPC_LOCK)
     sysres = has_cap(f.cap_eff, CAP_SYS_RESOURCE)
@@ -513,6 +794,11 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
         f"SYS_RESOURCE {'effective' if sysres else 'not effective'})",
         f"RLIMIT_MEMLOCK: soft {fmt_limit(f.limit_before[0])}, hard {fmt_limit(f.limit_before[1])}",
     ]
+    if f.soft_raise_target is not None:
+        if f.soft_raise_error is None:
+            lines.append(f"raised the soft RLIMIT_MEMLOCK to the hard limit, {fmt_limit(f.soft_raise_target[1])} (needs no privilege)")
+        else:
+            lines.append(f"could not raise the soft RLIMIT_MEMLOCK to the hard limit: {f.soft_raise_error}")
     if f.raise_target is not None:
         wanted = "/".join(fmt_limit(v) for v in f.raise_target)
         if f.raise_error is None:
@@ -521,11 +807,15 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
             lines.append(f"could not raise RLIMIT_MEMLOCK to {wanted}: {f.raise_error}")
     if f.limit_after != f.limit_before:
         lines.append(f"RLIMIT_MEMLOCK now: soft {fmt_limit(soft)}, hard {fmt_limit(hard)}")
+    lines.append("effective pinning limit: " + effective_pin_limit(f)[1])
+    size = fmt_bytes(f.pin_bytes)
+    if f.pin_blocked:
+        lines.append(f"mlock of {size}: not attempted (the container's memory limit cannot hold it)")
+        return MemlockVerdict(False, lines, "cannot prove memory pinning: " + f.pin_blocked)
     if f.pin_errno is None:
         lines.append("pinning not checked (strategy none in tcp mode)")
         return MemlockVerdict(True, lines)
 
-    size = f"{f.pin_bytes // MIB} MiB" if f.pin_bytes >= MIB else f"{f.pin_bytes} bytes"
     if f.pin_bytes <= CRIO_DEFAULT_MEMLOCK:
         lines.append(f"warning: a {size} proof buffer fits CRI-O's 8 MiB default and proves nothing; raise LAUNCHER_PIN_BYTES")
     if f.pin_errno != 0:
@@ -827,16 +1117,15 @@ def node_rank(cfg: Config) -> int:
     elif cfg.nnodes == 1:
         return 0
     else:
-        match = re.search(r"-(\d+)$", cfg.pod_name)
+        match = re.search(r"-([0-9]+)$", cfg.pod_name)
         if not match:
             raise ConfigError(
-                f"cannot tell the node rank: POD_NAME {cfg.pod_name!r} has no trailing -N ordinal and JOB_COMPLETION_INDEX is unset"
+                f"cannot tell the node rank: POD_NAME {shown(cfg.pod_name)} has no trailing -N ordinal and JOB_COMPLETION_INDEX is unset"
             )
         source, raw = "POD_NAME", match.group(1)
-    try:
-        rank = int(raw)
-    except ValueError:
-        raise ConfigError(f"{source} gives node rank {raw!r}, not an integer") from None
+    rank = parse_decimal(raw)
+    if rank is None:
+        raise ConfigError(f"{source} gives node rank {shown(raw)}, not a decimal integer below 2**63")
     if not 0 <= rank < cfg.nnodes:
         raise ConfigError(f"node rank {rank} (from {source}) is outside 0..{cfg.nnodes - 1} for LAUNCHER_NNODES={cfg.nnodes}")
     return rank
@@ -880,6 +1169,20 @@ class Plan:
     sections: List[Tuple[str, List[str]]]
     warnings: List[str]
     errors: List[str]
+    hostfile: Optional[Tuple[str, str]] = None  # (path, text) of the DeepSpeed hostfile to write
+
+
+def cgroup_line(cgroup: CgroupMemory) -> str:
+    if not cgroup.known:
+        return f"container memory limit: unknown ({cgroup.note}); the proof buffer is not checked against it"
+    if cgroup.limit is None:
+        return f"container memory limit: none ({cgroup.source})"
+    return f"container memory limit: {fmt_bytes(cgroup.limit)} ({cgroup.source}); the proof buffer plus {fmt_bytes(PIN_HEADROOM)} must fit"
+
+
+def hostfile_text(cfg: Config) -> str:
+    """DeepSpeed's hostfile: one `HOST slots=N` line per pod, in rank order."""
+    return "".join(f"{host} slots={cfg.gpus_per_node}\n" for host in cfg.hosts)
 
 
 def decide(cfg: Config, facts: Facts) -> Plan:
@@ -893,6 +1196,8 @@ def decide(cfg: Config, facts: Facts) -> Plan:
     rdma = cfg.mode == "rdma" and not net.fell_back
 
     memlock = judge_memlock(cfg.strategy, facts.memlock)
+    if should_prove_pinning(cfg.mode, cfg.strategy):
+        memlock.lines.insert(0, cgroup_line(facts.cgroup))
     if rdma:
         memlock.lines.append("note: " + LOC_PROT_ERR_NOTE)
     sections.append(("memory pinning", memlock.lines))
@@ -903,6 +1208,10 @@ def decide(cfg: Config, facts: Facts) -> Plan:
             warnings.append("pinning failed, which tcp mode does not need; continuing. " + memlock.problem)
 
     sections.append(("rdma devices", [describe_port(p) for p in facts.ports] or ["none found"]))
+    if facts.odd_entries:
+        shown_entries = ", ".join(shown(e, 80) for e in facts.odd_entries[:5])
+        more = f" and {len(facts.odd_entries) - 5} more" if len(facts.odd_entries) > 5 else ""
+        warnings.append(f"ignored sysfs entries whose names are not device, port, GID or interface names: {shown_entries}{more}")
 
     env: Dict[str, str] = {}
     nccl_lines = []
@@ -924,11 +1233,16 @@ def decide(cfg: Config, facts: Facts) -> Plan:
     sections.append(("nccl", nccl_lines or ["nothing decided (see the errors below)"]))
     warnings += explicit_value_warnings(cfg, facts, rdma)
 
+    hostfile = None
+    if cfg.deepspeed_hostfile:
+        hostfile = (cfg.deepspeed_hostfile, hostfile_text(cfg))
+        sections.append(("deepspeed hostfile", [f"{cfg.deepspeed_hostfile}:", *(f"  {line}" for line in hostfile[1].splitlines())]))
+
     try:
         rank = node_rank(cfg)
     except ConfigError as exc:
         errors.append(str(exc))
-        return Plan(env, [], sections, warnings, errors)
+        return Plan(env, [], sections, warnings, errors, hostfile)
     env.update(rendezvous_env(cfg, rank))
     argv = build_argv(cfg, env)
     source = (
@@ -944,7 +1258,7 @@ def decide(cfg: Config, facts: Facts) -> Plan:
             ],
         )
     )
-    return Plan(env, argv, sections, warnings, errors)
+    return Plan(env, argv, sections, warnings, errors, hostfile)
 
 
 def explicit_value_warnings(cfg: Config, facts: Facts, rdma: bool) -> List[str]:
@@ -1012,19 +1326,50 @@ def env_file_text(env: Mapping[str, str], argv: Sequence[str]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_env_file(path: str, text: str) -> Optional[str]:
+def write_file(path: str, text: str, make_parents: bool = False) -> Optional[str]:
+    """Write `text` to `path` atomically (a reader never sees half a file); the error, or None.
+    surrogateescape: environment values that were not UTF-8 are written back as the bytes they were."""
+    tmp = f"{path}.{os.getpid()}.tmp"
     try:
-        tmp = f"{path}.{os.getpid()}"
-        with open(tmp, "w") as handle:
+        parent = os.path.dirname(path)
+        if make_parents and parent:
+            os.makedirs(parent, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8", errors="surrogateescape") as handle:
             handle.write(text)
         os.replace(tmp, path)
         return None
-    except OSError as exc:
+    except (OSError, ValueError) as exc:
+        try:
+            os.unlink(tmp)
+        except (OSError, ValueError):
+            pass
         return str(exc)
 
 
+def write_stderr(text: str) -> None:
+    """The report. A process's stderr escapes what it cannot encode; a replaced sys.stderr (tests,
+    embedding) may not, and a report must never become a traceback."""
+    try:
+        sys.stderr.write(text)
+    except UnicodeEncodeError:
+        sys.stderr.write(text.encode("ascii", errors="backslashreplace").decode("ascii"))
+    sys.stderr.flush()
+
+
+def write_stdout(text: str) -> None:
+    """Print --print-env output; values that were not UTF-8 go out as the bytes they were, where a
+    plain write would raise UnicodeEncodeError."""
+    buffer = getattr(sys.stdout, "buffer", None)
+    if buffer is None:
+        sys.stdout.write(text)
+    else:
+        sys.stdout.flush()
+        buffer.write(text.encode("utf-8", errors="surrogateescape"))
+    sys.stdout.flush()
+
+
 def parse_cli(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--print-env", action="store_true", help="run every check, print the exported environment (KEY=VALUE) and exit")
     parser.add_argument("--sysfs-root", help="sysfs to read RDMA devices and interfaces from (default LAUNCHER_SYSFS_ROOT or /sys)")
     parser.add_argument(
@@ -1033,36 +1378,45 @@ def parse_cli(argv: Optional[Sequence[str]]) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def write_outputs(cli: argparse.Namespace, plan: Plan) -> None:
+    """The files the command and oc exec sessions read. A missing hostfile would fail DeepSpeed
+    later, far from the cause, so it stops the pod; the environment file is a convenience."""
+    if plan.hostfile is not None:
+        path, text = plan.hostfile
+        problem = write_file(path, text, make_parents=True)
+        if problem:
+            plan.errors.append(
+                f"could not write the DeepSpeed hostfile {path} (LAUNCHER_DEEPSPEED_HOSTFILE): {problem}; DeepSpeed would fail without it"
+            )
+            return
+    problem = write_file(cli.env_file, env_file_text(plan.env, plan.argv))
+    plan.sections.append(
+        (
+            "environment file",
+            [f"could not write {cli.env_file}: {problem}" if problem else f"{cli.env_file} (`source {cli.env_file}` in oc exec sessions)"],
+        )
+    )
+    if problem:
+        plan.warnings.append(f"oc exec sessions will not see the launcher's environment: {problem}")
+
+
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
     cli = parse_cli(argv)
     environ = os.environ if environ is None else environ
     try:
         cfg = load_config(environ, cli.sysfs_root)
     except ConfigError as exc:
-        sys.stderr.write(render_report(None, None, str(exc).splitlines()))
+        write_stderr(render_report(None, None, str(exc).splitlines()))
         return EXIT_WOULD_NOT_START
 
     plan = decide(cfg, gather_facts(cfg))
     if not plan.errors and not cli.print_env:
-        problem = write_env_file(cli.env_file, env_file_text(plan.env, plan.argv))
-        plan.sections.append(
-            (
-                "environment file",
-                [
-                    f"could not write {cli.env_file}: {problem}"
-                    if problem
-                    else f"{cli.env_file} (`source {cli.env_file}` in oc exec sessions)"
-                ],
-            )
-        )
-        if problem:
-            plan.warnings.append(f"oc exec sessions will not see the launcher's environment: {problem}")
-    sys.stderr.write(render_report(cfg, plan))
-    sys.stderr.flush()
+        write_outputs(cli, plan)
+    write_stderr(render_report(cfg, plan))
     if plan.errors:
         return EXIT_WOULD_NOT_START
     if cli.print_env:
-        sys.stdout.write("".join(f"{k}={v}\n" for k, v in sorted(plan.env.items())))
+        write_stdout("".join(f"{k}={v}\n" for k, v in sorted(plan.env.items())))
         return EXIT_OK
 
     child_env = dict(environ)
@@ -1072,8 +1426,8 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         # exec, not a child: the command keeps the launcher's PID (PID 1 in the container), so the
         # kubelet's SIGTERM reaches torchrun, which forwards it to the training processes.
         os.execvpe(plan.argv[0], plan.argv, child_env)
-    except OSError as exc:
-        sys.stderr.write(f"launcher: cannot execute {plan.argv[0]}: {exc}\n")
+    except (OSError, ValueError) as exc:
+        write_stderr(f"launcher: cannot execute {plan.argv[0]}: {exc}\n")
         return EXIT_EXEC_FAILED
 
 
