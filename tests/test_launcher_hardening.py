@@ -494,3 +494,5 @@ def test_runs_on_python_3_8(tmp_path: pathlib.Path) -> None:
     )
     assert_clean(result, 0)
     assert "NCCL_IB_DISABLE=0" in result.stdout
+    assert "NCCL_IB_HCA==mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1" in result.stdout  # the image's list overridden
+    assert "LAUNCHER_REPORT {" in result.stderr
