@@ -6,11 +6,18 @@ Real layout (what the launcher reads):
   class/infiniband/<dev>/ports/<p>/gids/<i>            "0000:0000:0000:0000:0000:ffff:0a00:6a07"
   class/infiniband/<dev>/ports/<p>/gid_attrs/types/<i> "RoCE v2" or "IB/RoCE v1"; reading an
                                                        unpopulated entry fails with EINVAL
-  class/net/<ifname>/                                  one entry per interface in the pod
+  class/infiniband/<dev>/ports/<p>/gid_attrs/ndevs/<i> the netdev of a RoCE GID ("net1"), as named in
+                                                       the namespace that owns it
+  class/net/<ifname>/                                  one entry per interface in the pod's namespace
+  class/net/<ifname>/device -> ../../devices/...       the PCI function, whose infiniband/<dev> names the
+                                                       interface's RDMA device
+  fs/cgroup/memory.max                                 the container's memory limit, cgroup v2 ("max": none)
+  fs/cgroup/memory/memory.limit_in_bytes               the same, cgroup v1
 """
 
 from __future__ import annotations
 
+import os
 import pathlib
 from typing import Dict, Iterable, Optional, Tuple
 
@@ -46,8 +53,15 @@ def ib_gids() -> GidTable:
 
 
 def add_port(
-    root: pathlib.Path, device: str, port: int = 1, state: str = "ACTIVE", link_layer: str = "Ethernet", gids: Optional[GidTable] = None
+    root: pathlib.Path,
+    device: str,
+    port: int = 1,
+    state: str = "ACTIVE",
+    link_layer: str = "Ethernet",
+    gids: Optional[GidTable] = None,
+    ndev: Optional[str] = None,
 ) -> pathlib.Path:
+    """One port; `ndev`: the netdev every populated RoCE GID names (gid_attrs/ndevs), None for none."""
     pdir = root / "class" / "infiniband" / device / "ports" / str(port)
     (pdir / "gids").mkdir(parents=True, exist_ok=True)
     (pdir / "gid_attrs" / "types").mkdir(parents=True, exist_ok=True)
@@ -64,7 +78,21 @@ def add_port(
             type_path.mkdir()
         else:
             type_path.write_text(gid_type + "\n")
+            if ndev is not None:
+                (pdir / "gid_attrs" / "ndevs").mkdir(exist_ok=True)
+                (pdir / "gid_attrs" / "ndevs" / str(index)).write_text(ndev + "\n")
     return pdir
+
+
+def link_interface(root: pathlib.Path, ifname: str, device: str, pci: str) -> None:
+    """The pod's interface and its RDMA device as sysfs ties them: class/net/<if>/device is a relative
+    symlink to the PCI function's directory, which holds infiniband/<device> and net/<if>."""
+    function = root / "devices" / "pci0000:00" / pci
+    (function / "infiniband" / device).mkdir(parents=True, exist_ok=True)
+    (function / "net" / ifname).mkdir(parents=True, exist_ok=True)
+    netdir = root / "class" / "net" / ifname
+    netdir.mkdir(parents=True, exist_ok=True)
+    (netdir / "device").symlink_to(os.path.relpath(function, netdir))
 
 
 def add_netdevs(root: pathlib.Path, names: Iterable[str]) -> None:
@@ -97,4 +125,43 @@ def cairo(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "n
     for dev in ["mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5"]:
         add_port(root, dev, link_layer="InfiniBand")
     add_netdevs(root, netdevs)
+    return root
+
+
+def cgroup_v2(root: pathlib.Path, memory_max: str) -> pathlib.Path:
+    """The container's memory limit as cgroup v2 shows it inside the container ("max" or bytes)."""
+    path = root / "fs" / "cgroup" / "memory.max"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(memory_max + "\n")
+    return path
+
+
+def cgroup_v1(root: pathlib.Path, limit_in_bytes: str) -> pathlib.Path:
+    path = root / "fs" / "cgroup" / "memory" / "memory.limit_in_bytes"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(limit_in_bytes + "\n")
+    return path
+
+
+POD_VFS = {
+    "net1": ("mlx5_6", "0000:3b:00.2"),
+    "net2": ("mlx5_7", "0000:3b:00.3"),
+    "net3": ("mlx5_8", "0000:5e:00.2"),
+    "net4": ("mlx5_9", "0000:5e:00.3"),
+}
+
+
+def shared_netns(root: pathlib.Path, link: bool = True, ndevs: bool = True, other_pod: bool = True) -> pathlib.Path:
+    """A privileged pod on a Barcelona node with the RDMA subsystem in shared netns mode: it sees
+    every RDMA device of the host. Its own VFs mlx5_6..mlx5_9 back net1..net4 (RoCE v2 IPv4 GID at
+    index 5, as inside pods); mlx5_0 is the host's own ACTIVE NIC with the node's IPv4 GID at index 3;
+    mlx5_12 is another pod's VF, ACTIVE, whose GIDs name that pod's own net1."""
+    add_port(root, "mlx5_0", gids=roce_gids(3, (192, 168, 77, 15)), ndev="eno1np0" if ndevs else None)
+    for n, (ifname, (device, pci)) in enumerate(POD_VFS.items()):
+        add_port(root, device, gids=roce_gids(5, (10, 0, 103 + n, 7)), ndev=ifname if ndevs else None)
+        if link:
+            link_interface(root, ifname, device, pci)
+    if other_pod:
+        add_port(root, "mlx5_12", gids=roce_gids(5, (10, 0, 103, 9)), ndev="net1" if ndevs else None)
+    add_netdevs(root, ["lo", "eth0", *POD_VFS])
     return root

@@ -13,6 +13,7 @@ are laid out.
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
@@ -47,6 +48,11 @@ def _load(name: str, path: pathlib.Path) -> types.ModuleType:
 L = _load("launcher", LAUNCHER_FILE)
 fake = _load("launcher_sysfs", pathlib.Path(__file__).with_name("launcher_sysfs.py"))
 
+# Where launchers started by the tests write their JSON report, instead of the pod's default
+# /tmp/launcher-report.json on the machine running the tests.
+REPORT_DIR = pathlib.Path(tempfile.mkdtemp(prefix="launcher-test-reports-"))
+atexit.register(shutil.rmtree, REPORT_DIR, ignore_errors=True)
+
 
 def contract_env(**overrides: str | None) -> dict[str, str]:
     """A Barcelona-like rendered environment for pod h-kim-1 of 2; None removes a key."""
@@ -61,6 +67,7 @@ def contract_env(**overrides: str | None) -> dict[str, str]:
         "POD_NAME": "h-kim-1",
         "LAUNCHER_RUN": "torchrun",
         "LAUNCHER_ARGS": json.dumps(["train.py", "--epochs", "1"]),
+        "LAUNCHER_REPORT_JSON": str(REPORT_DIR / "report.json"),
     }
     env.update(overrides)
     return {k: v for k, v in env.items() if v is not None}
@@ -86,8 +93,11 @@ def memlock_facts(**overrides: Any) -> Any:
 
 
 def plan_for(sysfs_root: pathlib.Path, memlock: Any = None, **env_overrides: str | None) -> tuple[Any, str]:
+    """The plan for a fake sysfs tree: sysfs read as gather_facts reads it, memlock facts given."""
     cfg = L.load_config(contract_env(**env_overrides), str(sysfs_root))
-    facts = L.Facts(memlock or memlock_facts(), tuple(L.read_rdma_ports(str(sysfs_root))), tuple(L.read_net_names(str(sysfs_root))))
+    net_names = tuple(L.read_net_names(str(sysfs_root)))
+    links = L.read_interface_links(str(sysfs_root), [i for i in cfg.rdma_interfaces if i in net_names])
+    facts = L.Facts(memlock or memlock_facts(), tuple(L.read_rdma_ports(str(sysfs_root))), net_names, links=links)
     plan = L.decide(cfg, facts)
     return plan, L.render_report(cfg, plan)
 
@@ -202,16 +212,19 @@ def test_socket_ifname_goes_exact_when_a_prefix_would_catch_another_interface(tm
     assert plan.env["NCCL_SOCKET_IFNAME"] == "=net1,net2"
 
 
-def test_explicit_nccl_values_are_kept_and_reported(tmp_path: pathlib.Path) -> None:
+def test_explicit_nccl_values_are_kept_and_a_wrong_one_stops_an_rdma_pod(tmp_path: pathlib.Path) -> None:
     seed_hca = "mlx5_6,mlx5_7,mlx5_10,mlx5_11"
-    plan, report = plan_for(fake.barcelona(tmp_path), NCCL_IB_HCA=seed_hca, NCCL_NET_GDR_LEVEL="SYS")
-    assert plan.env["NCCL_IB_HCA"] == seed_hca
+    explicit = "NCCL_IB_HCA,NCCL_NET_GDR_LEVEL"
+    plan, report = plan_for(fake.barcelona(tmp_path), NCCL_IB_HCA=seed_hca, NCCL_NET_GDR_LEVEL="SYS", LAUNCHER_EXPLICIT_NCCL=explicit)
+    assert plan.env["NCCL_IB_HCA"] == seed_hca  # never overridden: the workload meant it
     assert plan.env["NCCL_NET_GDR_LEVEL"] == "SYS"
-    assert "kept: set explicitly by the workload" in report
+    assert "NCCL_NET_GDR_LEVEL=SYS  kept: set explicitly by the workload" in report
     assert "detection would choose NCCL_IB_HCA='=mlx5_6:1,mlx5_7:1,mlx5_8:1,mlx5_9:1'" in report
-    # Kept, but the user is told that two of the four names are not live here.
-    assert any("mlx5_10, which is not an ACTIVE" in w for w in plan.warnings)
-    assert any("mlx5_11, which is not an ACTIVE" in w for w in plan.warnings)
+    # Two of the four names are not live here, so the pod stops and says which.
+    (error,) = plan.errors
+    assert "explicit NCCL_IB_HCA=mlx5_6,mlx5_7,mlx5_10,mlx5_11 names mlx5_10, which is not an ACTIVE" in error
+    assert "names mlx5_11, which is not an ACTIVE" in error
+    assert "WOULD NOT START" in report
 
 
 def test_explicit_prefix_hca_is_flagged(tmp_path: pathlib.Path) -> None:
@@ -223,11 +236,18 @@ def test_explicit_prefix_hca_is_flagged(tmp_path: pathlib.Path) -> None:
     assert any("also selects mlx5_10" in w for w in plan.warnings)
 
 
-def test_explicit_gid_index_that_is_wrong_is_flagged(tmp_path: pathlib.Path) -> None:
-    plan, report = plan_for(fake.barcelona(tmp_path, gid_index=5), NCCL_IB_GID_INDEX="3")
+def test_explicit_gid_index_that_is_wrong_stops_the_pod(tmp_path: pathlib.Path) -> None:
+    plan, report = plan_for(fake.barcelona(tmp_path, gid_index=5), NCCL_IB_GID_INDEX="3", LAUNCHER_EXPLICIT_NCCL="NCCL_IB_GID_INDEX")
     assert plan.env["NCCL_IB_GID_INDEX"] == "3"
     assert "detection would choose NCCL_IB_GID_INDEX='5'" in report
-    assert any("NCCL_IB_GID_INDEX=3 is not a RoCE v2 IPv4 GID on mlx5_6:1" in w for w in plan.warnings)
+    assert any("explicit NCCL_IB_GID_INDEX=3 is not a RoCE v2 IPv4 GID on mlx5_6:1" in e for e in plan.errors)
+
+
+def test_inherited_gid_index_that_is_wrong_is_overridden(tmp_path: pathlib.Path) -> None:
+    plan, report = plan_for(fake.barcelona(tmp_path, gid_index=5), NCCL_IB_GID_INDEX="3")
+    assert plan.errors == []
+    assert plan.env["NCCL_IB_GID_INDEX"] == "5"
+    assert "NCCL_IB_GID_INDEX=5  OVERRIDDEN: inherited '3' is not a RoCE v2 IPv4 GID on mlx5_6:1" in report
 
 
 def test_no_active_port_fails_without_fallback(tmp_path: pathlib.Path) -> None:
@@ -333,13 +353,27 @@ def test_mlock_failing_despite_ipc_lock_blames_memory_not_the_limit() -> None:
     [
         ("root-sys-resource", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
         ("privileged", (8 * MIB, 8 * MIB), (L.INFINITY, L.INFINITY)),
+        ("privileged", (L.INFINITY, L.INFINITY), None),  # nothing left to raise
         ("root-ipc-lock", (8 * MIB, 8 * MIB), None),
-        ("node-limit", (8 * MIB, L.INFINITY), (L.INFINITY, L.INFINITY)),  # soft up to hard: no privilege
+        ("node-limit", (8 * MIB, L.INFINITY), None),  # the soft-to-hard step below does this
         ("none", (8 * MIB, L.INFINITY), None),
     ],
 )
 def test_raise_target(strategy: str, limit: tuple[int, int], expected: tuple[int, int] | None) -> None:
     assert L.memlock_raise_target(strategy, limit) == expected
+
+
+@pytest.mark.parametrize(
+    "limit, expected",
+    [
+        ((8 * MIB, L.INFINITY), (L.INFINITY, L.INFINITY)),
+        ((1 * MIB, 8 * MIB), (8 * MIB, 8 * MIB)),
+        ((8 * MIB, 8 * MIB), None),
+        ((L.INFINITY, L.INFINITY), None),
+    ],
+)
+def test_soft_limit_is_raised_to_the_hard_one_whatever_the_strategy(limit: tuple[int, int], expected: tuple[int, int] | None) -> None:
+    assert L.soft_raise_target(limit) == expected
 
 
 def test_pinning_failure_stops_rdma_but_not_tcp(tmp_path: pathlib.Path) -> None:
@@ -562,7 +596,8 @@ def world_readable() -> Iterator[pathlib.Path]:
         shutil.copy(LAUNCHER_FILE, base / "launcher.py")
         sysfs = base / "sys"
         fake.add_port(sysfs, "mlx5_6")
-        fake.add_netdevs(sysfs, ["lo", "eth0", "net1"])
+        fake.link_interface(sysfs, "net1", "mlx5_6", "0000:3b:00.2")
+        fake.add_netdevs(sysfs, ["lo", "eth0"])
         for path in [base, *base.rglob("*")]:
             path.chmod(0o755 if path.is_dir() else 0o644)
         yield base
