@@ -58,7 +58,7 @@ def main() -> int:
     out = Path(tempfile.mkdtemp())
     run(stacks.load("nerc"))  # warm-up: lazy imports and first-run caches
     rows = []
-    for name in stacks.STACKS:
+    for name in stacks.names():
         config = stacks.load(name)
         t = in_process(config, out, 5)
         rows.append((name, len(config.all_workloads()), len(run(config).resources), t))

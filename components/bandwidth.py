@@ -71,7 +71,8 @@ def check_outputs(config: ClusterConfig, check: CheckConfig) -> dict[str, Any]:
         # nccl-tests' unit, GB/s (1e9 bytes/s): the least bus bandwidth that passes; None reports only.
         "min_busbw_gbytes_per_s": None if rate is None else round(threshold_gbytes(rate, check.min_fraction), 3),
         "deadline_minutes": check.deadline_minutes,
-        "report": f"oc logs -n {check.namespace} job/{name} | python -m stacks bandwidth-report - --stack {config.name} --check {check.name}",
+        "report": f"oc logs -n {check.namespace} job/{name} | python -m stacks bandwidth-report - "
+        f"--stack {config.name} --check {check.name}",
     }
 
 
@@ -84,6 +85,5 @@ class BandwidthCheck(pulumi.ComponentResource):
         self, config: ClusterConfig, check: CheckConfig, after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None
     ) -> None:
         super().__init__(self.TYPE, f"{check.namespace}/{check.name}", None, opts)
-        wait = f"{check.deadline_minutes + CHECK_MARGIN_MINUTES}m"
-        declare_workload(self, bandwidth_objects(config, check), after, custom_timeouts=pulumi.CustomTimeouts(create=wait, update=wait))
+        declare_workload(self, bandwidth_objects(config, check), after, f"{check.deadline_minutes + CHECK_MARGIN_MINUTES}m")
         self.register_outputs({})

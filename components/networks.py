@@ -15,12 +15,12 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, Keep, declare
-from stacks.model import ClusterConfig
+from stacks.model import BandwidthCheck, ClusterConfig, Workload
 
 
 def rdma_namespaces(config: ClusterConfig) -> list[str]:
     """Namespaces that run RDMA pods (workloads in any state, enabled checks)."""
-    pods = [*config.all_workloads(), *config.enabled_checks()]
+    pods: list[Workload | BandwidthCheck] = [*config.all_workloads(), *config.enabled_checks()]
     return sorted({w.namespace for w in pods if w.transport == "rdma"})
 
 

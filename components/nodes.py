@@ -40,8 +40,13 @@ def node_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     objs = []
     if nl.crio_memlock_unlimited:
         data = base64.b64encode(CRIO_MEMLOCK.encode()).decode()
-        file = {"path": CRIO_MEMLOCK_PATH, "mode": 0o644, "overwrite": True, "contents": {"source": f"data:text/plain;charset=utf-8;base64,{data}"}}
-        spec = {"config": {"ignition": {"version": IGNITION_VERSION}, "storage": {"files": [file]}}}
+        file = {
+            "path": CRIO_MEMLOCK_PATH,
+            "mode": 0o644,
+            "overwrite": True,
+            "contents": {"source": f"data:text/plain;charset=utf-8;base64,{data}"},
+        }
+        spec: dict[str, Any] = {"config": {"ignition": {"version": IGNITION_VERSION}, "storage": {"files": [file]}}}
         objs.append(_machine_config(f"99-{nl.pool}-crio-memlock", nl.pool, spec, nl.reason))
     if nl.iommu_passthrough:
         spec = {"config": {"ignition": {"version": IGNITION_VERSION}}, "kernelArguments": ["iommu=pt"]}

@@ -131,7 +131,10 @@ def _fixed_claim(fix: PvcStorageClassFix) -> Requirement:
         current = (state.get("spec") or {}).get("storageClassName")
         phase = (state.get("status") or {}).get("phase")
         if current not in (None, "", fix.storage_class):
-            return f"it has storage class {current!r} already: the patch to {fix.storage_class!r} would be refused (the class is immutable once set)"
+            return (
+                f"it has storage class {current!r} already: the patch to {fix.storage_class!r} would be refused "
+                "(the class is immutable once set)"
+            )
         if not current and phase == "Bound":
             return "it is Bound without a storage class: Kubernetes sets a class only on an unbound claim, so the patch would be refused"
         return None
@@ -141,7 +144,11 @@ def _fixed_claim(fix: PvcStorageClassFix) -> Requirement:
         why=f"the stack sets its storage class ({fix.reason})",
         fix="remove the pvc_fixes entry if the claim is fixed another way, or ask the claim's owner to recreate it with "
         f"storageClassName {fix.storage_class}",
-        expected={"metadata": {"name": fix.pvc, "namespace": fix.namespace}, "spec": {"storageClassName": None}, "status": {"phase": "Pending"}},
+        expected={
+            "metadata": {"name": fix.pvc, "namespace": fix.namespace},
+            "spec": {"storageClassName": None},
+            "status": {"phase": "Pending"},
+        },
         verify=verify,
         tier="platform",
     )  # fmt: skip
@@ -185,7 +192,10 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
             "metadata": {
                 "name": att.network,
                 "namespace": ns,
-                "annotations": {RESOURCE_NAME: att.resource, SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{att.network}"},
+                "annotations": {
+                    RESOURCE_NAME: att.resource,
+                    SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{att.network}",
+                },
             },
             "spec": {"config": att.cni_config or "{}"},
         },
@@ -195,7 +205,15 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
 
 
 def _existing(config: ClusterConfig, api: str, kind: str, ns: str, name: str, fix: str) -> Requirement:
-    return Requirement(api, kind, f"{ns}/{name}", why="workloads of the stack use it; its owner made it", fix=fix, expected={"metadata": {"name": name, "namespace": ns}}, fields=("metadata",))
+    return Requirement(
+        api,
+        kind,
+        f"{ns}/{name}",
+        why="workloads of the stack use it; its owner made it",
+        fix=fix,
+        expected={"metadata": {"name": name, "namespace": ns}},
+        fields=("metadata",),
+    )
 
 
 def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
@@ -207,15 +225,36 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
     if project:
         out += [_namespace(config, ns, "project") for ns in config.namespaces]
         out += [
-            _existing(config, "v1", "ConfigMap", o.namespace, o.name, f"create it (`oc create configmap {o.name} --from-file=... -n {o.namespace}`) or drop it from existing.config_maps")
+            _existing(
+                config,
+                "v1",
+                "ConfigMap",
+                o.namespace,
+                o.name,
+                f"create it (`oc create configmap {o.name} --from-file=... -n {o.namespace}`) or drop it from existing.config_maps",
+            )
             for o in config.existing.config_maps
         ]
         out += [
-            _existing(config, "image.openshift.io/v1", "ImageStream", o.namespace, o.name, f"build or import the image into {o.namespace}/{o.name}, or let the stack build it (images)")
+            _existing(
+                config,
+                "image.openshift.io/v1",
+                "ImageStream",
+                o.namespace,
+                o.name,
+                f"build or import the image into {o.namespace}/{o.name}, or let the stack build it (images)",
+            )
             for o in config.existing.image_streams
         ]
         out += [
-            _existing(config, "v1", "PersistentVolumeClaim", v.namespace, v.name, f"the claim's owner creates it, or the volume is not existing: set existing: false and a size")
+            _existing(
+                config,
+                "v1",
+                "PersistentVolumeClaim",
+                v.namespace,
+                v.name,
+                "the claim's owner creates it, or the volume is not existing: set existing: false and a size",
+            )
             for v in config.volumes
             if v.existing
         ]
@@ -228,7 +267,9 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         if sec.scc and not sec.create and any(config.scc_of(w) == sec.scc for w in pod_specs(config)):
             out.append(_scc(config))
         out += [_fixed_claim(f) for f in config.pvc_fixes]
-        classes = sorted({v.storage_class for v in config.volumes if v.storage_class and not v.existing} | {f.storage_class for f in config.pvc_fixes})
+        classes = sorted(
+            {v.storage_class for v in config.volumes if v.storage_class and not v.existing} | {f.storage_class for f in config.pvc_fixes}
+        )
         out += [_storage_class(config, c) for c in classes]
         fabric = config.fabric
         if fabric is not None and fabric.device_access == "sriov" and rdma_namespaces(config):

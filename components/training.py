@@ -467,15 +467,22 @@ class PodScripts(pulumi.ComponentResource):
         self.register_outputs({})
 
 
-def declare_workload(parent: pulumi.Resource, objects: list[dict[str, Any]], after: Sequence[pulumi.Resource], **main: Any) -> None:
+def declare_workload(
+    parent: pulumi.Resource, objects: list[dict[str, Any]], after: Sequence[pulumi.Resource], timeout: str = POD_CREATION_TIMEOUT
+) -> None:
     """Declare a workload's objects under `parent`: the support objects first, then the StatefulSet
-    or Job, after them and after `after` (grant, networks, claims, scripts, reads, gating checks)."""
+    or Job, after them and after `after` (grant, networks, claims, scripts, reads, gating checks),
+    awaited at most `timeout` (components/lifecycle.py says for what)."""
     *support, last = objects
     declared = [declare(obj, pulumi.ResourceOptions(parent=parent)) for obj in support]
-    options = dict(custom_timeouts=pulumi.CustomTimeouts(create=POD_CREATION_TIMEOUT, update=POD_CREATION_TIMEOUT))
-    options.update(main)
     # Explicit object names cannot coexist with their replacement: delete first on replace.
-    declare(last, pulumi.ResourceOptions(parent=parent, delete_before_replace=True, depends_on=[*declared, *after], **options))
+    options = pulumi.ResourceOptions(
+        parent=parent,
+        delete_before_replace=True,
+        depends_on=[*declared, *after],
+        custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
+    )
+    declare(last, options)
 
 
 class TrainingWorkload(pulumi.ComponentResource):

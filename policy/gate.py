@@ -82,7 +82,7 @@ def check_kube_context(context: str | None, stack: str, environ: Mapping[str, st
         raise pulumi.RunError(
             f"the kubeconfig ({where}) has no context {context!r} (it has: {have}), so the kubernetes provider would see no "
             f"cluster and preview every change as if it would work. Fix: `oc login --server=https://API:6443`, then "
-            f"`oc config rename-context \"$(oc config current-context)\" {context}`"
+            f'`oc config rename-context "$(oc config current-context)" {context}`'
         )
 
 

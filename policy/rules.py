@@ -26,7 +26,7 @@ from policy.core import (
     warning,
 )
 from policy.placement import Group, place
-from stacks.model import INTERNAL_REGISTRY, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, Workload, quantity_value
+from stacks.model import INTERNAL_REGISTRY, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.
@@ -75,8 +75,11 @@ def _strategy(pod: PodView, container: dict[str, Any]) -> str | None:
 # --- security ------------------------------------------------------------------------------------
 
 
-@rule("required-scc", "Every pod pins the SCC its memlock strategy needs with openshift.io/required-scc (restricted-v2 "
-      "when it needs no privilege), so a missing grant fails loudly instead of admission silently picking another SCC.")
+@rule(
+    "required-scc",
+    "Every pod pins the SCC its memlock strategy needs with openshift.io/required-scc (restricted-v2 "
+    "when it needs no privilege), so a missing grant fails loudly instead of admission silently picking another SCC.",
+)
 def required_scc(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     for pod in stack.pods():
@@ -85,14 +88,16 @@ def required_scc(stack: Stack) -> Iterator[Finding]:
         got = pod.annotations.get(REQUIRED_SCC)
         if got is None:
             yield error(
-                pod.ref, _annotation(pod, REQUIRED_SCC),
+                pod.ref,
+                _annotation(pod, REQUIRED_SCC),
                 "the pod does not pin its SCC: admission takes whichever SCC the service account may use that admits the "
                 "pod, so a missing grant shows up later as missing capabilities instead of a clear rejection",
                 f"annotate the pod with {REQUIRED_SCC}: {want or config.security.unprivileged_scc}",
             )
         elif want is not None and got != want:
             yield error(
-                pod.ref, _annotation(pod, REQUIRED_SCC),
+                pod.ref,
+                _annotation(pod, REQUIRED_SCC),
                 f"the pod pins SCC {got!r}, but its memlock strategy runs under {want!r}",
                 f"pin {want!r}",
             )
@@ -119,8 +124,11 @@ def _grants(stack: Stack, scc: str, namespace: str, account: str) -> bool:
     return False
 
 
-@rule("scc-grant", "Each pod's service account exists and may use the SCC the pod pins (seed 003: 'capability may not "
-      "be added: IPC_LOCK' because the service account had no access to the SCC).")
+@rule(
+    "scc-grant",
+    "Each pod's service account exists and may use the SCC the pod pins (seed 003: 'capability may not "
+    "be added: IPC_LOCK' because the service account had no access to the SCC).",
+)
 def scc_grant(stack: Stack) -> Iterator[Finding]:
     accounts = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in stack.of_kind("ServiceAccount")}
     for pod in stack.pods():
@@ -129,14 +137,16 @@ def scc_grant(stack: Stack) -> Iterator[Finding]:
         where = pod.at("spec.serviceAccountName")
         if (pod.namespace, account) not in accounts:
             yield error(
-                pod.ref, where,
+                pod.ref,
+                where,
                 f"service account {pod.namespace}/{account} is not created by this stack: the API server rejects the pod",
                 f"list {account} in namespace {pod.namespace} under security.service_accounts",
             )
         if scc in SCCS_FOR_EVERYONE or _grants(stack, scc, pod.namespace, account):
             continue
         yield error(
-            pod.ref, where,
+            pod.ref,
+            where,
             f"service account {pod.namespace}/{account} may not use SCC {scc!r}: no RoleBinding in {pod.namespace} binds "
             f"ClusterRole {SCC_USE_ROLE_PREFIX}{scc} to it, so admission rejects the pod",
             f"set security.grant: true (the stack then binds it, as `oc adm policy add-scc-to-user {scc} -z {account} -n "
@@ -150,22 +160,26 @@ def scc_grant(stack: Stack) -> Iterator[Finding]:
     created = any(o["metadata"]["name"] == role for o in stack.of_kind("ClusterRole"))
     if bound and not created and sec.scc not in SHIPPED_SCCS:
         yield warning(
-            f"ClusterRole {role}", "security.create",
+            f"ClusterRole {role}",
+            "security.create",
             f"the stack binds ClusterRole {role} but neither creates it nor is {sec.scc!r} an SCC OpenShift ships a use-role "
             "for: if the role does not exist on the cluster the binding grants nothing",
             f"check `oc get clusterrole {role}`; `oc adm policy add-scc-to-user {sec.scc} -z SA -n NS` creates it once",
         )
 
 
-@rule("scc-capabilities", "The SCC a pod runs under allows every capability its containers add (seed 003: 'capability "
-      "may not be added: IPC_LOCK').")
+@rule(
+    "scc-capabilities",
+    "The SCC a pod runs under allows every capability its containers add (seed 003: 'capability may not be added: IPC_LOCK').",
+)
 def scc_capabilities(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         name = stack.scc_of(pod)
         scc = stack.scc(name)
         if scc is None:
             yield error(
-                pod.ref, _annotation(pod, REQUIRED_SCC),
+                pod.ref,
+                _annotation(pod, REQUIRED_SCC),
                 f"the pod runs under SCC {name!r}, which this stack neither creates nor describes: what it allows is unknown",
                 f"set security.scc: {name} with create: false and its existing_* fields",
             )
@@ -175,15 +189,19 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
             if denied:
                 allowed = ", ".join(sorted(scc.allowed_capabilities or ())) or "none"
                 yield error(
-                    pod.ref, f"{path}.securityContext.capabilities.add",
+                    pod.ref,
+                    f"{path}.securityContext.capabilities.add",
                     f"capability may not be added: {', '.join(denied)}: SCC {name!r} allows {allowed} ({scc.where})",
                     "run under an SCC that allows them (security.create: true makes one from the workloads' memlock "
                     "strategies), or choose a memlock strategy that adds none (node-limit; see KNOWLEDGE.md)",
                 )
 
 
-@rule("memlock-strategy", "The way the pod is meant to pin memory can work: added capabilities are effective only for "
-      "uid 0, privileged needs an SCC allowing it, RDMA without any strategy pins at most 8 MiB (KNOWLEDGE.md's table).")
+@rule(
+    "memlock-strategy",
+    "The way the pod is meant to pin memory can work: added capabilities are effective only for "
+    "uid 0, privileged needs an SCC allowing it, RDMA without any strategy pins at most 8 MiB (KNOWLEDGE.md's table).",
+)
 def memlock_strategy(stack: Stack) -> Iterator[Finding]:
     node_limit_real = stack.config.node_level.crio_memlock_unlimited
     for pod in stack.pods():
@@ -203,7 +221,8 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                 continue
             if mode == "rdma" and strategy == "none":
                 yield error(
-                    pod.ref, where,
+                    pod.ref,
+                    where,
                     "an RDMA pod with memlock strategy 'none' can pin only CRI-O's default 8 MiB: memory registration fails "
                     "with 'Cannot allocate memory'",
                     fix_strategy,
@@ -212,20 +231,23 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                 missing = [cap for cap in STRATEGY_CAPABILITIES[strategy] if cap not in _added(c)]
                 if missing:
                     yield error(
-                        pod.ref, f"{path}.securityContext.capabilities.add",
+                        pod.ref,
+                        f"{path}.securityContext.capabilities.add",
                         f"memlock strategy {strategy!r} needs {', '.join(missing)} added to the container",
                         f"add {', '.join(missing)} to securityContext.capabilities.add",
                     )
                 if pod.run_as_user(c) != 0:
                     yield error(
-                        pod.ref, f"{path}.securityContext.runAsUser",
+                        pod.ref,
+                        f"{path}.securityContext.runAsUser",
                         f"memlock strategy {strategy!r} needs uid 0: added capabilities reach the effective set only for "
                         "root (CRI-O sets no ambient capabilities), so a non-root uid cannot pin memory",
                         "set runAsUser: 0 on the container, or use memlock node-limit",
                     )
                 if scc is not None and not scc.allows_root:
                     yield error(
-                        pod.ref, f"{path}.securityContext.runAsUser",
+                        pod.ref,
+                        f"{path}.securityContext.runAsUser",
                         f"memlock strategy {strategy!r} runs as uid 0, but SCC {scc.name!r} does not admit root "
                         f"({scc.where}): admission rejects the pod",
                         "run under an SCC with runAsUser RunAsAny (security.create: true makes one), or use memlock node-limit",
@@ -233,13 +255,15 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
             elif strategy == "privileged":
                 if not _security(c).get("privileged"):
                     yield error(
-                        pod.ref, f"{path}.securityContext.privileged",
+                        pod.ref,
+                        f"{path}.securityContext.privileged",
                         "memlock strategy 'privileged' but the container is not privileged: it gets no capability to pin memory",
                         "set securityContext.privileged: true, or choose another memlock strategy",
                     )
                 if scc is not None and not scc.allows_privileged:
                     yield error(
-                        pod.ref, f"{path}.securityContext.privileged",
+                        pod.ref,
+                        f"{path}.securityContext.privileged",
                         f"memlock strategy 'privileged' needs a privileged container, which SCC {scc.name!r} does not allow "
                         f"({scc.where}): admission rejects the pod",
                         "use memlock root-ipc-lock under an SCC that allows IPC_LOCK (security.create: true), or an SCC "
@@ -247,7 +271,8 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                     )
             elif strategy == "node-limit" and mode == "rdma" and not node_limit_real:
                 yield warning(
-                    pod.ref, where,
+                    pod.ref,
+                    where,
                     "memlock strategy 'node-limit' relies on the cluster admin having raised CRI-O's memlock limit on the GPU "
                     "nodes; without it memory registration fails at 8 MiB (the launcher stops the pod at start and says so)",
                     "set node_level.crio_memlock_unlimited: true (a MachineConfig the platform tier applies; it reboots the "
@@ -255,16 +280,20 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                 )
 
 
-@rule("least-privilege", "A container holds no more than its memlock strategy needs: non-root with every capability "
-      "dropped (none, node-limit), root with only the strategy's capabilities added back, no escalation, the runtime's "
-      "seccomp profile; training pods mount no API token unless the workload asks for one.")
+@rule(
+    "least-privilege",
+    "A container holds no more than its memlock strategy needs: non-root with every capability "
+    "dropped (none, node-limit), root with only the strategy's capabilities added back, no escalation, the runtime's "
+    "seccomp profile; training pods mount no API token unless the workload asks for one.",
+)
 def least_privilege(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         spec = stack.workload(pod)
         wants_token = bool(spec and spec.service_account_token)
         if pod.spec.get("automountServiceAccountToken") is not False and not wants_token:
             yield error(
-                pod.ref, pod.at("spec.automountServiceAccountToken"),
+                pod.ref,
+                pod.at("spec.automountServiceAccountToken"),
                 "the pod mounts a service account token it never uses: anyone who gets into it may call the API as that account",
                 "set automountServiceAccountToken: false (service_account_token: true on the workload if it does call the API)",
             )
@@ -288,14 +317,17 @@ def least_privilege(stack: Stack) -> Iterator[Finding]:
                 problems.append(f"may run as root, which memlock {strategy!r} does not need")
             if problems:
                 yield error(
-                    pod.ref, f"{path}.securityContext",
+                    pod.ref,
+                    f"{path}.securityContext",
                     f"the container {'; '.join(problems)}",
                     "let the program render the securityContext from the memlock strategy (components/training.py container_security)",
                 )
 
 
-@rule("privileged-container", "No privileged container unless its workload says why (privileged_reason); the reason "
-      "is printed with every check.")
+@rule(
+    "privileged-container",
+    "No privileged container unless its workload says why (privileged_reason); the reason is printed with every check.",
+)
 def privileged_container(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         for path, c in pod.containers():
@@ -304,21 +336,24 @@ def privileged_container(stack: Stack) -> Iterator[Finding]:
             reason = stack.privileged_reason(pod)
             if reason:
                 yield warning(
-                    pod.ref, f"{path}.securityContext.privileged",
+                    pod.ref,
+                    f"{path}.securityContext.privileged",
                     f"privileged container (every capability and host device), accepted because: {reason}",
                     "move to a device plugin and a least-privilege SCC when the cluster offers one",
                 )
             else:
                 yield error(
-                    pod.ref, f"{path}.securityContext.privileged",
+                    pod.ref,
+                    f"{path}.securityContext.privileged",
                     "privileged container (every capability and host device) without a stated reason",
-                    f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a "
-                    "least-privilege SCC",
+                    f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a least-privilege SCC",
                 )
 
 
-@rule("privileged-scc", "An SCC allowing privileged containers is granted only with a stated reason "
-      "(security.broad_grant_reason), printed with every check.")
+@rule(
+    "privileged-scc",
+    "An SCC allowing privileged containers is granted only with a stated reason (security.broad_grant_reason), printed with every check.",
+)
 def privileged_scc(stack: Stack) -> Iterator[Finding]:
     sec = stack.config.security
     scc = stack.scc(sec.scc) if sec.scc else None
@@ -335,20 +370,25 @@ def privileged_scc(stack: Stack) -> Iterator[Finding]:
     accounts = ", ".join(bound) or "nobody"
     if sec.broad_grant_reason:
         yield warning(
-            obj, where,
+            obj,
+            where,
             f"SCC {scc.name!r} allows privileged containers and is granted to {accounts}; accepted because: {sec.broad_grant_reason}",
             "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds",
         )
     else:
         yield error(
-            obj, where,
+            obj,
+            where,
             f"SCC {scc.name!r} allows privileged containers and is granted to {accounts} without a stated reason",
             "set security.broad_grant_reason, or use a least-privilege SCC (security.create: true)",
         )
 
 
-@rule("network-policy", "Every workload's pods are selected by a NetworkPolicy of the stack: the unauthenticated torchrun "
-      "rendezvous (TCPStore) and NCCL's sockets admit the workload's own pods only.")
+@rule(
+    "network-policy",
+    "Every workload's pods are selected by a NetworkPolicy of the stack: the unauthenticated torchrun "
+    "rendezvous (TCPStore) and NCCL's sockets admit the workload's own pods only.",
+)
 def network_policy(stack: Stack) -> Iterator[Finding]:
     policies = stack.of_kind("NetworkPolicy")
     for pod in stack.pods():
@@ -361,7 +401,8 @@ def network_policy(stack: Stack) -> Iterator[Finding]:
         )
         if not covered:
             yield error(
-                pod.ref, pod.at("metadata.labels"),
+                pod.ref,
+                pod.at("metadata.labels"),
                 "no NetworkPolicy selects these pods: anyone on the pod network can reach the rendezvous port and inject "
                 "into the training run",
                 "render the workload's NetworkPolicy (components/training.py network_policy)",
@@ -384,8 +425,11 @@ def _visible_nads(stack: Stack) -> dict[tuple[str, str], str | None]:
     return nads
 
 
-@rule("network-attachments", "Every network a pod attaches exists where the pod can see it (its namespace, or a global "
-      "one), and an RDMA pod on an SR-IOV fabric attaches its networks (seed 003: net1-4 missing in the pod).")
+@rule(
+    "network-attachments",
+    "Every network a pod attaches exists where the pod can see it (its namespace, or a global "
+    "one), and an RDMA pod on an SR-IOV fabric attaches its networks (seed 003: net1-4 missing in the pod).",
+)
 def network_attachments(stack: Stack) -> Iterator[Finding]:
     nads = _visible_nads(stack)
     fabric = stack.config.fabric
@@ -395,21 +439,24 @@ def network_attachments(stack: Stack) -> Iterator[Finding]:
         rdma = any(pod.env(c).get("LAUNCHER_MODE") == "rdma" for _, c in pod.containers())
         if rdma and not refs and fabric is not None and fabric.device_access == "sriov":
             yield error(
-                pod.ref, where,
+                pod.ref,
+                where,
                 "an RDMA pod on an SR-IOV fabric attaches no network: it gets no RDMA device and NCCL falls back to sockets",
                 "list the SR-IOV networks in fabric.attachments",
             )
         for r in refs:
             if r.namespace != pod.namespace and r.namespace not in GLOBAL_NAD_NAMESPACES:
                 yield error(
-                    pod.ref, where,
+                    pod.ref,
+                    where,
                     f"network {r.namespace}/{r.name}: OpenShift lets a pod use NADs of its own namespace ({pod.namespace}) "
                     f"and of {', '.join(sorted(GLOBAL_NAD_NAMESPACES))} only; the pod sandbox is not created",
                     f"copy the NAD into {pod.namespace} (fabric.nad_mode: copy), or reference it in default",
                 )
             elif (r.namespace, r.name) not in nads:
                 yield error(
-                    pod.ref, where,
+                    pod.ref,
+                    where,
                     f"network {r.namespace}/{r.name} does not exist where the pod looks for it: the stack does not create "
                     "it and fabric.attachments does not place it there; the pod sandbox is not created",
                     "create a copy in the pod's namespace (fabric.nad_mode: copy with device_access: sriov), or fix "
@@ -417,8 +464,11 @@ def network_attachments(stack: Stack) -> Iterator[Finding]:
                 )
 
 
-@rule("sriov-resources", "A pod requests and limits the SR-IOV resource of every network it attaches, one per "
-      "attachment (seed 003: 'Insufficient openshift.io/eno5np0rdma').")
+@rule(
+    "sriov-resources",
+    "A pod requests and limits the SR-IOV resource of every network it attaches, one per "
+    "attachment (seed 003: 'Insufficient openshift.io/eno5np0rdma').",
+)
 def sriov_resources(stack: Stack) -> Iterator[Finding]:
     nads = _visible_nads(stack)
     for pod in stack.pods():
@@ -434,7 +484,8 @@ def sriov_resources(stack: Stack) -> Iterator[Finding]:
             if limit < count or request < count:
                 first = containers[0][0] if containers else pod.at("spec.containers[0]")
                 yield error(
-                    pod.ref, f'{first}.resources.limits["{resource}"]',
+                    pod.ref,
+                    f'{first}.resources.limits["{resource}"]',
                     f"the pod attaches {count} network(s) backed by {resource} but requests {request} and limits {limit}: "
                     f"no VF is allocated, the scheduler reports 'Insufficient {resource}' or the attachment fails",
                     f"request and limit {resource}: {count} on the training container",
@@ -456,8 +507,11 @@ def _select_interfaces(value: str, interfaces: list[str]) -> list[str]:
     return [i for i in interfaces if hit(i) != exclude]
 
 
-@rule("socket-ifname", "NCCL_SOCKET_IFNAME (explicit, or the launcher's TCP setting) selects interfaces the pod will "
-      "have (seed 003: 'Bootstrap: no socket interface found').")
+@rule(
+    "socket-ifname",
+    "NCCL_SOCKET_IFNAME (explicit, or the launcher's TCP setting) selects interfaces the pod will "
+    "have (seed 003: 'Bootstrap: no socket interface found').",
+)
 def socket_ifname(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         interfaces = list(POD_INTERFACES) + [r.interface for r in pod.network_refs()]
@@ -473,7 +527,8 @@ def socket_ifname(stack: Stack) -> Iterator[Finding]:
                 chosen = [i for i in _select_interfaces(value, interfaces) if i != "lo" or not multi_node]
                 if not chosen:
                     yield error(
-                        pod.ref, f"{path}.env[{var}]",
+                        pod.ref,
+                        f"{path}.env[{var}]",
                         f"{var}={value!r} selects none of the interfaces the pod will have ({', '.join(interfaces)}"
                         f"{'; loopback cannot reach the other pods' if multi_node else ''}): NCCL stops with "
                         "'Bootstrap: no socket interface found'",
@@ -482,8 +537,11 @@ def socket_ifname(stack: Stack) -> Iterator[Finding]:
                     )
 
 
-@rule("ib-hca", "A static NCCL_IB_HCA names only devices live on every node (fabric.devices), in exact-match form "
-      "when an entry is a prefix of another known device (seeds 002/003 pinned mlx5_10 and mlx5_11, which were not ACTIVE).")
+@rule(
+    "ib-hca",
+    "A static NCCL_IB_HCA names only devices live on every node (fabric.devices), in exact-match form "
+    "when an entry is a prefix of another known device (seeds 002/003 pinned mlx5_10 and mlx5_11, which were not ACTIVE).",
+)
 def ib_hca(stack: Stack) -> Iterator[Finding]:
     fabric = stack.config.fabric
     for pod in stack.pods():
@@ -505,7 +563,8 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
             if unknown and not exclude:
                 seen = [o.source for o in fabric.device_observations if set(unknown) & set(o.devices)]
                 yield error(
-                    pod.ref, where,
+                    pod.ref,
+                    where,
                     f"NCCL_IB_HCA names {', '.join(unknown)}, which are not among the devices live on every node "
                     f"(fabric.devices: {', '.join(fabric.devices)})"
                     + (f"; they appear in {'; '.join(seen)}" if seen else "")
@@ -519,7 +578,8 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
                 if clashes:
                     listed = "; ".join(f"{n} also selects {', '.join(ks)}" for n, ks in sorted(clashes.items()))
                     yield error(
-                        pod.ref, where,
+                        pod.ref,
+                        where,
                         f"NCCL_IB_HCA entries are prefix matches: {listed}",
                         f"write the exact form: {'^' if exclude else ''}={body}",
                     )
@@ -538,8 +598,11 @@ def _claims(stack: Stack) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]
             yield o, f"spec.volumeClaimTemplates[{i}].spec", t.get("spec") or {}
 
 
-@rule("storage-class", "Every claim names a storage class that exists on the cluster; one that names none relies on "
-      "the cluster default, which is what left seed 004's NFS server Pending.")
+@rule(
+    "storage-class",
+    "Every claim names a storage class that exists on the cluster; one that names none relies on "
+    "the cluster default, which is what left seed 004's NFS server Pending.",
+)
 def storage_class(stack: Stack) -> Iterator[Finding]:
     classes = {s.name for s in stack.config.storage_classes}
     known = ", ".join(sorted(classes)) or "none"
@@ -550,20 +613,25 @@ def storage_class(stack: Stack) -> Iterator[Finding]:
         sc = spec.get("storageClassName")
         if sc is None:
             yield warning(
-                obj, f"{path}.storageClassName",
+                obj,
+                f"{path}.storageClassName",
                 "no storage class: the claim relies on the cluster's default class; where there is none it stays Pending",
                 "set the volume's storage_class to a class listed in storage_classes",
             )
         elif sc not in classes:
             yield error(
-                obj, f"{path}.storageClassName",
+                obj,
+                f"{path}.storageClassName",
                 f"storage class {sc!r} is not known on {stack.config.name} (storage_classes: {known}): the claim stays Pending",
                 "use a class from storage_classes, or add it there if `oc get storageclass` shows it",
             )
 
 
-@rule("access-mode", "A claim asks only for access modes its class provides, and a claim mounted by several pods is "
-      "ReadWriteMany on an RWX-capable class (seed 004: RWX on nfs-csi, RWO only on ceph-rbd).")
+@rule(
+    "access-mode",
+    "A claim asks only for access modes its class provides, and a claim mounted by several pods is "
+    "ReadWriteMany on an RWX-capable class (seed 004: RWX on nfs-csi, RWO only on ceph-rbd).",
+)
 def access_mode(stack: Stack) -> Iterator[Finding]:
     classes = {s.name: s for s in stack.config.storage_classes}
     users: Counter[tuple[str, str]] = Counter()  # (namespace, claim) -> pods mounting it
@@ -582,13 +650,15 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
             for m in modes:
                 if m not in sc.access_modes:
                     yield error(
-                        obj, where,
+                        obj,
+                        where,
                         f"storage class {sc.name!r} provides {', '.join(sc.access_modes)} only: a {m} claim stays Pending",
                         "use a class that provides it (storage_classes), or a per-pod volume (shared: false)",
                     )
         elif sc_name is None and "ReadWriteMany" in modes:
             yield error(
-                obj, where,
+                obj,
+                where,
                 "a ReadWriteMany claim on the cluster's default class, whose access modes the stack does not know: on a "
                 "block-backed default it stays Pending",
                 "name an RWX-capable class in the volume's storage_class (list it in storage_classes), or use shared: false",
@@ -599,9 +669,9 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
         n = users[(str(meta.get("namespace") or "default"), str(meta.get("name")))]
         if n > 1 and "ReadWriteMany" not in modes:
             yield error(
-                obj, where,
-                f"mounted by {n} pods, one per node, but not ReadWriteMany: all but the first stay ContainerCreating "
-                "(Multi-Attach error)",
+                obj,
+                where,
+                f"mounted by {n} pods, one per node, but not ReadWriteMany: all but the first stay ContainerCreating (Multi-Attach error)",
                 "make the volume shared (ReadWriteMany) on an RWX-capable class, or per-pod (shared: false)",
             )
 
@@ -609,8 +679,11 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
 # --- images, scripts, secrets, developer tools ------------------------------------------------------
 
 
-@rule("image", "Every container names an image, and an image from the internal registry comes from an ImageStream the stack "
-      "builds or declares as existing (existing.image_streams); images RDMA pods use carry RDMA userspace (rdma-core, libibverbs).")
+@rule(
+    "image",
+    "Every container names an image, and an image from the internal registry comes from an ImageStream the stack "
+    "builds or declares as existing (existing.image_streams); images RDMA pods use carry RDMA userspace (rdma-core, libibverbs).",
+)
 def image(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     built = {(b.namespace, b.name): b for b in config.images}
@@ -626,14 +699,16 @@ def image(stack: Stack) -> Iterator[Finding]:
                 stream = rest.split("@")[0].split(":")[0]
                 if (ns, stream) not in built and (ns, stream) not in declared:
                     yield error(
-                        pod.ref, f"{path}.image",
+                        pod.ref,
+                        f"{path}.image",
                         f"ImageStream {ns}/{stream} is neither built by this stack (images) nor declared as existing: the pod "
                         "would stay in ImagePullBackOff if nobody made it",
                         f"add an image build for {stream} in {ns}, or list {ns}/{stream} in existing.image_streams",
                     )
                 elif ns != pod.namespace:
                     yield warning(
-                        pod.ref, f"{path}.image",
+                        pod.ref,
+                        f"{path}.image",
                         f"the image comes from ImageStream {ns}/{stream} in another namespace: its service account needs "
                         f"system:image-puller in {ns}",
                         f"`oc policy add-role-to-user system:image-puller system:serviceaccount:{pod.namespace}:"
@@ -644,15 +719,19 @@ def image(stack: Stack) -> Iterator[Finding]:
                     lacking = [p for p in RDMA_USERSPACE if p not in b.dockerfile]
                     if lacking:
                         yield error(
-                            pod.ref, f"{path}.image",
+                            pod.ref,
+                            f"{path}.image",
                             f"an RDMA pod runs image {ns}/{stream}, whose Dockerfile does not install {', '.join(lacking)}: NCCL "
                             "finds no IB provider and silently uses sockets",
                             f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{stream}]",
                         )
 
 
-@rule("secret-ref", "Environment read from a Secret names one the stack declares as existing (existing.secrets): the "
-      "pod would otherwise stop in CreateContainerConfigError.")
+@rule(
+    "secret-ref",
+    "Environment read from a Secret names one the stack declares as existing (existing.secrets): the "
+    "pod would otherwise stop in CreateContainerConfigError.",
+)
 def secret_ref(stack: Stack) -> Iterator[Finding]:
     declared = {(o.namespace, o.name) for o in stack.config.existing.secrets}
     for pod in stack.pods():
@@ -661,7 +740,8 @@ def secret_ref(stack: Stack) -> Iterator[Finding]:
                 ref_ = ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
                 if ref_ and (pod.namespace, ref_) not in declared:
                     yield error(
-                        pod.ref, f"{path}.env[{e.get('name')}]",
+                        pod.ref,
+                        f"{path}.env[{e.get('name')}]",
                         f"Secret {pod.namespace}/{ref_} is not declared in existing.secrets: nothing says it exists",
                         f"create it (`oc create secret generic {ref_} -n {pod.namespace} ...`) and list it in existing.secrets",
                     )
@@ -676,20 +756,29 @@ def route_port(stack: Stack) -> Iterator[Finding]:
         svc = services.get((meta.get("namespace"), (spec.get("to") or {}).get("name")))
         target = (spec.get("port") or {}).get("targetPort")
         if svc is None:
-            yield error(ref(r), "spec.to.name", f"Route to Service {(spec.get('to') or {}).get('name')!r}, which the stack does not declare", "expose the port through the workload's ports (route: true)")
+            yield error(
+                ref(r),
+                "spec.to.name",
+                f"Route to Service {(spec.get('to') or {}).get('name')!r}, which the stack does not declare",
+                "expose the port through the workload's ports (route: true)",
+            )
             continue
         ports = (svc.get("spec") or {}).get("ports") or []
         if not any(p.get("name") == target or p.get("port") == target for p in ports):
             yield error(
-                ref(r), "spec.port.targetPort",
+                ref(r),
+                "spec.port.targetPort",
                 f"the Route targets port {target!r}, which Service {meta.get('namespace')}/{svc['metadata']['name']} does not have: "
                 "the router answers 503",
                 "name a port of the Service",
             )
 
 
-@rule("shm-size", "/dev/shm (a memory emptyDir) fits in the container's memory limit: what is written there counts "
-      "against it, and a larger size is an OOM kill waiting to happen.")
+@rule(
+    "shm-size",
+    "/dev/shm (a memory emptyDir) fits in the container's memory limit: what is written there counts "
+    "against it, and a larger size is an OOM kill waiting to happen.",
+)
 def shm_size(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         limits = [_limit(c) for _, c in pod.containers()]
@@ -698,7 +787,8 @@ def shm_size(stack: Stack) -> Iterator[Finding]:
             limit = max((x for x in limits if x is not None), default=None)
             if size and limit is not None and quantity_value(str(size)) > limit:
                 yield error(
-                    pod.ref, pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
+                    pod.ref,
+                    pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
                     f"/dev/shm may grow to {size}, more than the memory limit of the container: filling it gets the pod OOM-killed",
                     "set shm_size below the workload's memory limit",
                 )
@@ -724,8 +814,11 @@ def _tolerates(tolerations: list[dict[str, Any]], taint: Any) -> bool:
     return False
 
 
-@rule("gpu-toleration", "Every GPU pod tolerates the taints the stack says its GPU nodes carry (gpu_tolerations), or it "
-      "stays Pending forever (NERC's nvidia.com/gpu.product taint).")
+@rule(
+    "gpu-toleration",
+    "Every GPU pod tolerates the taints the stack says its GPU nodes carry (gpu_tolerations), or it "
+    "stays Pending forever (NERC's nvidia.com/gpu.product taint).",
+)
 def gpu_toleration(stack: Stack) -> Iterator[Finding]:
     taints = stack.config.gpu_tolerations
     for pod in stack.pods():
@@ -735,7 +828,8 @@ def gpu_toleration(stack: Stack) -> Iterator[Finding]:
         for t in taints:
             if not _tolerates(tolerations, t):
                 yield error(
-                    pod.ref, pod.at("spec.tolerations"),
+                    pod.ref,
+                    pod.at("spec.tolerations"),
                     f"the GPU nodes are tainted {t.key}{'=' + t.value if t.value else ''}:{t.effect or '*'} and this GPU pod does "
                     "not tolerate it: it stays Pending",
                     "let the program add gpu_tolerations to every GPU pod (components/training.py scheduling)",
@@ -756,9 +850,12 @@ def _gpus(pod: PodView) -> int:
     return sum(_amount(c.get("resources") or {}, "limits", GPU) for _, c in pod.containers())
 
 
-@rule("capacity", "Every running pod of the stack (workloads and enabled bandwidth checks) can be scheduled at once on the "
-      "nodes the stack counts on (node_sets): GPUs per node, one pod of a workload per node, node pins. Pending pods "
-      "never start, and an enabled check would wait out its deadline.")
+@rule(
+    "capacity",
+    "Every running pod of the stack (workloads and enabled bandwidth checks) can be scheduled at once on the "
+    "nodes the stack counts on (node_sets): GPUs per node, one pod of a workload per node, node pins. Pending pods "
+    "never start, and an enabled check would wait out its deadline.",
+)
 def capacity(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     nodes: dict[str, int] = {}  # node id -> GPUs
@@ -779,7 +876,8 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             unknown = [h for h in hosts if h not in named]
             if unknown:
                 yield error(
-                    pod.ref, pod.at("spec.affinity.nodeAffinity"),
+                    pod.ref,
+                    pod.at("spec.affinity.nodeAffinity"),
                     f"pinned to {', '.join(unknown)}, which are not among the nodes the stack counts on (node_sets)",
                     "pin only nodes listed in node_sets (names as `oc get nodes` shows them)",
                 )
@@ -793,7 +891,8 @@ def capacity(stack: Stack) -> Iterator[Finding]:
         return
     if result.exhausted:
         yield warning(
-            f"Stack {config.name}", "node_sets",
+            f"Stack {config.name}",
+            "node_sets",
             "the placement search gave up before deciding whether every running pod fits at once",
             "run fewer workloads at once, or check the placement by hand",
         )
@@ -802,7 +901,8 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     supply = "; ".join(f"{s.name}: {s.size} node(s) x {s.gpus_per_node} GPUs" for s in config.node_sets)
     culprit = result.unplaced.name if result.unplaced else "the stack"
     yield error(
-        culprit, "spec.replicas",
+        culprit,
+        "spec.replicas",
         f"the running workloads cannot all be scheduled at once: they ask for {demand}, and the stack counts on {supply}; "
         f"no placement fits {culprit.split(' ', 1)[-1]} beside the others, so its pods would stay Pending",
         "stop a workload (state: stopped), disable a bandwidth check, shrink one (nodes), or count more nodes in node_sets",
@@ -812,8 +912,11 @@ def capacity(stack: Stack) -> Iterator[Finding]:
 # --- the whole stack ------------------------------------------------------------------------------
 
 
-@rule("unique-objects", "No object is declared twice: `pulumi up` refuses a program with two resources of one type and "
-      "name, and the API server keeps only one of two objects with one name.")
+@rule(
+    "unique-objects",
+    "No object is declared twice: `pulumi up` refuses a program with two resources of one type and "
+    "name, and the API server keeps only one of two objects with one name.",
+)
 def unique_objects(stack: Stack) -> Iterator[Finding]:
     seen = Counter(
         (o.get("apiVersion"), o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name"))
@@ -822,14 +925,18 @@ def unique_objects(stack: Stack) -> Iterator[Finding]:
     for (_, kind, ns, name), n in sorted(seen.items(), key=str):
         if n > 1:
             yield error(
-                f"{kind} {ns}/{name}" if ns else f"{kind} {name}", "metadata.name",
+                f"{kind} {ns}/{name}" if ns else f"{kind} {name}",
+                "metadata.name",
                 f"declared {n} times: `pulumi up` stops with a duplicate URN",
                 "give each workload, volume and script a name unique in its namespace",
             )
 
 
-@rule("orphaned-claims", "A change that would detach a StatefulSet's per-pod claims (renaming the workload, its volume, "
-      "or moving it) is flagged: the old claims stay with their data, unused, and the pods start on new, empty ones.")
+@rule(
+    "orphaned-claims",
+    "A change that would detach a StatefulSet's per-pod claims (renaming the workload, its volume, "
+    "or moving it) is flagged: the old claims stay with their data, unused, and the pods start on new, empty ones.",
+)
 def orphaned_claims(stack: Stack) -> Iterator[Finding]:
     if not stack.previous:
         return
@@ -844,7 +951,8 @@ def orphaned_claims(stack: Stack) -> Iterator[Finding]:
         by_workload.setdefault(before[c], []).append(c)
     for name, claims in sorted(by_workload.items()):
         yield warning(
-            f"Workload {name}", "name / mounts[].volume",
+            f"Workload {name}",
+            "name / mounts[].volume",
             f"the committed render gives {name!r} the per-pod claims {', '.join(claims)}; after this change no pod mounts "
             "them: they keep their data but the pods start on new, empty claims",
             "keep the workload's and the volume's names (and namespace), or move the data into the new claims first "
@@ -864,28 +972,36 @@ def _ordinal_kept(claim: str, workload: str, stack: Stack) -> bool:
     retention policy keeps those, and scaling up again reattaches them)."""
     for pod in stack.pods():
         if pod.owner.get("kind") == "StatefulSet" and pod.name == workload:
-            prefix = [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-" for t in (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []]
+            prefix = [
+                f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-"
+                for t in (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []
+            ]
             if any(claim.startswith(p) for p in prefix):
                 return False
     return True
 
 
-@rule("hand-made", "Every object the stack lists as made by hand (hand_made) is one it declares, so the import plan "
-      "adopts what is really there.")
+@rule(
+    "hand-made",
+    "Every object the stack lists as made by hand (hand_made) is one it declares, so the import plan adopts what is really there.",
+)
 def hand_made(stack: Stack) -> Iterator[Finding]:
     declared = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in stack.objects}
     for i, h in enumerate(getattr(stack.config, "hand_made", []) or []):
         if (h.kind, h.namespace, h.name) not in declared:
             where = f"{h.namespace}/{h.name}" if h.namespace else h.name
             yield warning(
-                f"{h.kind} {where}", f"hand_made[{i}]",
+                f"{h.kind} {where}",
+                f"hand_made[{i}]",
                 "the stack lists this object as made by hand but does not declare it: the import plan leaves it out, and "
                 "Pulumi neither adopts nor deletes it",
                 "remove the entry, or correct its kind, namespace or name",
             )
 
 
-@rule("accepted-warnings", "Every warning a stack accepts (accepted_warnings) still matches a finding, so acceptances do "
-      "not outlive what they accepted.")
+@rule(
+    "accepted-warnings",
+    "Every warning a stack accepts (accepted_warnings) still matches a finding, so acceptances do not outlive what they accepted.",
+)
 def accepted_warnings(stack: Stack) -> Iterator[Finding]:
     return iter(())  # `check` reports stale acceptances under this id

@@ -178,7 +178,7 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
             "next `pulumi up` (e.g. a script that runs `ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
             "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
             f"declare what they need in stacks/{config.name}.py. Server-side apply reports each field another manager owns as a",
-            "conflict; `kubernetes:enablePatchForce` takes them over for one run (README \"Adopting what exists\").",
+            'conflict; `kubernetes:enablePatchForce` takes them over for one run (README "Adopting what exists").',
         ]
     else:
         lines += ["", "Adopting takes nothing away from the live object."]

@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs
+from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
-
-from pulumi.runtime import resource as pulumi_resource
-from pulumi.runtime.proto import source_pb2
 
 from stacks.model import ClusterConfig
 
@@ -154,7 +153,9 @@ class _OptionsMonitor(MockMonitor):
             "depends_on": sorted(request.dependencies),
             "parent": request.parent,
             "provider": request.provider,
-            "custom_timeouts": (request.customTimeouts.create, request.customTimeouts.update) if request.HasField("customTimeouts") else None,
+            "custom_timeouts": (request.customTimeouts.create, request.customTimeouts.update)
+            if request.HasField("customTimeouts")
+            else None,
         }
         return super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's method is unannotated
 
@@ -220,7 +221,8 @@ def run(config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], di
             thread_loop.close()
         asyncio.set_event_loop(None)
         loop.close()
-    resources, providers = [], []
+    resources: list[Recorded] = []
+    providers: list[Recorded] = []
     for key, rec in sorted(mocks.resources.items()):
         rec.options = monitor.options.get(key, {})
         (providers if rec.type == PROVIDER_TOKEN else resources).append(rec)

@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from stacks.model import ClusterConfig, ModelError, describe_errors
+from stacks.model import IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 """The project folder: Pulumi.yaml, the stack files, rendered/."""
@@ -65,10 +65,10 @@ class PulumiStack:
     path: Path
 
 
-def pulumi_stacks(root: Path = ROOT) -> list[PulumiStack]:
+def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
     """Every Pulumi stack file of the project, parsed (the workflow's preview matrix reads this)."""
     out = []
-    for path in sorted(root.glob("Pulumi.*.yaml")):
+    for path in sorted((root or ROOT).glob("Pulumi.*.yaml")):
         name = path.name[len("Pulumi.") : -len(".yaml")]
         data = read_yaml(path)
         config = data.get("config") if isinstance(data, dict) else None
@@ -96,9 +96,10 @@ def pulumi_stacks(root: Path = ROOT) -> list[PulumiStack]:
     return out
 
 
-def config_file_of(cluster: str, root: Path = ROOT) -> Path | None:
+def config_file_of(cluster: str, root: Path | None = None) -> Path | None:
     """The YAML config the cluster's Pulumi stacks deploy instead of its module, if any. All stack
     files of one cluster must agree: two tiers of one cluster deploying two configs would drift."""
+    root = root or ROOT
     files = {s.config_file for s in pulumi_stacks(root) if s.cluster == cluster}
     if len(files) > 1:
         shown = ", ".join(sorted(f or "(the module)" for f in files))
@@ -119,7 +120,7 @@ def load(name: str) -> ClusterConfig:
         raise ConfigError(f"unknown stack {name!r}: the stacks are {shown} (python -m stacks list)")
     file = config_file_of(name)
     config = load_file(file) if file else load_module(name)
-    return checked_name(config, name, str(file.relative_to(ROOT)) if file else f"stacks/{name}.py")
+    return checked_name(config, name, file.name if file else f"stacks/{name}.py")
 
 
 def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfig:
@@ -146,6 +147,7 @@ def load_module(name: str) -> ClusterConfig:
     """A stack's module; any error in it is a message with the file and line, never a traceback."""
     path = Path(__file__).resolve().parent / f"{name}.py"
     source = f"stacks/{name}.py"
+    token = IN_STACK_MODULE.set(True)
     try:
         module = importlib.import_module(f"stacks.{name}")
     except ModelError as err:
@@ -158,6 +160,8 @@ def load_module(name: str) -> ClusterConfig:
         line = _line_in(err.__traceback__, path)
         where = f"{source} line {line}" if line else source
         raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
+    finally:
+        IN_STACK_MODULE.reset(token)
     config = getattr(module, "CONFIG", None)
     if not isinstance(config, ClusterConfig):
         raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
@@ -186,7 +190,7 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
         seen: dict[Any, Any] = {}
         for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            key = self.construct_object(key_node, deep=deep)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (YAML keeps only the last one)", key_node.start_mark
@@ -234,12 +238,13 @@ def _bounded(path: Path, text: str) -> None:
     depth = nodes = 0
     try:
         for event in yaml.parse(text, Loader=_Loader):
+            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
             if isinstance(event, yaml.AliasEvent):
-                raise ConfigError(f"{path}: line {event.start_mark.line + 1}: YAML aliases (*name) are not supported in a config")
+                raise ConfigError(f"{path}: line {line}: YAML aliases (*name) are not supported in a config")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise ConfigError(f"{path}: line {event.start_mark.line + 1}: nested more than {MAX_DEPTH} levels deep")
+                    raise ConfigError(f"{path}: line {line}: nested more than {MAX_DEPTH} levels deep")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
             if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):

@@ -46,7 +46,12 @@ def _previous(name: str, ref: str | None) -> dict[str, object] | None:
 def cmd_list(args: argparse.Namespace) -> int:
     if args.pulumi_stacks:
         rows = [
-            {"stack": s.name, "cluster": s.cluster, "tier": s.tier, "kubeconfig_secret": f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}"}
+            {
+                "stack": s.name,
+                "cluster": s.cluster,
+                "tier": s.tier,
+                "kubeconfig_secret": f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}",
+            }
             for s in stacks.pulumi_stacks()
         ]
         print(json.dumps(rows) if args.json else "\n".join(f"{r['stack']}\t{r['cluster']}\t{r['tier']}" for r in rows))
@@ -255,7 +260,9 @@ def parser() -> argparse.ArgumentParser:
     o = sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
     o.set_defaults(func=cmd_outputs_schema)
 
-    b = sub.add_parser("bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails")
+    b = sub.add_parser(
+        "bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails"
+    )
     b.add_argument("log", metavar="LOG", help="the saved log, or - for stdin")
     b.add_argument("--stack", help="take mode, line rate and fraction from this stack's check")
     b.add_argument("--config", metavar="FILE", help="... or from a check of this YAML config")

@@ -307,7 +307,12 @@ CONFIG = ClusterConfig(
         HandMade(kind="SecurityContextConstraints", name="nccl-rdma-scc", source="seed 002: oc apply -f nccl-rdma-scc.yaml"),
         HandMade(kind="ClusterRole", name="system:openshift:scc:nccl-rdma-scc", source="seeds 000/002: oc adm policy add-scc-to-user"),
         *[
-            HandMade(kind="RoleBinding", name="system:openshift:scc:nccl-rdma-scc", namespace=ns, source=f"seeds 000/002: oc adm policy add-scc-to-user -n {ns}")
+            HandMade(
+                kind="RoleBinding",
+                name="system:openshift:scc:nccl-rdma-scc",
+                namespace=ns,
+                source=f"seeds 000/002: oc adm policy add-scc-to-user -n {ns}",
+            )
             for ns in (NS, H_KIM_NS)
         ],
         HandMade(kind="ServiceAccount", name="h-kim-sa", namespace=NS, source="seed 003 step 1: oc create serviceaccount"),
@@ -315,7 +320,9 @@ CONFIG = ClusterConfig(
         HandMade(kind="ServiceAccount", name="h-kim-sa", namespace=H_KIM_NS, source="seed 002: oc adm policy -z h-kim-sa -n " + H_KIM_NS),
         HandMade(kind="ServiceAccount", name="h-kim-sa", namespace=YUNSHI_NS, source=f"{FACTS}: yunshi's pods run as h-kim-sa"),
         *[
-            HandMade(kind="NetworkAttachmentDefinition", name=f"{port}-network", namespace=ns, source=f"seed 003 step 2 (the sed copy); {FACTS}")
+            HandMade(
+                kind="NetworkAttachmentDefinition", name=f"{port}-network", namespace=ns, source=f"seed 003 step 2 (the sed copy); {FACTS}"
+            )
             for ns in (NS, H_KIM_NS, YUNSHI_NS)
             for port, _, _, _ in _PORTS
         ],

@@ -87,7 +87,9 @@ CONFIG = ClusterConfig(
         gdr_level="SYS",
     ),
     storage_classes=[
-        StorageClass(name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note="seed 004: RWX filesystem via the NFS CSI driver"),
+        StorageClass(
+            name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note="seed 004: RWX filesystem via the NFS CSI driver"
+        ),
         StorageClass(
             name="ocs-external-storagecluster-ceph-rbd",
             access_modes=["ReadWriteOnce"],
@@ -181,7 +183,12 @@ CONFIG = ClusterConfig(
     # What seed 004 made by hand, adopted with `python -m stacks import-plan` (README "Adopting what exists").
     hand_made=[
         HandMade(kind="ServiceAccount", name="ml-dev-sa", namespace=NS, source="seed 004: oc create serviceaccount ml-dev-sa"),
-        HandMade(kind="RoleBinding", name="system:openshift:scc:privileged", namespace=NS, source="seed 004: oc adm policy add-scc-to-user privileged"),
+        HandMade(
+            kind="RoleBinding",
+            name="system:openshift:scc:privileged",
+            namespace=NS,
+            source="seed 004: oc adm policy add-scc-to-user privileged",
+        ),
         HandMade(kind="PersistentVolumeClaim", name="ml-dev-workspace", namespace=NS, source="seed 004: oc apply -f k8s/pvcs.yaml"),
         HandMade(kind="PersistentVolumeClaim", name="ml-datasets", namespace=NS, source="seed 004: oc apply -f k8s/pvcs.yaml"),
         HandMade(kind="ImageStream", name="ml-dev-env", namespace=NS, source=f"{FACTS}: k8s/imagestream.yaml"),

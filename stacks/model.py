@@ -14,6 +14,7 @@ stack module or a YAML file: see `located` and `ModelError`.
 from __future__ import annotations
 
 import re
+from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Literal
 
@@ -107,7 +108,7 @@ def _quantity(value: str) -> str:
     return value
 
 
-_SUFFIX = {
+_SUFFIX: dict[str, Decimal | int] = {
     "": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
     "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
 }  # fmt: skip
@@ -316,6 +317,11 @@ class ModelError(Exception):
         super().__init__("\n".join(self.lines))
 
 
+IN_STACK_MODULE: ContextVar[bool] = ContextVar("in_stack_module", default=False)
+"""Set while a stack module runs (stacks.load_module): its models' errors then name their object."""
+_CONSTRUCTING: ContextVar[int] = ContextVar("constructing", default=0)
+
+
 class Strict(BaseModel):
     """Unknown fields are errors, values are immutable. Field documentation is each field's
     docstring (read by stacks.schema for `python -m stacks schema`, not at import: extracting it
@@ -326,10 +332,19 @@ class Strict(BaseModel):
     """Where objects of this model live in a ClusterConfig, for error messages (`workloads`)."""
 
     def __init__(self, **data: Any) -> None:
+        # Only a model built by a stack module's code gets a ModelError: pydantic validates nested data
+        # through __init__ as well, and a nested error must reach the outer model as a ValidationError,
+        # which pydantic locates (workloads.0.tcp_variants.0.name) and the outermost model names.
+        depth = _CONSTRUCTING.get()
+        token = _CONSTRUCTING.set(depth + 1)
         try:
             super().__init__(**data)
         except ValidationError as err:
-            raise ModelError(type(self), data, err) from None
+            if depth == 0 and IN_STACK_MODULE.get():
+                raise ModelError(type(self), data, err) from None
+            raise
+        finally:
+            _CONSTRUCTING.reset(token)
 
 
 # --- nodes --------------------------------------------------------------------------------------
@@ -455,7 +470,9 @@ class RdmaFabric(Strict):
         expected = [f"net{i}" for i in range(1, len(self.attachments) + 1)]
         got = [a.interface for a in self.attachments]
         if got != expected:
-            raise FieldError(("attachments",), f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}")
+            raise FieldError(
+                ("attachments",), f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}"
+            )
         if self.device_access == "sriov" and not self.attachments:
             raise FieldError(("attachments",), "device_access 'sriov' needs at least one attachment")
         if len({a.network for a in self.attachments}) != len(self.attachments):
@@ -517,7 +534,9 @@ class Volume(Strict):
         if self.existing and not self.shared and self.size is None:
             pass  # an existing single-pod claim: mounted by one pod only (the preflight counts them)
         if self.mount_path in RESERVED_PATHS or self.mount_path.startswith(LAUNCHER_DIR + "/"):
-            raise FieldError(("mount_path",), f"{self.mount_path} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path")
+            raise FieldError(
+                ("mount_path",), f"{self.mount_path} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path"
+            )
         if self.name in RESERVED_VOLUMES:
             raise FieldError(("name",), f"{self.name!r} is the name of a volume the program adds to every pod: choose another")
         return self
@@ -594,7 +613,8 @@ class Security(Strict):
             raise FieldError(("scc",), "create: true needs the name of the SCC to create")
         if self.scc and not self.create and self.existing_allows_privileged and not self.broad_grant_reason:
             raise FieldError(
-                ("broad_grant_reason",), f"SCC {self.scc!r} allows privileged containers: set broad_grant_reason to say why this stack accepts it"
+                ("broad_grant_reason",),
+                f"SCC {self.scc!r} allows privileged containers: set broad_grant_reason to say why this stack accepts it",
             )
         return self
 
@@ -997,7 +1017,7 @@ class BandwidthCheck(Strict):
     @field_validator("env")
     @classmethod
     def _not_the_launchers(cls, value: dict[str, str]) -> dict[str, str]:
-        return Workload._not_the_launchers(value)  # type: ignore[no-any-return]  # the same rule as a workload's env
+        return Workload._not_the_launchers(value)  # the same rule as a workload's env
 
     @model_validator(mode="after")
     def _shape(self) -> BandwidthCheck:
@@ -1013,7 +1033,9 @@ class BandwidthCheck(Strict):
             raise FieldError(("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
         hostname = f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}"
         if len(hostname) > 63 or len(self.name) > 63 - len("-headless"):
-            raise FieldError(("name",), f"{self.name!r} is too long: the check's pod hostnames (NAME-DIGEST-INDEX) would exceed 63 characters")
+            raise FieldError(
+                ("name",), f"{self.name!r} is too long: the check's pod hostnames (NAME-DIGEST-INDEX) would exceed 63 characters"
+            )
         return self
 
 
@@ -1257,7 +1279,9 @@ def _references(c: ClusterConfig) -> None:
     def unique(kind: str, namespace: str, name: str, path: tuple[str | int, ...]) -> None:
         first = seen.setdefault((kind, namespace, name), path)
         if first != path:
-            raise FieldError(path, f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {located(first, c)}): names must be unique")
+            raise FieldError(
+                path, f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {located(first, c)}): names must be unique"
+            )
 
     def in_namespaces(path: tuple[str | int, ...], what: str, namespace: str) -> None:
         if namespace not in ns:
@@ -1319,7 +1343,9 @@ def _references(c: ClusterConfig) -> None:
                 f"namespace {w.namespace!r}",
             )
         if w.transport == "rdma" and c.fabric is None:
-            raise FieldError(src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)")
+            raise FieldError(
+                src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
+            )
         if w.node_set is not None and w.node_set not in sets:
             raise FieldError(src + ("node_set",), f"node set {w.node_set!r} is not in node_sets ({', '.join(sorted(sets))})")
         node_set = c.node_set(w.node_set)
@@ -1330,9 +1356,7 @@ def _references(c: ClusterConfig) -> None:
                 "schedule. Spread the training over more nodes",
             )
         if w.nodes > node_set.size:
-            raise FieldError(
-                src + ("nodes",), f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)"
-            )
+            raise FieldError(src + ("nodes",), f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)")
         strategy = c.memlock_of(w)
         if strategy in STRATEGY_NEEDS_SCC and c.security.scc is None:
             raise FieldError(
@@ -1362,24 +1386,26 @@ def _references(c: ClusterConfig) -> None:
         if path != src:  # a variant carries its own name: its derived names must fit too
             _check_name_lengths(w.name, w.kind, w.nodes, w.run_number, path + ("name",))
         for k, m in enumerate(w.mounts):
-            v = volumes.get((w.namespace, m.volume))
-            if v is None:
-                raise FieldError(
-                    src + ("mounts", k, "volume"), f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}"
-                )
-            if not v.shared and w.kind == "job" and not v.existing:
+            mounted = volumes.get((w.namespace, m.volume))
+            if mounted is None:
                 raise FieldError(
                     src + ("mounts", k, "volume"),
-                    f"volume {v.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
+                    f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}",
+                )
+            if not mounted.shared and w.kind == "job" and not mounted.existing:
+                raise FieldError(
+                    src + ("mounts", k, "volume"),
+                    f"volume {mounted.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
                     "a Job would mount a claim nobody creates. Use a shared volume",
                 )
-            if v.existing and not v.shared and w.nodes > 1:
+            if mounted.existing and not mounted.shared and w.nodes > 1:
                 raise FieldError(
                     src + ("mounts", k, "volume"),
-                    f"existing claim {v.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one would stay "
+                    f"existing claim {mounted.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one would stay "
                     "ContainerCreating. Set shared: true if the claim is ReadWriteMany",
                 )
-        paths_in_pod = [m.mount_path or volumes[(w.namespace, m.volume)].mount_path for m in w.mounts] + [s.mount_path for s in w.scripts]
+        paths_in_pod = [m.mount_path or volumes[(w.namespace, m.volume)].mount_path for m in w.mounts]
+        paths_in_pod += [script.mount_path for script in w.scripts]
         if len(set(paths_in_pod)) != len(paths_in_pod):
             raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
         for k, port in enumerate(w.ports):
@@ -1390,11 +1416,11 @@ def _references(c: ClusterConfig) -> None:
                     f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host {w.name}-{port.name}-{w.namespace}.<domain>, "
                     "whose first label exceeds 63 characters: the router does not admit it. Shorten the workload or port name",
                 )
-        for k, s in enumerate(w.scripts):
-            if (w.namespace, s.config_map) not in maps:
+        for k, mount in enumerate(w.scripts):
+            if (w.namespace, mount.config_map) not in maps:
                 raise FieldError(
                     src + ("scripts", k, "config_map"),
-                    f"ConfigMap {s.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
+                    f"ConfigMap {mount.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
                 )
         for key, ref in w.secret_env.items():
             if (w.namespace, ref.secret) not in secrets:
@@ -1403,11 +1429,11 @@ def _references(c: ClusterConfig) -> None:
                     f"Secret {ref.secret!r} is not declared in existing.secrets for namespace {w.namespace!r}: preview could not check "
                     "it exists, and the pod would fail with CreateContainerConfigError",
                 )
-        for j, v in enumerate(w.tcp_variants):
-            if v.state == "running" and w.state == "running" and not v.alongside:
+        for j, variant in enumerate(w.tcp_variants):
+            if variant.state == "running" and w.state == "running" and not variant.alongside:
                 raise FieldError(
                     src + ("tcp_variants", j, "state"),
-                    f"TCP variant {v.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
+                    f"TCP variant {variant.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
                     "alongside: true to run both at once",
                 )
     for i, chk in enumerate(c.bandwidth_checks):

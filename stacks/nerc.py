@@ -81,7 +81,9 @@ CONFIG = ClusterConfig(
     fabric=None,
     storage_classes=[
         StorageClass(name="nfs-csi", access_modes=["ReadWriteMany", "ReadWriteOnce"], note=f"{FACTS}: clusters/nerc-production.yaml"),
-        StorageClass(name="ocs-external-storagecluster-ceph-rbd", access_modes=["ReadWriteOnce"], note=f"{FACTS}: clusters/nerc-production.yaml"),
+        StorageClass(
+            name="ocs-external-storagecluster-ceph-rbd", access_modes=["ReadWriteOnce"], note=f"{FACTS}: clusters/nerc-production.yaml"
+        ),
     ],
     namespaces=[NS],
     security=Security(service_accounts=[ServiceAccount(name="ml-dev-sa", namespace=NS)]),  # every pod runs restricted-v2

@@ -13,6 +13,7 @@ stack never has to change a program test.
 from __future__ import annotations
 
 import copy
+import json
 from collections.abc import Callable
 from typing import Any
 
@@ -30,7 +31,10 @@ def _attachment(i: int) -> Data:
         "network": f"port{i}-network",
         "resource": f"openshift.io/port{i}rdma",
         "interface": f"net{i}",
-        "cni_config": '{"cniVersion":"1.0.0","name":"port%d-network","type":"sriov","ipam":{"type":"whereabouts","range":"10.1.%d.0/24"}}' % (i, i),  # noqa: UP031
+        "cni_config": json.dumps(
+            {"name": f"port{i}-network", "type": "sriov", "ipam": {"type": "whereabouts", "range": f"10.1.{i}.0/24"}},
+            separators=(",", ":"),
+        ),
     }
 
 
@@ -68,7 +72,7 @@ def roce() -> Data:
             {"name": "datasets", "namespace": "team-a", "mount_path": "/datasets", "size": "50Gi", "storage_class": RWX},
         ],
         "existing": {"secrets": [{"namespace": "team-a", "name": "hf-secret"}]},
-        "scripts": [{"name": "train-script", "namespace": "team-a", "files": {"train.sh": "#!/bin/bash\nexec torchrun \"$@\"\n"}}],
+        "scripts": [{"name": "train-script", "namespace": "team-a", "files": {"train.sh": '#!/bin/bash\nexec torchrun "$@"\n'}}],
         "images": [
             {
                 "name": "trainer",
@@ -170,8 +174,13 @@ def infiniband() -> Data:
         "defaults": {"memlock_rdma": "privileged"},
         "volumes": [{"name": "shared", "namespace": "lab", "mount_path": "/workspace", "size": "100Gi", "storage_class": "nfs-csi"}],
         "pvc_fixes": [
-            {"namespace": "nfs", "pvc": "nfs-server-root", "storage_class": RBD, "reason": "the NFS server's root claim has no class",
-             "serves_storage_classes": ["nfs-csi"]}
+            {
+                "namespace": "nfs",
+                "pvc": "nfs-server-root",
+                "storage_class": RBD,
+                "reason": "the NFS server's root claim has no class",
+                "serves_storage_classes": ["nfs-csi"],
+            }
         ],  # fmt: skip
         "workloads": [
             {

@@ -16,13 +16,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import fixtures
 import pytest
 
 import stacks
 from components.launcher import bandwidth as bw
 from components.program import objects, stack_outputs
 from components.training import LAUNCHER_DIR, launcher_files
-from conftest import ROOT, container, env_of, find, free_port, rendered_stack
+from conftest import ROOT, container, env_of, find, free_port, rendered_fixture
 from stacks.__main__ import main as stacks_main
 
 BENCH = ROOT / "components" / "launcher" / "bandwidth.py"
@@ -205,119 +206,121 @@ def test_message_sizes_and_bus_factor():
     assert bw.bus_factor(8) == 1.75 and bw.bus_factor(2) == 1.0
 
 
-# --- config ----------------------------------------------------------------------------------------
+# --- config (on the fixture the tests own) -----------------------------------------------------------
 
 
-def _with_check(stack: str, **check) -> dict:
-    data = stacks.load(stack).model_dump(mode="json")
-    data["bandwidth_checks"] = [check]
-    return data
+def _check(**fields) -> fixtures.Edit:
+    return lambda d: d["bandwidth_checks"][0].update(fields)
 
 
-BARCELONA_CHECK = {"name": "bw", "namespace": "nccl-test", "service_account": "h-kim-sa", "image": "img", "gpus_per_node": 4}
+def _rate(**fields) -> float | None:
+    c = fixtures.config("roce", _check(**fields))
+    return c.bandwidth_line_rate_gbps(c.bandwidth_checks[0])
 
 
 def test_line_rates_from_the_fabric():
-    barcelona = stacks.load("barcelona")
-    assert barcelona.bandwidth_line_rate_gbps(barcelona.bandwidth_checks[0]) == 1600.0
-    cairo = stacks.load("cairo")  # no SR-IOV attachments: its four devices are the ports
-    assert cairo.bandwidth_line_rate_gbps(cairo.bandwidth_checks[0]) == 1600.0
-
-    def rate(**kw) -> float | None:
-        c = stacks.validate(_with_check("barcelona", **{**BARCELONA_CHECK, **kw}), "test")
-        return c.bandwidth_line_rate_gbps(c.bandwidth_checks[0])
-
-    assert rate(transport="rdma", nodes=2, gpus_per_node=2) == 800.0  # two GPUs drive two ports
-    assert rate(transport="rdma", nodes=1) == 400.0  # one node: each GPU's share of the ports
-    assert rate(transport="tcp") is None  # the seeds give no Ethernet line rate: report only
-    assert rate(transport="tcp", line_rate_gbps=100) == 100.0
+    assert _rate() == 800.0  # two SR-IOV ports x 400 Gb/s across nodes
+    ib_check = {
+        **fixtures.roce()["bandwidth_checks"][0],
+        "namespace": "lab",
+        "service_account": "runner",
+        "image": "nvcr.io/nvidia/pytorch:25.08-py3",
+        "privileged_reason": "no device plugin",
+    }
+    ib = fixtures.config("ib", lambda d: d.update(bandwidth_checks=[ib_check]))
+    assert ib.bandwidth_line_rate_gbps(ib.bandwidth_checks[0]) == 800.0  # no attachments: its two devices are the ports
+    assert _rate(gpus_per_node=1) == 400.0  # one GPU drives one port
+    assert _rate(nodes=1) == 200.0  # one node: each GPU's share of the ports
+    assert _rate(transport="tcp") is None  # no Ethernet line rate known: report only
+    assert _rate(transport="tcp", line_rate_gbps=100) == 100.0
 
 
 @pytest.mark.parametrize(
-    ("stack", "check", "message"),
+    ("fields", "message"),
     [
-        ("barcelona", {"transport": "rdma", "tool": "nccl-tests", "nodes": 2}, "bandwidth_checks.0: tool 'nccl-tests' runs"),
-        ("barcelona", {"transport": "rdma", "min_bytes": 8, "max_bytes": 4}, "min_bytes (8) is larger than max_bytes (4)"),
-        ("barcelona", {"transport": "rdma", "service_account": "nobody"}, "bandwidth_checks.0.service_account: "),
-        ("barcelona", {"transport": "rdma", "name": "h-kim"}, "bandwidth_checks.0.name: duplicate workload name 'h-kim'"),
-        ("nerc", {"transport": "rdma", "service_account": "ml-dev-sa"}, "bandwidth_checks.0.transport: "),
-        ("barcelona", {"transport": "rdma", "min_fraction": 1.5}, "bandwidth_checks.0.min_fraction"),
+        ({"tool": "nccl-tests", "nodes": 2}, "bandwidth_checks[fabric].tool: tool 'nccl-tests' runs"),
+        ({"min_bytes": 8, "max_bytes": 4}, "bandwidth_checks[fabric].min_bytes: min_bytes (8) is larger than max_bytes (4)"),
+        ({"service_account": "nobody"}, "bandwidth_checks[fabric].service_account: "),
+        ({"name": "dev"}, "bandwidth_checks[dev].name: duplicate workload name 'dev'"),
+        ({"min_fraction": 1.5}, "bandwidth_checks[fabric].min_fraction"),
+        ({"env": {"LAUNCHER_MODE": "tcp"}}, "LAUNCHER_MODE is set by the program for the launcher"),
     ],
 )
-def test_bad_checks_are_config_errors_naming_the_field(stack, check, message):
+def test_bad_checks_are_config_errors_naming_the_field(fields, message):
     with pytest.raises(stacks.ConfigError) as err:
-        stacks.validate(_with_check(stack, **{**BARCELONA_CHECK, **check}), "stack.yaml")
-    assert message in str(err.value) and str(err.value).startswith("stack.yaml: invalid configuration")
+        fixtures.config("roce", _check(**fields))
+    assert message in str(err.value) and str(err.value).startswith("fixture roce: invalid configuration")
+
+
+def test_a_check_of_rdma_needs_a_fabric():
+    def edit(d):
+        d["bandwidth_checks"] = [
+            {**fixtures.roce()["bandwidth_checks"][0], "namespace": "proj", "service_account": "sa", "image": "quay.io/x/y:1"}
+        ]
+
+    with pytest.raises(stacks.ConfigError, match=r"bandwidth_checks\[fabric\]\.transport: .*has no fabric"):
+        fixtures.config("tcp", edit)
 
 
 # --- the rendered Job ------------------------------------------------------------------------------
 
 
-def test_barcelona_check_pods_have_the_training_network_setup():
-    r = rendered_stack("barcelona")
-    job = find(r, "Job", "rdma-bandwidth", "nccl-test")
-    train = find(r, "StatefulSet", "h-kim", "nccl-test")
+def _check_job(r):
+    (job,) = [o for o in r.objects() if o["kind"] == "Job" and o["metadata"]["name"].startswith("fabric-")]
+    return job
+
+
+def test_check_pods_have_the_training_network_setup():
+    r = rendered_fixture("roce")
+    job = _check_job(r)
+    train = find(r, "StatefulSet", "dev", "team-a")
     pod, train_pod = job["spec"]["template"], train["spec"]["template"]
     assert pod["metadata"]["annotations"] == train_pod["metadata"]["annotations"]  # networks + required SCC
-    assert pod["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].count("@net") == 4
     c, t = container(job), container(train)
     sriov = {k: v for k, v in t["resources"]["limits"].items() if k.startswith("openshift.io/")}
-    assert len(sriov) == 4 and all(c["resources"][side][k] == 1 for k in sriov for side in ("requests", "limits"))
-    assert c["resources"]["limits"]["nvidia.com/gpu"] == 4
+    assert len(sriov) == 2 and all(c["resources"][side][k] == 1 for k in sriov for side in ("requests", "limits"))
     assert c["securityContext"] == t["securityContext"] and c["command"] == t["command"]
-    assert pod["spec"]["serviceAccountName"] == "h-kim-sa"
     env, train_env = env_of(job), env_of(train)
     for key in ("LAUNCHER_MODE", "LAUNCHER_MEMLOCK_STRATEGY", "LAUNCHER_RDMA_INTERFACES", "NCCL_IB_DISABLE", "NCCL_NET_GDR_LEVEL"):
         assert env[key] == train_env[key], key
 
 
-def test_barcelona_check_job_runs_the_bench_and_fails_the_update():
-    r = rendered_stack("barcelona")
-    job = find(r, "Job", "rdma-bandwidth", "nccl-test")
+def test_check_job_runs_the_bench_with_a_deadline():
+    r = rendered_fixture("roce")
+    job = _check_job(r)
     spec = job["spec"]
     assert (spec["completionMode"], spec["completions"], spec["parallelism"], spec["backoffLimit"]) == ("Indexed", 2, 2, 0)
-    assert spec["template"]["spec"]["restartPolicy"] == "Never"
-    assert job["metadata"]["annotations"]["pulumi.com/replaceUnready"] == "true"
+    assert spec["activeDeadlineSeconds"] == 1800 and "ttlSecondsAfterFinished" not in spec
+    assert "pulumi.com/replaceUnready" not in job["metadata"].get("annotations", {})  # a failed check fails fast; no replace loop
     env = env_of(job)
     assert (env["NCCL_DEBUG"], env["NCCL_DEBUG_SUBSYS"], env["LAUNCHER_RUN"]) == ("INFO", "INIT,NET", "command")
     assert "NCCL_P2P_DISABLE" not in env  # across nodes NVLink stays on, as in training
     args = json.loads(env["LAUNCHER_ARGS"])
     assert args[:3] == ["python3", f"{LAUNCHER_DIR}/bandwidth.py", "check"]
-    assert args[args.index("--line-rate-gbps") + 1] == "1600" and args[args.index("--mode") + 1] == "rdma"
-    mounts = {m["name"]: m["mountPath"] for m in container(job)["volumeMounts"]}
-    assert mounts["launcher"] == LAUNCHER_DIR
-    cm = find(r, "ConfigMap", "gpu-training-launcher", "nccl-test")
+    assert args[args.index("--line-rate-gbps") + 1] == "800" and args[args.index("--mode") + 1] == "rdma"
+    cm = find(r, "ConfigMap", "gpu-training-launcher", "team-a")
     assert cm["data"]["bandwidth.py"] == BENCH.read_text(encoding="utf-8") == launcher_files()["bandwidth.py"]
-    assert "launcher.py" in cm["data"]
-    rec = next(x for x in r.resources if x.type == "kubernetes:batch/v1:Job" and x.name == "nccl-test/rdma-bandwidth")
+    rec = next(x for x in r.resources if x.type == "kubernetes:batch/v1:Job" and x.name == f"team-a/{job['metadata']['name']}")
     assert rec.options["delete_before_replace"]
     deps = " ".join(rec.options["depends_on"])
-    for needed in ("Service::nccl-test/rdma-bandwidth-headless", "ConfigMap::nccl-test/gpu-training-launcher", "RoleBinding"):
+    for needed in ("Service::team-a/fabric-headless", "ConfigMap::team-a/gpu-training-launcher", "RoleBinding"):
         assert needed in deps, needed
 
 
 def test_check_outputs_give_threshold_and_job():
-    out = rendered_stack("cairo").outputs["bandwidth_checks"]["rdma-bandwidth"]
-    assert out["job"] == "rdma-bandwidth" and out["namespace"] == "nccl-test"
-    assert out["min_busbw_gbytes_per_s"] == 160 and out["line_rate_gbps"] == 1600
-    assert "--stack cairo --check rdma-bandwidth" in out["report"]
-    assert stack_outputs(stacks.load("nerc"))["bandwidth_checks"] == {}
-
-
-def test_cairo_check_is_privileged_like_its_rdma_workload():
-    r = rendered_stack("cairo")
-    job, sts = find(r, "Job", "rdma-bandwidth", "nccl-test"), find(r, "StatefulSet", "ml-dev-rdma", "nccl-test")
-    assert container(job)["securityContext"] == container(sts)["securityContext"] == {"privileged": True, "allowPrivilegeEscalation": True}
-    assert job["spec"]["template"]["spec"]["affinity"]["nodeAffinity"] == sts["spec"]["template"]["spec"]["affinity"]["nodeAffinity"]
-    assert env_of(job)["NCCL_IB_HCA"] == "=mlx5_2,mlx5_3,mlx5_4,mlx5_5"
+    out = rendered_fixture("roce").outputs["bandwidth_checks"]["fabric"]
+    assert out["job"].startswith("fabric-") and out["namespace"] == "team-a"
+    assert out["min_busbw_gbytes_per_s"] == 80 and out["line_rate_gbps"] == 800
+    assert f"job/{out['job']}" in out["report"] and "--check fabric" in out["report"]
+    assert stack_outputs(fixtures.config("tcp"))["bandwidth_checks"] == {}
 
 
 def test_single_node_check_forces_nccl_onto_the_network():
-    config = stacks.validate(_with_check("barcelona", **BARCELONA_CHECK, transport="rdma", nodes=1, tool="nccl-tests"), "test")
-    job = next(o for o in objects(config) if o["kind"] == "Job" and o["metadata"]["name"] == "bw")
+    config = fixtures.config("roce", _check(nodes=1, tool="nccl-tests"))
+    job = next(o for o in objects(config) if o["kind"] == "Job" and o["metadata"]["name"].startswith("fabric-"))
     env = env_of(job)
     assert (env["NCCL_P2P_DISABLE"], env["NCCL_SHM_DISABLE"]) == ("1", "1")
-    assert '"--line-rate-gbps", "400"' in env["LAUNCHER_ARGS"]
+    assert '"--line-rate-gbps", "200"' in env["LAUNCHER_ARGS"]
 
 
 # --- command lines ---------------------------------------------------------------------------------
@@ -325,7 +328,11 @@ def test_single_node_check_forces_nccl_onto_the_network():
 
 @pytest.fixture
 def logs(tmp_path: Path) -> dict[str, str]:
-    out = {}
+    import yaml
+
+    out = {"config": str(tmp_path / "roce.yaml"), "tcp": str(tmp_path / "tcp.yaml")}
+    Path(out["config"]).write_text(yaml.safe_dump(fixtures.roce()), encoding="utf-8")
+    Path(out["tcp"]).write_text(yaml.safe_dump(fixtures.tcp()), encoding="utf-8")
     for name, text in {"ib": TORCH_IB_TWO_NODES, "socket": TORCH_SOCKET_FALLBACK, "roce1": NCCL_TESTS_ROCE}.items():
         (tmp_path / f"{name}.log").write_text(text, encoding="utf-8")
         out[name] = str(tmp_path / f"{name}.log")
@@ -333,10 +340,12 @@ def logs(tmp_path: Path) -> dict[str, str]:
 
 
 def test_report_takes_the_checks_values_from_the_stack(logs, capsys):
-    assert stacks_main(["bandwidth-report", logs["ib"], "--stack", "cairo"]) == 0
+    assert stacks_main(["bandwidth-report", logs["ib"], "--config", logs["config"], "--line-rate-gbps", "1600"]) == 0
     assert "threshold: 160.00 GB/s" in capsys.readouterr().out
-    assert stacks_main(["bandwidth-report", logs["ib"], "--stack", "cairo", "--min-fraction", "0.95"]) == 1
-    assert stacks_main(["bandwidth-report", logs["socket"], "--stack", "barcelona", "--check", "rdma-bandwidth"]) == 1
+    assert (
+        stacks_main(["bandwidth-report", logs["ib"], "--config", logs["config"], "--line-rate-gbps", "1600", "--min-fraction", "0.95"]) == 1
+    )
+    assert stacks_main(["bandwidth-report", logs["socket"], "--config", logs["config"], "--check", "fabric"]) == 1
     assert "socket transport in rdma mode" in capsys.readouterr().out
 
 
@@ -350,15 +359,15 @@ def test_report_without_a_stack(logs, capsys):
     ("argv", "message"),
     [
         (["missing.log", "--mode", "rdma"], "missing.log: cannot read the log"),
-        (["{ib}", "--stack", "barcelona", "--check", "nope"], "has no bandwidth check 'nope' (bandwidth_checks: rdma-bandwidth)"),
-        (["{ib}", "--stack", "nerc"], "stack 'nerc' has no bandwidth checks"),
+        (["{ib}", "--config", "{config}", "--check", "nope"], "has no bandwidth check 'nope' (bandwidth_checks: fabric)"),
+        (["{ib}", "--config", "{tcp}"], "stack 'tcp' has no bandwidth checks"),
         (["{ib}"], "give --mode rdma|tcp"),
         (["{ib}", "--check", "rdma-bandwidth"], "give --stack STACK or --config FILE too"),
         (["{ib}", "--mode", "rdma", "--min-fraction", "2"], "--min-fraction must be in (0, 1]"),
     ],
 )
 def test_report_input_errors_exit_2(logs, capsys, argv, message):
-    argv = [a.format(ib=logs["ib"]) for a in argv]
+    argv = [a.format(ib=logs["ib"], config=logs["config"], tcp=logs["tcp"]) for a in argv]
     assert stacks_main(["bandwidth-report", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
@@ -366,7 +375,7 @@ def test_report_input_errors_exit_2(logs, capsys, argv, message):
 
 def test_report_reads_stdin_through_the_real_entry_point(logs):
     log = Path(logs["socket"]).read_text(encoding="utf-8")
-    cmd = [sys.executable, "-m", "stacks", "bandwidth-report", "-", "--stack", "barcelona"]
+    cmd = [sys.executable, "-m", "stacks", "bandwidth-report", "-", "--config", logs["config"]]
     done = subprocess.run(cmd, input=log, capture_output=True, text=True, cwd=ROOT, timeout=60)
     assert done.returncode == 1 and "bandwidth check: FAIL (mode rdma)" in done.stdout
 

@@ -45,9 +45,7 @@ def texts(changes: list) -> list[str]:
 
 def test_named_list_items_are_addressed_by_name_not_position():
     old, new = statefulset(), statefulset(hca="=mlx5_8")
-    assert texts(diff_values(old, new)) == [
-        "spec.template.spec.containers[training].env[NCCL_IB_HCA].value: '=mlx5_6,mlx5_7' -> '=mlx5_8'"
-    ]
+    assert texts(diff_values(old, new)) == ["spec.template.spec.containers[training].env[NCCL_IB_HCA].value: '=mlx5_6,mlx5_7' -> '=mlx5_8'"]
 
 
 def test_an_inserted_env_var_is_one_addition_not_a_shift_of_every_later_entry():
@@ -75,7 +73,7 @@ def test_keys_with_dots_and_slashes_are_quoted_and_scalar_lists_compare_whole():
     c["command"] = ["bash", "-c", "run"]
     del new["spec"]["template"]["spec"]["volumes"]
     assert texts(diff_values(old, new)) == [
-        'metadata.annotations["k8s.v1.cni.cncf.io/networks"]: \'a@net1\' -> \'b@net1\'',
+        "metadata.annotations[\"k8s.v1.cni.cncf.io/networks\"]: 'a@net1' -> 'b@net1'",
         'spec.template.spec.containers[training].command: ["python3", "/opt/launcher/launcher.py"] -> ["bash", "-c", "run"]',
         'spec.template.spec.containers[training].resources.limits["nvidia.com/gpu"]: 4 -> 8',
         'spec.template.spec.volumes: removed (was [{"configMap": {"name": "h-kim-launcher"}, "name": "launcher"}])',
@@ -166,4 +164,4 @@ def test_added_text_is_counted_and_long_values_are_cut():
     new = {"data": {"launcher.py": "a\nb\n", "bandwidth.py": module}, "spec": {"config": "x" * 1000}}
     lines = texts(diff_values(old, new))
     assert lines[0] == 'data["bandwidth.py"]: added text of 500 lines'
-    assert lines[1].startswith("spec: added {\"config\": \"xxx") and lines[1].endswith("... (614 more characters)")
+    assert lines[1].startswith('spec: added {"config": "xxx') and lines[1].endswith("... (614 more characters)")

@@ -1,5 +1,5 @@
-"""The typed stack outputs: the published schema is what the command prints, and every stack's
-outputs validate against it, so a consumer that validates never trips over our own outputs."""
+"""The typed stack outputs: the published schema is what the command prints, and every stack's (and
+every fixture's) outputs validate against it, so a consumer that validates never trips over ours."""
 
 from __future__ import annotations
 
@@ -9,11 +9,12 @@ import subprocess
 import sys
 from typing import Any
 
+import fixtures
 import jsonschema
 import pytest
 
 import stacks
-from conftest import ROOT, rendered_stack
+from conftest import ROOT, rendered_fixture, rendered_stack
 from render.outputs import SCHEMA_FILE, SCHEMA_VERSION, schema_json
 from stacks.__main__ import main
 
@@ -69,16 +70,17 @@ def test_every_property_is_documented_and_objects_are_closed():
     assert all(o["additionalProperties"] is False for o in objects)
 
 
-@pytest.mark.parametrize("name", stacks.STACKS)
+@pytest.mark.parametrize("name", [f"stack:{n}" for n in stacks.names()] + [f"fixture:{n}" for n in sorted(fixtures.FIXTURES)])
 def test_every_stack_outputs_validate(name: str):
-    outputs = rendered_stack(name).outputs
+    kind, _, which = name.partition(":")
+    outputs = (rendered_stack if kind == "stack" else rendered_fixture)(which).outputs
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(outputs)]
     assert errors == []
     assert outputs["schema_version"] == SCHEMA_VERSION
 
 
 def _mutated(change: Any) -> dict[str, Any]:
-    outputs = copy.deepcopy(rendered_stack("barcelona").outputs)
+    outputs = copy.deepcopy(rendered_fixture("roce").outputs)
     change(outputs)
     return outputs
 
@@ -87,11 +89,12 @@ def _mutated(change: Any) -> dict[str, Any]:
     "change, complaint",
     [
         (lambda o: o.update(extra_field=1), "Additional properties"),
-        (lambda o: o.update(schema_version="2"), "'1' was expected"),
-        (lambda o: o["workloads"]["h-kim"].update(replicas="2"), "is not of type 'integer'"),
-        (lambda o: o["workloads"]["h-kim"]["nccl_env"].update(MASTER_ADDR="x"), "does not match"),
-        (lambda o: o["workloads"].update({"Bad_Name": o["workloads"]["h-kim"]}), "does not match"),
-        (lambda o: o["workloads"]["h-kim"].pop("master_addr"), "'master_addr' is a required property"),
+        (lambda o: o.update(schema_version="1"), "'2' was expected"),
+        (lambda o: o["workloads"]["dev"].update(replicas="2"), "is not of type 'integer'"),
+        (lambda o: o["workloads"]["dev"]["nccl_env"].update(MASTER_ADDR="x"), "does not match"),
+        (lambda o: o["workloads"].update({"Bad_Name": o["workloads"]["dev"]}), "does not match"),
+        (lambda o: o["workloads"]["dev"].pop("master_addr"), "'master_addr' is a required property"),
+        (lambda o: o["workloads"]["dev"].update(state="paused"), "is not one of"),
     ],
 )
 def test_schema_rejects_what_a_consumer_could_not_rely_on(change: Any, complaint: str):
@@ -104,29 +107,16 @@ def test_the_readme_consumer_example_reads_master_addr(tmp_path):
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
     (line,) = [ln for ln in readme.splitlines() if ln.startswith("python3 -c ") and "master_addr" in ln]
     outputs = tmp_path / "outputs.json"
-    outputs.write_text(json.dumps(rendered_stack("barcelona").outputs), encoding="utf-8")
+    outputs.write_text(json.dumps(rendered_fixture("roce").outputs), encoding="utf-8")
+    line = line.replace('"h-kim"', '"dev"').replace("'h-kim'", "'dev'")
     done = subprocess.run(["bash", "-c", line.replace("python3", sys.executable, 1)], cwd=tmp_path, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "h-kim-0.h-kim-headless.nccl-test.svc.cluster.local"
+    assert done.stdout.strip() == "dev-0.dev-headless.team-a.svc.cluster.local"
 
 
 def test_bandwidth_checks_are_typed_too():
-    # No committed stack declares a check yet; this is the shape components/bandwidth.py gives one.
-    check = {
-        "namespace": "nccl-test",
-        "job": "fabric-check",
-        "mode": "rdma",
-        "tool": "torch",
-        "nodes": 2,
-        "gpus_per_node": 4,
-        "pods": ["fabric-check-0", "fabric-check-1"],
-        "line_rate_gbps": 1600,
-        "min_fraction": 0.8,
-        "min_busbw_gbytes_per_s": 160.0,
-        "report": "oc logs -n nccl-test job/fabric-check | python -m stacks bandwidth-report - --stack barcelona --check fabric-check",
-    }
-    ok = _mutated(lambda o: o.update(bandwidth_checks={"fabric-check": check}))
-    assert list(validator().iter_errors(ok)) == []
-    bad = _mutated(lambda o: o.update(bandwidth_checks={"fabric-check": {**check, "min_fraction": 1.5, "extra": 1}}))
+    ok = rendered_fixture("roce").outputs
+    assert list(ok["bandwidth_checks"]) == ["fabric"] and list(validator().iter_errors(ok)) == []
+    bad = _mutated(lambda o: o["bandwidth_checks"]["fabric"].update(min_fraction=1.5, extra=1))
     messages = " ".join(e.message for e in validator().iter_errors(bad))
     assert "1.5 is greater than the maximum of 1" in messages and "Additional properties" in messages

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import fixtures
 import pulumi
 import pytest
 import yaml
@@ -22,7 +23,6 @@ from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_pulumi_func
 from pulumi.runtime.sync_await import _sync_await
 
-import fixtures
 import policy
 import stacks
 from components.program import objects, patches
@@ -137,7 +137,9 @@ def test_scc_grant_use_role_nobody_creates() -> None:
 
 
 def test_scc_capabilities_capability_may_not_be_added() -> None:
-    errs = by_rule(broken("roce", lambda d: d["security"].update(create=False, existing_allowed_capabilities=["SYS_RESOURCE"])), "scc-capabilities")
+    errs = by_rule(
+        broken("roce", lambda d: d["security"].update(create=False, existing_allowed_capabilities=["SYS_RESOURCE"])), "scc-capabilities"
+    )
     assert errs and all("capability may not be added: IPC_LOCK" in f.message and "existing_allowed_capabilities" in f.message for f in errs)
 
 
@@ -235,7 +237,9 @@ def test_network_attachments_missing_nad() -> None:
 
 def test_network_attachments_namespace_the_pod_cannot_see() -> None:
     assert by_rule(broken("roce", lambda d: d["fabric"].update(nad_mode="reference")), "network-attachments") == []
-    errs = by_rule(broken("roce", lambda d: d["fabric"].update(nad_mode="reference", nad_source_namespace="sriov-nets")), "network-attachments")
+    errs = by_rule(
+        broken("roce", lambda d: d["fabric"].update(nad_mode="reference", nad_source_namespace="sriov-nets")), "network-attachments"
+    )
     assert errs and all("lets a pod use NADs of its own namespace" in f.message for f in errs)
 
 
@@ -287,7 +291,16 @@ def test_image_from_an_imagestream_nobody_makes() -> None:
         f.object for f in errs if f.object.startswith("Job team-a/fabric-")
     }
     assert all("ImageStream team-a/trainer is neither built" in f.message for f in errs)
-    assert by_rule(broken("roce", lambda d: d.update(images=[], existing={**d["existing"], "image_streams": [{"namespace": "team-a", "name": "trainer"}]})), "image") == []
+    assert (
+        by_rule(
+            broken(
+                "roce",
+                lambda d: d.update(images=[], existing={**d["existing"], "image_streams": [{"namespace": "team-a", "name": "trainer"}]}),
+            ),
+            "image",
+        )
+        == []
+    )
 
 
 def test_image_for_rdma_without_rdma_userspace() -> None:
@@ -296,7 +309,9 @@ def test_image_for_rdma_without_rdma_userspace() -> None:
 
 
 def test_image_from_another_namespace_needs_a_puller_grant() -> None:
-    [f] = by_rule(broken("roce", w("solo", image="image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest")), "image", "warning")
+    [f] = by_rule(
+        broken("roce", w("solo", image="image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest")), "image", "warning"
+    )
     assert "system:image-puller" in f.message
 
 
@@ -336,7 +351,15 @@ def test_capacity_all_running_pods_must_fit_at_once() -> None:
     assert len(errs) == 1
     assert "cannot all be scheduled at once" in errs[0].message and "stop a workload" in errs[0].fix
     # Disabling the check makes room.
-    assert by_rule(broken("roce", lambda d: (fixtures.workload(d, "train").update(state="running"), d["bandwidth_checks"][0].update(enabled=False))), "capacity") == []
+    assert (
+        by_rule(
+            broken(
+                "roce", lambda d: (fixtures.workload(d, "train").update(state="running"), d["bandwidth_checks"][0].update(enabled=False))
+            ),
+            "capacity",
+        )
+        == []
+    )
 
 
 def test_capacity_counts_gpus_not_just_nodes() -> None:
@@ -387,9 +410,20 @@ def test_orphaned_claims_after_a_rename() -> None:
 
 
 def test_hand_made_entry_the_stack_does_not_declare() -> None:
-    [f] = by_rule(broken("tcp", lambda d: d.update(hand_made=[{"kind": "ServiceAccount", "name": "gone", "namespace": "proj", "source": "x"}])), "hand-made", "warning")
+    [f] = by_rule(
+        broken("tcp", lambda d: d.update(hand_made=[{"kind": "ServiceAccount", "name": "gone", "namespace": "proj", "source": "x"}])),
+        "hand-made",
+        "warning",
+    )
     assert f.object == "ServiceAccount proj/gone"
-    assert by_rule(broken("tcp", lambda d: d.update(hand_made=[{"kind": "ServiceAccount", "name": "sa", "namespace": "proj", "source": "x"}])), "hand-made", "warning") == []
+    assert (
+        by_rule(
+            broken("tcp", lambda d: d.update(hand_made=[{"kind": "ServiceAccount", "name": "sa", "namespace": "proj", "source": "x"}])),
+            "hand-made",
+            "warning",
+        )
+        == []
+    )
 
 
 def test_every_rule_has_a_test_that_breaks_it() -> None:
@@ -493,14 +527,18 @@ def test_gate_declares_the_stack_and_logs_its_warnings(tmp_path: Path, monkeypat
 
 def test_gate_stops_a_broken_config_before_any_resource(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_config(tmp_path, "roce", lambda d: d["security"].update(grant=False))
-    declared, _, raised = run_main("roce", {"gpu-training:configFile": str(path), "kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c"))
+    declared, _, raised = run_main(
+        "roce", {"gpu-training:configFile": str(path), "kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c")
+    )
     assert isinstance(raised, pulumi.RunError) and "scc-grant" in str(raised)
     assert declared == []
 
 
 def test_gate_refuses_a_config_named_for_another_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = write_config(tmp_path, "tcp")  # name: tcp
-    declared, _, raised = run_main("cairo", {"gpu-training:configFile": str(path), "kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c"))
+    declared, _, raised = run_main(
+        "cairo", {"gpu-training:configFile": str(path), "kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c")
+    )
     assert isinstance(raised, pulumi.RunError)
     assert "the config is for stack 'tcp', but it is deployed as stack 'cairo'" in str(raised)
     assert declared == []
@@ -510,7 +548,9 @@ def test_gate_refuses_to_run_without_a_context_or_with_one_the_kubeconfig_lacks(
     path = str(write_config(tmp_path, "tcp"))
     declared, _, raised = run_main("tcp", {"gpu-training:configFile": path}, monkeypatch, kubeconfig(tmp_path, "tcp"))
     assert isinstance(raised, pulumi.RunError) and "sets no kubernetes:context" in str(raised) and declared == []
-    declared, _, raised = run_main("tcp", {"gpu-training:configFile": path, "kubernetes:context": "tcp"}, monkeypatch, kubeconfig(tmp_path, "other"))
+    declared, _, raised = run_main(
+        "tcp", {"gpu-training:configFile": path, "kubernetes:context": "tcp"}, monkeypatch, kubeconfig(tmp_path, "other")
+    )
     assert isinstance(raised, pulumi.RunError) and "has no context 'tcp' (it has: other)" in str(raised) and "rename-context" in str(raised)
     declared, _, raised = run_main("tcp", {"gpu-training:configFile": path, "kubernetes:context": "tcp"}, monkeypatch, None)
     assert isinstance(raised, pulumi.RunError) and "no readable kubeconfig" in str(raised)
@@ -519,7 +559,9 @@ def test_gate_refuses_to_run_without_a_context_or_with_one_the_kubeconfig_lacks(
 def test_gate_turns_a_config_error_into_run_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = tmp_path / "bad.yaml"
     path.write_text("name: tcp\nnode_sets: four\n", encoding="utf-8")
-    declared, _, raised = run_main("tcp", {"gpu-training:configFile": str(path), "kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c"))
+    declared, _, raised = run_main(
+        "tcp", {"gpu-training:configFile": str(path), "kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c")
+    )
     assert isinstance(raised, pulumi.RunError) and str(path) in str(raised) and "node_sets" in str(raised)
     assert declared == []
     declared, _, raised = run_main("staging", {"kubernetes:context": "c"}, monkeypatch, kubeconfig(tmp_path, "c"))
@@ -529,7 +571,9 @@ def test_gate_turns_a_config_error_into_run_error(tmp_path: Path, monkeypatch: p
 def test_gate_runs_the_tier_its_stack_file_names(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     path = str(write_config(tmp_path, "ib"))
     kube = kubeconfig(tmp_path, "c")
-    project, _, raised = run_main("ib", {"gpu-training:configFile": path, "gpu-training:tier": "project", "kubernetes:context": "c"}, monkeypatch, kube)
+    project, _, raised = run_main(
+        "ib", {"gpu-training:configFile": path, "gpu-training:tier": "project", "kubernetes:context": "c"}, monkeypatch, kube
+    )
     assert raised is None
     assert "kubernetes:core/v1:PersistentVolumeClaimPatch" not in project and "kubernetes:apps/v1:StatefulSet" in project
     platform, _, raised = run_main(

@@ -10,9 +10,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import fixtures
 import pytest
 
-import fixtures
 from components.lifecycle import WAIT_FOR
 from components.program import layout, objects, patches
 from conftest import container, env_of, find, pod_spec, rendered_fixture
@@ -24,7 +24,11 @@ INTERNAL = "image-registry.openshift-image-registry.svc:5000"
 
 
 def options(r: Rendering, kind: str, name: str) -> dict[str, Any]:
-    rec = next(x for x in r.resources if x.type.endswith(f":{kind}") and x.name.endswith(f"/{name}") or x.name == name and x.type.endswith(f":{kind}"))
+    rec = next(
+        x
+        for x in r.resources
+        if x.type.endswith(f":{kind}") and x.name.endswith(f"/{name}") or x.name == name and x.type.endswith(f":{kind}")
+    )
     return rec.options
 
 
@@ -79,7 +83,10 @@ def _tree(tmp: Path, rendering: Rendering) -> dict[str, Any]:
 
 def test_a_job_template_change_shows_as_the_replacement_it_is(tmp_path: Path) -> None:
     before = _tree(tmp_path / "a", rendered_fixture("roce"))
-    after = _tree(tmp_path / "b", run(fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(args=["bash", "/scripts/train.sh", "v2.py"]))))
+    after = _tree(
+        tmp_path / "b",
+        run(fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(args=["bash", "/scripts/train.sh", "v2.py"]))),
+    )
     text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
     job_block = text.split("Job team-a/train-r1", 1)[1]
     assert "REPLACES the object: the Job is deleted, then created again: a running run is killed" in job_block
@@ -242,8 +249,13 @@ def test_a_missing_namespace_fails_preview_naming_it() -> None:
 def test_a_drifted_source_nad_fails_preview_with_the_fix() -> None:
     import pulumi
 
-    live = {"metadata": {"annotations": {"k8s.v1.cni.cncf.io/resourceName": "openshift.io/port1rdma"}}, "spec": {"config": '{"type":"sriov","vlan":7}'}}
-    with pytest.raises(pulumi.RunError, match=r"NetworkAttachmentDefinition default/port1-network: its CNI config differs.*Fix: .*cni_config"):
+    live = {
+        "metadata": {"annotations": {"k8s.v1.cni.cncf.io/resourceName": "openshift.io/port1rdma"}},
+        "spec": {"config": '{"type":"sriov","vlan":7}'},
+    }
+    with pytest.raises(
+        pulumi.RunError, match=r"NetworkAttachmentDefinition default/port1-network: its CNI config differs.*Fix: .*cni_config"
+    ):
         run(fixtures.config("roce"), live={("NetworkAttachmentDefinition", "default/port1-network"): live})
 
 
@@ -267,8 +279,15 @@ def test_an_existing_scc_that_lacks_what_the_pods_add_fails_preview() -> None:
     def existing(d: dict[str, Any]) -> None:
         d["security"].update(create=False, existing_allowed_capabilities=["IPC_LOCK"])
 
-    live = {"metadata": {"name": "gpu-rdma"}, "allowedCapabilities": [], "allowPrivilegedContainer": False, "runAsUser": {"type": "MustRunAsRange"}}
-    with pytest.raises(pulumi.RunError, match=r"SecurityContextConstraints gpu-rdma: it does not allow capabilities IPC_LOCK; its runAsUser"):
+    live = {
+        "metadata": {"name": "gpu-rdma"},
+        "allowedCapabilities": [],
+        "allowPrivilegedContainer": False,
+        "runAsUser": {"type": "MustRunAsRange"},
+    }
+    with pytest.raises(
+        pulumi.RunError, match=r"SecurityContextConstraints gpu-rdma: it does not allow capabilities IPC_LOCK; its runAsUser"
+    ):
         run(fixtures.config("roce", existing), "platform", live={("SecurityContextConstraints", "gpu-rdma"): live})
 
 
@@ -316,7 +335,9 @@ def test_pods_tolerate_the_gpu_taints_and_stay_on_their_node_set() -> None:
     hosts = dev["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]
     assert hosts == {"key": "kubernetes.io/hostname", "operator": "In", "values": ["node-a", "node-b", "node-c", "node-d"]}
     assert dev["affinity"]["podAntiAffinity"]  # one pod per node
-    assert solo["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["node-e", "node-f"]
+    assert solo["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][
+        0
+    ]["values"] == ["node-e", "node-f"]
     tcp = pod_spec(find(rendered_fixture("tcp"), "StatefulSet", "one"))
     assert "affinity" not in tcp  # one unnamed node set: nothing to pin
     assert tcp["tolerations"] == [{"key": "nvidia.com/gpu.product", "operator": "Equal", "value": "H100", "effect": "NoSchedule"}]
@@ -333,7 +354,12 @@ def test_a_pod_holds_only_what_its_memlock_strategy_needs() -> None:
         "runAsNonRoot": False,
     }
     tcp = container(find(r, "StatefulSet", "solo"))["securityContext"]
-    assert tcp == {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}, "seccompProfile": {"type": "RuntimeDefault"}, "runAsNonRoot": True}
+    assert tcp == {
+        "allowPrivilegeEscalation": False,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+        "runAsNonRoot": True,
+    }
     assert find(r, "StatefulSet", "solo")["spec"]["template"]["metadata"]["annotations"]["openshift.io/required-scc"] == "restricted-v2"
     for o in r.objects():
         if o["kind"] in ("StatefulSet", "Job"):
@@ -386,7 +412,13 @@ def test_secrets_scripts_and_requests_reach_the_pod_without_the_secrets_value() 
 
 def test_a_changed_dockerfile_is_a_new_buildconfig_into_the_same_tag() -> None:
     before = [o for o in rendered_fixture("roce").objects() if o["kind"] == "BuildConfig"]
-    after = [o for o in run(fixtures.config("roce", lambda d: d["images"][0].update(dockerfile=d["images"][0]["dockerfile"] + "RUN true\n"))).objects() if o["kind"] == "BuildConfig"]
+    after = [
+        o
+        for o in run(
+            fixtures.config("roce", lambda d: d["images"][0].update(dockerfile=d["images"][0]["dockerfile"] + "RUN true\n"))
+        ).objects()
+        if o["kind"] == "BuildConfig"
+    ]
     assert before[0]["metadata"]["name"] != after[0]["metadata"]["name"]
     assert before[0]["spec"]["output"] == after[0]["spec"]["output"] == {"to": {"kind": "ImageStreamTag", "name": "trainer:latest"}}
     assert before[0]["spec"]["triggers"] == [{"type": "ConfigChange"}]  # it builds once, when created
@@ -394,7 +426,9 @@ def test_a_changed_dockerfile_is_a_new_buildconfig_into_the_same_tag() -> None:
 
 def test_node_level_objects_are_off_by_default_and_say_what_they_write() -> None:
     assert not [o for o in rendered_fixture("roce").objects() if o["kind"] == "MachineConfig"]
-    r = run(fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True, "iommu_passthrough": True, "reason": "why"})))
+    r = run(
+        fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True, "iommu_passthrough": True, "reason": "why"}))
+    )
     memlock = find(r, "MachineConfig", "99-worker-crio-memlock")
     (file,) = memlock["spec"]["config"]["storage"]["files"]
     assert file["path"] == "/etc/crio/crio.conf.d/99-memlock" and file["mode"] == 0o644
@@ -415,7 +449,9 @@ def test_the_objects_the_preflight_reads_are_the_ones_declared(name: str) -> Non
         return (o["kind"], o["metadata"].get("namespace", ""), o["metadata"]["name"])
 
     config = r.config
-    assert sorted((canonical(x.object, True) for x in r.resources if not x.is_patch), key=key) == sorted((canonical(o, True) for o in objects(config)), key=key)
+    assert sorted((canonical(x.object, True) for x in r.resources if not x.is_patch), key=key) == sorted(
+        (canonical(o, True) for o in objects(config)), key=key
+    )
     assert [canonical(x.object, True) for x in r.resources if x.is_patch] == [canonical(p, True) for p in patches(config)]
 
 
