@@ -897,7 +897,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             "run fewer workloads at once, or check the placement by hand",
         )
         return
-    demand = "; ".join(f"{g.name.split(' ', 1)[1]}: {g.pods} x {g.gpus} GPUs" for g in groups)
+    demand = "; ".join(f"{g.name.split(' ', 1)[1]}: {g.pods} x {g.gpus} GPUs" for g in sorted(groups, key=lambda g: g.name))
     supply = "; ".join(f"{s.name}: {s.size} node(s) x {s.gpus_per_node} GPUs" for s in config.node_sets)
     culprit = result.unplaced.name if result.unplaced else "the stack"
     yield error(

@@ -1,0 +1,174 @@
+"""Adopting what exists, and who may run what: the import plan matches what the program registers (so a
+`pulumi preview` after `pulumi import -f` plans no create and no delete for the adopted objects), adopt-diff
+shows what taking over a broader live object removes, and every object has a tier a person can check."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+import fixtures
+import stacks
+from components.kube import CLUSTER_SCOPED_KINDS
+from components.tiers import PLATFORM, PROJECT, tier_of
+from conftest import ROOT, rendered_fixture, rendered_stack
+from render import adoption
+from render.engine import Rendering, run
+from stacks.__main__ import main
+
+IMPORT_SCHEMA = json.loads((ROOT / "schemas" / "pulumi-import.schema.json").read_text(encoding="utf-8"))
+
+
+def registered(r: Rendering) -> set[tuple[str, str, str, str]]:
+    """(type, logical name, parent component type, parent component name) of every object the program declares."""
+    out = set()
+    for rec in r.resources:
+        if rec.is_patch:
+            continue
+        parent = rec.options["parent"]
+        out.add((rec.type, rec.name, parent.split("::")[-2].rsplit("$", 1)[-1], parent.split("::")[-1]))
+    return out
+
+
+def renderings() -> list[tuple[str, Any, str]]:
+    return [(f"stack {n}", stacks.load(n), t) for n in stacks.names() for t in stacks.TIERS] + [
+        (f"fixture {n}", fixtures.config(n), t) for n in sorted(fixtures.FIXTURES) for t in stacks.TIERS
+    ]
+
+
+@pytest.mark.parametrize("label,config,tier", renderings(), ids=lambda x: x if isinstance(x, str) else "")
+def test_the_import_entries_are_what_the_program_registers(label: str, config: Any, tier: str) -> None:
+    entries = adoption.import_entries(config, tier)
+    planned = {(e["type"], e["logicalName"], *e["component"]) for e in entries}
+    assert planned == registered(run(config, tier))
+    assert all(e["id"] == e["logicalName"] for e in entries)  # NAMESPACE/NAME, or NAME cluster-scoped
+
+
+@pytest.mark.parametrize("name", stacks.names())
+def test_each_stacks_import_plan_is_a_file_pulumi_import_reads(name: str) -> None:
+    config = stacks.load(name)
+    for tier in stacks.TIERS:
+        plan = adoption.import_plan(config, f"{name}-{tier}", tier)
+        jsonschema.validate(plan, IMPORT_SCHEMA)
+        handles = [r["name"] for r in plan["resources"]]
+        assert len(handles) == len(set(handles)), "handles are unique"
+        parents = {r["parent"] for r in plan["resources"] if not r.get("component")}
+        assert parents <= {r["name"] for r in plan["resources"] if r.get("component")}
+        assert plan["nameTable"] == {"kubernetes": f"urn:pulumi:{name}-{tier}::gpu-training::pulumi:providers:kubernetes::{name}"}
+        made = {(h.kind, h.namespace, h.name) for h in config.hand_made}
+        adopted = {
+            (r["name"].split(" ", 1)[0], *(r["logicalName"].split("/", 1) if "/" in r["logicalName"] else [None, r["logicalName"]]))
+            for r in plan["resources"]
+            if not r.get("component")
+        }
+        if tier == "all":
+            assert adopted == made, "the plan adopts exactly what the stack lists as made by hand"
+
+
+def test_the_plan_marks_hand_made_and_fresh_objects_and_filters_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "plan.json"
+    assert main(["import-plan", "cairo", "--only", "PersistentVolumeClaim", "--out", str(out)]) == 0
+    assert "2 object(s) to adopt under 1 component(s)" in capsys.readouterr().out
+    plan = json.loads(out.read_text())
+    assert [r["logicalName"] for r in plan["resources"]] == ["storage", "nccl-test/ml-dev-workspace", "nccl-test/ml-datasets"]
+    assert main(["import-plan", "cairo", "--only", "Pod"]) == 2
+    assert "declares no Pod" in capsys.readouterr().err
+    fresh = adoption.fresh_objects(stacks.load("cairo"))
+    assert "StatefulSet nccl-test/ml-dev-env" in fresh and "PersistentVolumeClaim nccl-test/ml-datasets" not in fresh
+
+
+# The SCC seed 002 applied on Barcelona, as `oc get scc nccl-rdma-scc -o yaml` shows it (plus what the server sets).
+SEED_002_SCC = {
+    "apiVersion": "security.openshift.io/v1",
+    "kind": "SecurityContextConstraints",
+    "metadata": {"name": "nccl-rdma-scc", "uid": "x", "resourceVersion": "1", "creationTimestamp": "2026-01-01T00:00:00Z",
+                 "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}"}},
+    "allowHostDirVolumePlugin": True,
+    "allowHostIPC": True,
+    "allowHostNetwork": True,
+    "allowPrivilegeEscalation": True,
+    "allowPrivilegedContainer": False,
+    "allowedCapabilities": ["IPC_LOCK", "SYS_RESOURCE"],
+    "fsGroup": {"type": "RunAsAny"},
+    "runAsUser": {"type": "RunAsAny"},
+    "seLinuxContext": {"type": "RunAsAny"},
+    "supplementalGroups": {"type": "RunAsAny"},
+    "volumes": ["configMap", "downwardAPI", "emptyDir", "hostPath", "persistentVolumeClaim", "projected", "secret"],
+    "users": ["system:serviceaccount:b-efficient-memory-offloading-765cab:h-kim-sa"],
+}  # fmt: skip
+
+
+def test_adopt_diff_lists_what_taking_over_the_seeds_scc_removes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    live = tmp_path / "scc.yaml"
+    live.write_text(yaml.safe_dump(SEED_002_SCC), encoding="utf-8")
+    assert main(["adopt-diff", "barcelona", str(live)]) == 1
+    out = capsys.readouterr().out
+    for removed in (
+        "REMOVES allowHostIPC: true -> false",
+        "REMOVES allowHostNetwork: true -> false",
+        "REMOVES allowHostDirVolumePlugin: true -> false",
+        "REMOVES allowPrivilegeEscalation: true -> false",
+        "REMOVES from allowedCapabilities: SYS_RESOURCE",
+        "REMOVES from users: system:serviceaccount:b-efficient-memory-offloading-765cab:h-kim-sa",
+        "REMOVES from volumes: hostPath",
+    ):
+        assert removed in out, removed
+    assert "changes seLinuxContext.type: 'RunAsAny' -> 'MustRunAs'" in out
+    assert "uid" not in out and "last-applied" not in out  # what the server sets is never a change
+    assert "Adopting narrows this SecurityContextConstraints" in out and "ulimit -l unlimited" in out
+
+
+def test_adopt_diff_of_an_object_already_as_declared_takes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    declared = next(o for o in rendered_stack("cairo").objects() if o["kind"] == "ServiceAccount")
+    live = tmp_path / "sa.yaml"
+    live.write_text(yaml.safe_dump({**declared, "metadata": {**declared["metadata"], "uid": "u"}, "secrets": [{"name": "t"}]}))
+    assert main(["adopt-diff", "cairo", str(live)]) == 0
+    out = capsys.readouterr().out
+    assert "takes nothing away" in out and "keeps secrets" in out
+
+
+@pytest.mark.parametrize(
+    "live,phrase",
+    [
+        ({"kind": "ConfigMap", "metadata": {"name": "nope", "namespace": "x"}}, "declares no ConfigMap x/nope"),
+        ([1], "not a Kubernetes object"),
+    ],
+)
+def test_adopt_diff_input_errors(live: Any, phrase: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = tmp_path / "live.yaml"
+    path.write_text(yaml.safe_dump(live))
+    assert main(["adopt-diff", "nerc", str(path)]) == 2
+    assert phrase in capsys.readouterr().err
+
+
+def _all_renderings() -> list[tuple[str, Rendering]]:
+    return [(n, rendered_stack(n)) for n in stacks.names()] + [(n, rendered_fixture(n)) for n in sorted(fixtures.FIXTURES)]
+
+
+def test_every_object_has_a_tier_and_the_project_tier_holds_nothing_cluster_scoped() -> None:
+    for name, r in _all_renderings():
+        for rec in r.resources:
+            tier = tier_of(rec.object, r.config)
+            assert tier in (PLATFORM, PROJECT)
+            if tier == PROJECT:
+                assert rec.object["kind"] not in CLUSTER_SCOPED_KINDS and rec.object["metadata"].get("namespace") in r.config.namespaces, (
+                    name,
+                    rec.name,
+                )
+
+
+def test_rights_names_each_objects_tier_and_its_check(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["rights", "barcelona"]) == 0
+    out = capsys.readouterr().out
+    platform, project = out.split("\nplatform tier", 1)[1].split("\nproject tier", 1)
+    assert "Pulumi stack barcelona-platform" in platform and "Pulumi stack barcelona)" in project
+    assert "oc auth can-i create securitycontextconstraints.security.openshift.io" in platform
+    assert "oc auth can-i bind clusterroles.rbac.authorization.k8s.io/system:openshift:scc:nccl-rdma-scc -n nccl-test" in platform
+    assert "oc auth can-i create statefulsets.apps -n b-ts-data-agent-0a0cee" in project
+    assert "SecurityContextConstraints" not in project.split("\nreads", 1)[0]
+    assert "oc auth can-i get namespaces/nccl-test" in out and "if missing: create the project" in out

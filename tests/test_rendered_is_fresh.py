@@ -1,0 +1,29 @@
+"""rendered/ is exactly what the code renders: a pull request's rendered/ diff is then the true change to
+what each cluster gets. Stale files fail `make test` (and `.ci/run`), naming the stacks to re-render."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import stacks
+from conftest import ROOT
+from render.engine import run
+from render.writer import write
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def test_rendered_is_what_the_code_renders(tmp_path: Path) -> None:
+    committed = ROOT / "rendered"
+    stale = []
+    for name in stacks.names():
+        fresh = _files(write(run(stacks.load(name)), tmp_path))
+        if not (committed / name).is_dir() or _files(committed / name) != fresh:
+            stale.append(name)
+    orphans = sorted(p.name for p in committed.iterdir() if p.is_dir() and p.name not in stacks.names()) if committed.is_dir() else []
+    assert not stale and not orphans, (
+        f"rendered/ is stale for: {', '.join(stale) or '-'}; left over from removed stacks: {', '.join(orphans) or '-'}. "
+        "Run `make render` (and remove the left-over folders), read `git diff rendered/`, and commit it with the change."
+    )
