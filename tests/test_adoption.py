@@ -8,11 +8,11 @@ import json
 from pathlib import Path
 from typing import Any
 
+import fixtures
 import jsonschema
 import pytest
 import yaml
 
-import fixtures
 import stacks
 from components.kube import CLUSTER_SCOPED_KINDS
 from components.tiers import PLATFORM, PROJECT, tier_of

@@ -16,13 +16,13 @@ import kubernetes_validate
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_schemas import K8S_VERSION, validate
 
 import policy
 import stacks
 from components.program import objects, patches
 from render.engine import run
 from render.writer import canonical
-from test_schemas import K8S_VERSION, validate
 
 WORKLOAD_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
 NAMESPACES = ["ns-a", "ns-b", "ns-c"]
