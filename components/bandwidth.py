@@ -28,7 +28,6 @@ from typing import Any
 
 import pulumi
 
-from components.launcher.bandwidth import threshold_gbytes
 from components.lifecycle import CHECK_MARGIN_MINUTES, WAIT_FOR
 from components.training import Names, declare_workload, workload_objects
 from stacks.model import CHECK_DIGEST, ClusterConfig
@@ -55,6 +54,8 @@ def bandwidth_objects(config: ClusterConfig, check: CheckConfig) -> list[dict[st
 
 def check_outputs(config: ClusterConfig, check: CheckConfig) -> dict[str, Any]:
     """What a user or a tool reads about a check from the stack outputs."""
+    from components.launcher.bandwidth import threshold_gbytes  # the in-pod module: loaded only when a check is on
+
     rate = config.bandwidth_line_rate_gbps(check)
     name = job_name(config, check)
     names = Names(config.bandwidth_workload(check), name)

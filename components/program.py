@@ -122,13 +122,14 @@ def build(config: ClusterConfig, tier: str = "all", context: str | None = None) 
     # Pods need their reads, service accounts, grants, networks, claims, scripts, images and node
     # configuration before they start; a component this tier does not declare is left out.
     after: list[pulumi.Resource] = [Prerequisites("prerequisites", config, tier, opts)]
+    everything = tier == "all"  # then every workload and check is declared: no need to build them twice to ask
     after += [component(name, config, keep, opts) for name, component, objects_of in PARTS if any(keep(o) for o, _ in objects_of(config))]
     # An enabled bandwidth check runs first; the workloads of its transport wait for its verdict.
     gates: dict[str, list[pulumi.Resource]] = {}
     for c in config.enabled_checks():
-        if keep(bandwidth_objects(config, c)[-1]):
+        if everything or keep(bandwidth_objects(config, c)[-1]):
             gates.setdefault(c.transport, []).append(BandwidthCheck(config, c, after, opts))
     for w in config.all_workloads():
-        if keep(workload_objects(config, w)[-1]):
+        if everything or keep(workload_objects(config, w)[-1]):
             TrainingWorkload(config, w, [*after, *gates.get(w.transport, [])], opts)
     return stack_outputs(config, tier)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 import pulumi
@@ -78,11 +79,16 @@ class Names:
         return "127.0.0.1" if self.workload.nodes == 1 else self.pod_dns(0)
 
 
+@cache
+def _launcher_sources() -> tuple[tuple[str, str], ...]:
+    folder = LAUNCHER_PATH.parent
+    return tuple((p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.py")) if p.name != "__init__.py")
+
+
 def launcher_files() -> dict[str, str]:
     """Every standard-library module of components/launcher/, verbatim: the ConfigMap holds the
-    tested files, not copies."""
-    folder = LAUNCHER_PATH.parent
-    return {p.name: p.read_text(encoding="utf-8") for p in sorted(folder.glob("*.py")) if p.name != "__init__.py"}
+    tested files, not copies (read once per process)."""
+    return dict(_launcher_sources())
 
 
 def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:

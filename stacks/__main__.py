@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import stacks
@@ -78,16 +80,68 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_render(args: argparse.Namespace) -> int:
+def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
     from render.engine import run
     from render.writer import WriteError, write
 
-    for config in _configs(args):
-        try:
-            target = write(run(config, args.tier), Path(args.out))
-        except WriteError as err:
-            raise stacks.ConfigError(str(err)) from None
-        print(f"{config.name}: wrote {target}")
+    try:
+        return str(write(run(config, tier), Path(out)))
+    except WriteError as err:
+        raise stacks.ConfigError(str(err)) from None
+
+
+def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
+    """Run each job in a child forked from this process (imports and configs already loaded), at most one
+    per core, the parent taking the first; a job's answer, or its error message, comes back over a pipe."""
+    children = []
+    for job in jobs[1:]:
+        read, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            os.close(read)
+            try:
+                answer, code = "0" + job(), 0
+            except stacks.ConfigError as err:
+                answer, code = "1" + str(err), 0
+            with os.fdopen(write_end, "w", encoding="utf-8") as pipe:
+                pipe.write(answer)
+            os._exit(code)
+        os.close(write_end)
+        children.append((pid, read))
+    try:
+        answers = [jobs[0]()]
+    finally:  # the children are always waited for, even when the parent's own job failed
+        replies = []
+        for pid, read in children:
+            with os.fdopen(read, encoding="utf-8") as pipe:
+                replies.append(pipe.read())
+            os.waitpid(pid, 0)
+    for answer in replies:
+        if not answer.startswith("0"):
+            raise stacks.ConfigError(answer[1:] or "a render worker failed")
+        answers.append(answer[1:])
+    return answers
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    import render.engine  # noqa: F401  (imported before any fork, so each child starts warm)
+    import render.writer  # noqa: F401
+
+    configs = _configs(args)
+    cores = os.cpu_count() or 1
+    # Stacks render independently, and a fresh `render --all` runs on every pull request and in `make test`:
+    # one process per core, the stacks dealt out so that each process gets a similar number of workloads.
+    lanes: list[list[ClusterConfig]] = [[] for _ in range(min(cores, len(configs)) if hasattr(os, "fork") else 1)]
+    for config in sorted(configs, key=lambda c: -len(c.all_workloads())):
+        min(lanes, key=lambda lane: sum(len(c.all_workloads()) for c in lane)).append(config)
+
+    def lane_job(lane: list[ClusterConfig]) -> Callable[[], str]:
+        return lambda: "\0".join(_render_one(c, args.tier, args.out) for c in lane)
+
+    answers = _in_children([lane_job(lane) for lane in lanes])
+    targets = {c.name: t for lane, answer in zip(lanes, answers, strict=True) for c, t in zip(lane, answer.split("\0"), strict=True)}
+    for config in configs:
+        print(f"{config.name}: wrote {targets[config.name]}")
     return 0
 
 
@@ -302,4 +356,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    import gc
+
+    # A short-lived command: the collector would only walk the SDK's and pydantic's long-lived objects again
+    # and again, and tearing the interpreter down after everything is written costs as much as a stack's render.
+    gc.disable()
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

@@ -41,7 +41,7 @@ _IMAGE = re.compile(
     r"(?::[\w][\w.-]{0,127})?"
     r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
 )
-_TAG = re.compile(r"^[\w][\w.-]{0,127}$")
+_TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 INT32_MAX = 2**31 - 1
 # Bounds on counts: generous for a GPU cluster, and small enough that a typo (3000000000 nodes)

@@ -1,0 +1,36 @@
+"""The pull-request workflow: its preview matrix is the project's Pulumi stack files (a new cluster needs no
+workflow edit), and secrets reach only the steps that need them, never a job's whole environment or the
+step that installs a pull request's requirements."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+import stacks
+from conftest import ROOT
+
+WORKFLOW = ROOT / ".github" / "workflows" / "preview.yml"
+
+
+def jobs() -> dict[str, Any]:
+    return yaml.safe_load(WORKFLOW.read_text(encoding="utf-8"))["jobs"]  # type: ignore[no-any-return]
+
+
+def test_the_preview_matrix_is_read_from_the_stack_files() -> None:
+    preview = jobs()["preview"]
+    assert preview["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.stacks.outputs.matrix) }}"
+    text = WORKFLOW.read_text(encoding="utf-8")
+    for name in stacks.names():
+        assert f"stack: {name}" not in text and f"KUBECONFIG_{name.upper()}" not in text, "the workflow names no stack"
+    assert "python -m stacks list --pulumi-stacks --json" in text
+
+
+def test_secrets_reach_only_the_steps_that_need_them() -> None:
+    for name, job in jobs().items():
+        assert "secrets." not in str(job.get("env", {})), f"job {name} puts secrets in its whole environment"
+        for step in job["steps"]:
+            if "make venv" in str(step.get("run", "")) or "make test" in str(step.get("run", "")):
+                assert "secrets" not in str(step), f"{name}: a step that installs requirements sees secrets"
+    assert jobs()["preview"]["environment"] == "cluster-preview"
