@@ -126,6 +126,16 @@ BAD_FIELDS = [
         "would be OOM-killed",
     ),  # fmt: skip
     ("created built-in scc", _set("security.scc", "restricted-v2"), "security.create", "an SCC OpenShift ships"),
+    ("pin beyond 2**63", _set("defaults.pin_bytes", 2**64), "defaults.pin_bytes", "less than or equal to"),
+    ("mount on the launcher", _set("volumes.1.mount_path", "/opt/launcher"), "volumes[datasets].mount_path", "the program's own mount"),
+    ("volume named dshm", _set("volumes.1.name", "dshm"), "volumes[dshm].name", "a volume the program adds"),
+    ("route host too long", _set("workloads.0.name", "d" * 50), "workloads[" + "d" * 50 + "].ports[jupyter].name", "exceeds 63 characters"),
+    (
+        "script mounted twice",
+        _append("workloads.1.scripts", lambda d: {"config_map": "train-script", "mount_path": "/s2"}),
+        "workloads[train]",
+        "mounted twice",
+    ),
     ("int32 port", _set("workloads.0.master_port", 70000), "workloads[dev].master_port", "less than or equal to 65535"),
     ("undeclared secret", _set("existing", {}), "workloads[train].secret_env.HF_TOKEN", "not declared in existing.secrets"),
     ("unknown node set", _set("workloads.2.node_set", "gpu"), "workloads[solo].node_set", "not in node_sets"),

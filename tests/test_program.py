@@ -490,3 +490,10 @@ def test_rendering_is_deterministic(tmp_path: Path) -> None:
         assert (a / rel).read_bytes() == (b / rel).read_bytes(), rel
     assert "replicas: 2\n" in (a / "team-a" / "statefulset-dev.yaml").read_text()  # ints, not 2.0
     assert json.loads((a / "outputs.json").read_text())["schema_version"] == "2"
+
+
+def test_the_capabilities_of_a_bandwidth_check_count_when_the_scc_is_made() -> None:
+    # A check whose memlock strategy differs from the workloads' gets an SCC that admits it.
+    r = run(fixtures.config("roce", lambda d: d["bandwidth_checks"][0].update(memlock="root-sys-resource")))
+    assert find(r, "SecurityContextConstraints", "gpu-rdma")["allowedCapabilities"] == ["IPC_LOCK", "SYS_RESOURCE"]
+    assert container(_check_job(r))["securityContext"]["capabilities"]["add"] == ["IPC_LOCK", "SYS_RESOURCE"]
