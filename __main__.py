@@ -3,10 +3,10 @@
 import pulumi
 
 from components.program import build, objects, patches
-from policy.gate import check_kube_context, load_stack, preflight
+from policy.gate import adopting, check_kube_context, load_stack, preflight
 
 config, tier, context = load_stack()  # the cluster's module, or the YAML file named by gpu-training:configFile
 check_kube_context(context, pulumi.get_stack())  # no deploying to whatever kube context is current
 preflight(config, objects(config), patches(config))  # the whole stack's design, whichever tier runs; stops on any error
-for key, value in build(config, tier, context).items():
+for key, value in build(config, tier, context, adopting()).items():
     pulumi.export(key, value)

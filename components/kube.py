@@ -80,6 +80,9 @@ class LiveObject(pulumi.CustomResource):
         self, api_version: str, kind: str, object_id: str, fields: tuple[str, ...], opts: pulumi.ResourceOptions | None = None
     ) -> None:
         typ = token({"apiVersion": api_version, "kind": kind})
-        props: dict[str, Any] = {"apiVersion": api_version, "kind": kind, **{f: None for f in fields}}
+        # Outputs only, no inputs: the provider's Read takes the kind from the type token and the namespace
+        # and name from the id only when the read carries no apiVersion/kind (provider.go Read); with them it
+        # would look in `default`. The SDKs' own reads send nothing either.
+        props: dict[str, Any] = {f: None for f in fields}
         read = pulumi.ResourceOptions(id=object_id)
         super().__init__(typ, object_id, props, _with_version(pulumi.ResourceOptions.merge(opts, read)))

@@ -18,6 +18,7 @@ and provider/pkg/provider/diff.go):
 from __future__ import annotations
 
 WAIT_FOR = "pulumi.com/waitFor"
+SKIP_AWAIT = "pulumi.com/skipAwait"
 # How long `pulumi up` may wait for pods to be created: an SCC or quota rejection shows up as pods
 # that never exist, and fails the update after this long instead of the provider's 10 minutes.
 POD_CREATION_TIMEOUT = "5m"
@@ -30,9 +31,16 @@ def statefulset_await(replicas: int) -> dict[str, str]:
     return {WAIT_FOR: f"jsonpath={{.status.replicas}}={replicas}"}
 
 
-def job_await(suspended: bool) -> dict[str, str]:
-    """A training Job: done when the controller has started it, or has it suspended. Never its end."""
-    return {WAIT_FOR: "jsonpath={.spec.suspend}=true" if suspended else "jsonpath={.status.startTime}"}
+def job_await() -> dict[str, str]:
+    """A training Job: done when the controller has started it. Never its end."""
+    return {WAIT_FOR: "jsonpath={.status.startTime}"}
+
+
+# A Job is the record of one run: the fields the provider would replace it for (its pod template above all)
+# are never changed on an existing Job, so no edit of the stack, however unrelated (a node added to a set, a
+# default changed), kills a running run or runs a finished one again. They take effect at the next run.
+JOB_HELD_FIELDS = ("spec.template", "spec.completions", "spec.parallelism", "spec.selector")
+HELD = "not applied to the Job that exists (the record of its run): it takes effect when the next run starts (raise run_number)"
 
 
 # The README's "What pulumi up waits for" table, in the order it is shown.
@@ -45,8 +53,8 @@ AWAITS: list[tuple[str, str]] = [
     ),
     (
         "Job (training)",
-        f"until the Job controller has started it (`status.startTime`), at most {POD_CREATION_TIMEOUT}; stopped: "
-        "until the suspension is recorded. Never until it completes.",
+        f"until the Job controller has started it (`status.startTime`), at most {POD_CREATION_TIMEOUT}. Never until it "
+        "completes. A stopped Job is not declared.",
     ),
     (
         "Job (bandwidth check)",
@@ -56,20 +64,15 @@ AWAITS: list[tuple[str, str]] = [
     ("PersistentVolumeClaim", "until Bound on an Immediate class (the provider's fixed 5 minutes); not at all on WaitForFirstConsumer."),
     (
         "everything else",
-        "not at all: Services, ConfigMaps, ServiceAccounts, RBAC, NADs, NetworkPolicies, Routes, BuildConfigs, "
-        "ImageStreams, SCCs and MachineConfigs are done when the API server accepts them. Reads of what the stack "
-        "relies on take a moment each.",
+        "not at all: Services (headless, or with `pulumi.com/skipAwait` for the developer tools, whose pod may not be "
+        "Ready), ConfigMaps, ServiceAccounts, RBAC, NADs, NetworkPolicies, Routes, BuildConfigs, ImageStreams, SCCs and "
+        "MachineConfigs are done when the API server accepts them. Reads of what the stack relies on take a moment each.",
     ),
 ]
 
 # Field paths whose change makes the provider replace the object (diff.go), and what that costs.
 RENAME = "a new object is created and the old one deleted (for a StatefulSet: its pods restart under the new name)"
 REPLACES: dict[str, tuple[tuple[str, ...], str]] = {
-    "Job": (
-        ("spec.template", "spec.completions", "spec.parallelism", "spec.selector"),
-        "the Job is deleted, then created again: a running run is killed and starts from zero (to start a new run "
-        "beside the record of the old one, raise run_number instead)",
-    ),
     "StatefulSet": (
         ("spec.volumeClaimTemplates", "spec.serviceName", "spec.podManagementPolicy", "spec.selector", "spec.revisionHistoryLimit"),
         "the StatefulSet is deleted, then created again: every pod restarts at once; per-pod claims are kept "
@@ -86,9 +89,18 @@ REPLACES: dict[str, tuple[tuple[str, ...], str]] = {
 IDENTITY = ("metadata.name", "metadata.namespace")
 
 
+def _under(path: str, fields: tuple[str, ...]) -> bool:
+    return any(path == f or path.startswith(f + ".") or path.startswith(f + "[") for f in fields)
+
+
 def replacement(kind: str, path: str) -> str | None:
     """What changing `path` of a `kind` costs, when the provider replaces the object for it."""
     if path.startswith(IDENTITY):
         return RENAME
     fields, cost = REPLACES.get(kind, ((), ""))
-    return cost if any(path == f or path.startswith(f + ".") or path.startswith(f + "[") for f in fields) else None
+    return cost if _under(path, fields) else None
+
+
+def held(kind: str, path: str) -> bool:
+    """Whether a change of `path` is held for the next run (a Job's template)."""
+    return kind == "Job" and _under(path, JOB_HELD_FIELDS)

@@ -114,10 +114,20 @@ def patches(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
     return [d.object for d in layout(config, tier) if d.patch]
 
 
-def build(config: ClusterConfig, tier: str = "all", context: str | None = None) -> dict[str, Any]:
-    """Declare every resource of the stack's tier; returns the stack outputs."""
+def build(config: ClusterConfig, tier: str = "all", context: str | None = None, adopt: bool = False) -> dict[str, Any]:
+    """Declare every resource of the stack's tier; returns the stack outputs. `adopt` is the first run of
+    README "Adopting what exists": create-or-take-over every object, forcing the program's fields over
+    other field managers (kubernetes:upsertExistingObjects and kubernetes:enablePatchForce in the stack file,
+    which only this explicit provider can honour: the default one is disabled)."""
     keep = keep_for(config, tier)
-    provider = Provider(config.name, context=context, cluster_identifier=config.name, enable_config_map_mutable=True)
+    provider = Provider(
+        config.name,
+        context=context,
+        cluster_identifier=config.name,
+        enable_config_map_mutable=True,
+        upsert_existing_objects=True if adopt else None,
+        enable_patch_force=True if adopt else None,
+    )
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     # Pods need their reads, service accounts, grants, networks, claims, scripts, images and node
     # configuration before they start; a component this tier does not declare is left out.
@@ -127,9 +137,9 @@ def build(config: ClusterConfig, tier: str = "all", context: str | None = None) 
     # An enabled bandwidth check runs first; the workloads of its transport wait for its verdict.
     gates: dict[str, list[pulumi.Resource]] = {}
     for c in config.enabled_checks():
-        if everything or keep(bandwidth_objects(config, c)[-1]):
+        if everything or any(map(keep, bandwidth_objects(config, c))):
             gates.setdefault(c.transport, []).append(BandwidthCheck(config, c, after, opts))
     for w in config.all_workloads():
-        if everything or keep(workload_objects(config, w)[-1]):
+        if workload_objects(config, w) and (everything or any(map(keep, workload_objects(config, w)))):
             TrainingWorkload(config, w, [*after, *gates.get(w.transport, [])], opts)
     return stack_outputs(config, tier)

@@ -71,6 +71,9 @@ def can_i(obj: dict[str, Any], patch: bool = False) -> list[str]:
     if patch:
         return [f"oc auth can-i patch {resource}/{meta['name']}{ns}"]
     lines = [f"oc auth can-i create {resource}{ns}"]
+    if obj["kind"] == "BuildConfig" and (obj.get("spec") or {}).get("strategy", {}).get("type") == "Docker":
+        # Admission checks that the builds may use the Docker strategy (system:build-strategy-docker).
+        lines.append(f"oc auth can-i create builds.build.openshift.io --subresource=docker{ns}")
     role = str((obj.get("roleRef") or {}).get("name", ""))
     if obj["kind"] == "RoleBinding" and role.startswith(SCC_USE_ROLE_PREFIX):
         # Binding a role needs `bind` on it, or every permission it grants (here: `use` of the SCC).

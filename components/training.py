@@ -8,7 +8,9 @@ pinned, picks the RDMA devices behind the pod's networks and execs torchrun or t
 
 Lifecycle (components/lifecycle.py): a StatefulSet is awaited until its pods exist, never until they
 are Ready; a Job until the controller started it, never until it completes. Stopping a workload keeps
-its objects: a StatefulSet goes to 0 replicas, a Job is suspended.
+its claims and definitions: a StatefulSet goes to 0 replicas; a Job, the record of one run, is removed (starting
+it again creates it from the config of that moment). An existing Job never takes a change of its template: that
+waits for the next run (run_number).
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import pulumi
 
 from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Keep, declare
 from components.launcher import LAUNCHER_PATH
-from components.lifecycle import POD_CREATION_TIMEOUT, job_await, statefulset_await
+from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
 from stacks.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload
@@ -323,7 +325,8 @@ def dev_tools(w: Workload, names: Names) -> list[dict[str, Any]]:
     service = {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": {"name": names.dev_service, "namespace": w.namespace, "labels": labels(w)},
+        # The provider would wait for the rank-0 pod's endpoints (Ready), which a developer pod may never be.
+        "metadata": {"name": names.dev_service, "namespace": w.namespace, "labels": labels(w), "annotations": {SKIP_AWAIT: "true"}},
         "spec": {
             "selector": {**selector(w), **rank0},
             "ports": [{"name": p.name, "port": p.port, "targetPort": p.name, "protocol": "TCP"} for p in routed],
@@ -385,24 +388,25 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
 
 
 def job(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
-    stopped = w.state != "running"
     spec: dict[str, Any] = {
         "completionMode": "Indexed",  # JOB_COMPLETION_INDEX is the node rank
         "completions": w.nodes,
         "parallelism": w.nodes,
         "backoffLimit": w.backoff_limit,
-        # Stopped: no pods, nothing scheduled; the Job and its record stay. No TTL: a Job deleted by the
-        # cluster would make `pulumi refresh` forget it and the next `up` run the training again.
-        "suspend": stopped,
+        # No TTL: a Job deleted by the cluster would make `pulumi refresh` forget it and the next `up` run the
+        # training again. The Job stays as the record of its run until the stack stops it or starts the next run.
         "template": pod_template(config, w, names),
     }
-    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": job_await(stopped)}
+    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": job_await()}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
 def workload_objects(config: ClusterConfig, w: Workload, job_name: str | None = None) -> list[dict[str, Any]]:
     """The headless Service, the NetworkPolicy, the developer tools' Service and Routes, and the
-    workload itself, last."""
+    workload itself, last. A stopped Job is nothing at all: starting it creates its Job from the config of
+    that moment, never from one held since it was stopped."""
+    if w.kind == "job" and w.state != "running":
+        return []
     names = Names(w, job_name)
     main = statefulset(config, w, names) if w.kind == "statefulset" else job(config, w, names)
     return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
@@ -478,7 +482,10 @@ def declare_workload(
 ) -> None:
     """Declare a workload's objects under `parent`: the support objects first, then the StatefulSet
     or Job, after them and after `after` (grant, networks, claims, scripts, reads, gating checks),
-    awaited at most `timeout` (components/lifecycle.py says for what)."""
+    awaited at most `timeout` (components/lifecycle.py says for what). A Job never takes a change of the
+    fields the provider would replace it for: it is the record of one run (lifecycle.JOB_HELD_FIELDS)."""
+    if not objects:
+        return
     *support, last = objects
     declared = [declare(obj, pulumi.ResourceOptions(parent=parent)) for obj in support]
     # Explicit object names cannot coexist with their replacement: delete first on replace.
@@ -487,6 +494,7 @@ def declare_workload(
         delete_before_replace=True,
         depends_on=[*declared, *after],
         custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
+        ignore_changes=list(JOB_HELD_FIELDS) if last["kind"] == "Job" else None,
     )
     declare(last, options)
 

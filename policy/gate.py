@@ -24,6 +24,24 @@ from policy.core import Finding, check, errors
 from stacks.model import ClusterConfig
 
 
+def adopting() -> bool:
+    """Whether the stack file asks for the one-run takeover of existing objects (README "Adopting what exists").
+    Both settings are needed: upsert without force stops at every field another manager owns."""
+    k8s = pulumi.Config("kubernetes")
+    upsert, force = k8s.get_bool("upsertExistingObjects"), k8s.get_bool("enablePatchForce")
+    if bool(upsert) != bool(force):
+        raise pulumi.RunError(
+            f"Pulumi.{pulumi.get_stack()}.yaml sets only one of kubernetes:upsertExistingObjects and kubernetes:enablePatchForce: "
+            "the takeover of existing objects needs both for one run (README 'Adopting what exists'), and neither afterwards"
+        )
+    if upsert:
+        pulumi.log.warn(
+            "this run takes over every object of the stack that exists already and forces the program's fields over other "
+            "field managers (kubernetes:upsertExistingObjects, kubernetes:enablePatchForce): remove both after it"
+        )
+    return bool(upsert)
+
+
 def load_stack() -> tuple[ClusterConfig, str, str | None]:
     """(config, tier, kube context) of the running Pulumi stack. The config is the YAML file named by
     gpu-training:configFile, else the module of the cluster (gpu-training:cluster, else the stack's

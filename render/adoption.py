@@ -143,6 +143,31 @@ def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
 
 
+# Fields whose additions restrict what pods may do (an SCC's required drops, forbidden sysctls), and the boolean
+# that restricts when it turns true; every other `allow*` boolean restricts when it turns false, every other
+# list when an item goes, and a strategy when it leaves RunAsAny.
+RESTRICTING_LISTS = ("requiredDropCapabilities", "forbiddenSysctls")
+RESTRICTING_FLAGS = ("readOnlyRootFilesystem",)
+
+
+def _narrowing(path: str, old: Any, new: Any) -> str | None:
+    """How adopting narrows a field, or None when it does not."""
+    leaf = path.rsplit(".", 1)[-1]
+    if isinstance(new, list) and leaf in RESTRICTING_LISTS:
+        added = sorted(set(map(str, new)) - set(map(str, old if isinstance(old, list) else [])))
+        return f"ADDS to {path}: {', '.join(added)}" if added else None
+    if isinstance(old, list) and isinstance(new, list):
+        removed = sorted(set(map(str, old)) - set(map(str, new)))
+        return f"REMOVES from {path}: {', '.join(removed)} (declared: {new!r})" if removed else None
+    if leaf in RESTRICTING_FLAGS:
+        return f"REQUIRES {path}: {old!r} -> {new!r}" if new is True and old is not True else None
+    if old is True and new is False:
+        return f"REMOVES {path}: true -> false"
+    if leaf == "type" and old == "RunAsAny" and new != "RunAsAny":
+        return f"RESTRICTS {path}: 'RunAsAny' -> {new!r}"
+    return None
+
+
 def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool]:
     """(report, whether adopting narrows the live object)."""
     if not isinstance(live, dict) or not isinstance(live.get("metadata"), dict) or "kind" not in live:
@@ -159,23 +184,23 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
         old, new = before.get(path), after.get(path)
         if path not in after:
             lines.append(f"  = keeps {path}: {old!r} (not declared: it stays with the field manager that wrote it)")
+            continue
+        if old == new:
+            continue
+        narrowing = _narrowing(path, old, new)
+        if narrowing:
+            narrows.append(path)
+            lines.append(f"  - {narrowing}")
         elif path not in before:
             lines.append(f"  + sets {path}: {new!r}")
-        elif old != new:
-            removed = sorted(set(map(str, old)) - set(map(str, new))) if isinstance(old, list) and isinstance(new, list) else []
-            if removed:
-                narrows.append(path)
-                lines.append(f"  - REMOVES from {path}: {', '.join(removed)} (declared: {new!r})")
-            elif old is True and new is False:
-                narrows.append(path)
-                lines.append(f"  - REMOVES {path}: true -> false")
-            else:
-                lines.append(f"  ~ changes {path}: {old!r} -> {new!r}")
+        else:
+            lines.append(f"  ~ changes {path}: {old!r} -> {new!r}")
     if narrows:
         lines += [
             "",
-            f"Adopting narrows this {kind} ({', '.join(narrows)}): pods or scripts that rely on what it removes fail after the",
-            "next `pulumi up` (e.g. a script that runs `ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
+            f"Adopting narrows this {kind}: {', '.join(narrows)}.",
+            "Pods or scripts that rely on what it takes away fail after the next `pulumi up` (e.g. a script that runs",
+            "`ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
             "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
             f"declare what they need in stacks/{config.name}.py. Server-side apply reports each field another manager owns as a",
             'conflict; `kubernetes:enablePatchForce` takes them over for one run (README "Adopting what exists").',

@@ -185,19 +185,25 @@ MARK = {"added": "+", "removed": "-", "changed": "~"}
 def consequence(change: ObjectChange) -> str | None:
     """What `pulumi up` does to the object beyond an update: a replacement (and its cost), or the
     deletion of something that holds data or a run (components/lifecycle.py)."""
-    from components.lifecycle import replacement
+    from components.lifecycle import HELD, held, replacement
 
     kind = change.label.split(" ", 1)[0]
     if change.status == "removed":
         if kind == "PersistentVolumeClaim":
             return "deleting a claim deletes its data: it is protected, so `pulumi up` stops with an error instead"
-        if kind in ("StatefulSet", "Job"):
-            return f"the {kind} and its pods are deleted (per-pod claims stay: Retain)"
+        if kind == "Job":
+            return "the Job is deleted: a running run ends, a finished one's record (and logs) goes"
+        if kind == "StatefulSet":
+            return "the StatefulSet and its pods are deleted (per-pod claims stay: Retain)"
         return None
     if change.status != "changed":
         return None
     costs = sorted({cost for f in change.fields if (cost := replacement(kind, f.path))})
-    return "REPLACES the object: " + "; ".join(costs) if costs else None
+    if costs:
+        return "REPLACES the object: " + "; ".join(costs)
+    if any(held(kind, f.path) for f in change.fields):
+        return f"HELD: {HELD}"
+    return None
 
 
 def report(stack: str, before: str, changes: list[ObjectChange], total: int, after: str = "working tree") -> str:

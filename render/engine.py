@@ -64,6 +64,7 @@ class Rendering:
     outputs: dict[str, Any]
     logs: list[tuple[str, str]] = field(default_factory=list)
     providers: list[Recorded] = field(default_factory=list)
+    read_inputs: list[dict[str, Any]] = field(default_factory=list)
 
     def objects(self) -> list[dict[str, Any]]:
         return [r.object for r in self.resources]
@@ -98,10 +99,12 @@ class _Mocks(pulumi.runtime.Mocks):
         self.cluster.update(live)
         self.resources: dict[str, Recorded] = {}
         self.reads: list[Recorded] = []
+        self.read_inputs: list[dict[str, Any]] = []  # what each read sends the provider (nothing, or it misreads)
 
     def new_resource(self, args: MockResourceArgs) -> tuple[str, dict[str, Any]]:
         kind = args.typ.rsplit(":", 1)[-1]
         if args.resource_id:  # a read of a live object (`opts.id`)
+            self.read_inputs.append(dict(args.inputs))
             state = self.cluster.get((kind, args.resource_id))
             if state is None:
                 raise MissingObject(f"resource '{args.resource_id}' does not exist ({kind})")
@@ -153,6 +156,7 @@ class _OptionsMonitor(MockMonitor):
             "depends_on": sorted(request.dependencies),
             "parent": request.parent,
             "provider": request.provider,
+            "ignore_changes": list(request.ignoreChanges),
             "custom_timeouts": (request.customTimeouts.create, request.customTimeouts.update)
             if request.HasField("customTimeouts")
             else None,
@@ -186,7 +190,9 @@ def _no_stack_trace() -> source_pb2.StackTrace:
     return source_pb2.StackTrace()
 
 
-def run(config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None) -> Rendering:
+def run(
+    config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None, adopt: bool = False
+) -> Rendering:
     """Run the program for one config (and tier) under fresh mocks; raises what the program raises.
     `live` replaces what the cluster holds for some reads: {(kind, id): state, or MISSING}."""
     from components.program import build  # the program is imported lazily: stacks/ must not need it
@@ -210,7 +216,7 @@ def run(config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], di
         outputs: dict[str, Any] = {}
 
         def program() -> None:
-            outputs.update(build(config, tier))
+            outputs.update(build(config, tier, adopt=adopt))
 
         _sync_await(run_pulumi_func(program))
     finally:
@@ -226,4 +232,4 @@ def run(config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], di
     for key, rec in sorted(mocks.resources.items()):
         rec.options = monitor.options.get(key, {})
         (providers if rec.type == PROVIDER_TOKEN else resources).append(rec)
-    return Rendering(config, resources, mocks.reads, normalize(outputs), logs.lines, providers)
+    return Rendering(config, resources, mocks.reads, normalize(outputs), logs.lines, providers, mocks.read_inputs)

@@ -52,7 +52,7 @@ class WorkloadOutputs(_Outputs):
     object: Name
     """Name of that StatefulSet or Job (a Job's carries its run number: NAME-rN)."""
     state: State
-    """running, or stopped (a StatefulSet at 0 replicas, a suspended Job)."""
+    """running, or stopped (a StatefulSet at 0 replicas; a stopped Job is not on the cluster at all)."""
     mode: Transport
     """Transport NCCL uses between nodes: rdma (InfiniBand or RoCE v2) or tcp."""
     replicas: int = Field(ge=1)

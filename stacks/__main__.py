@@ -56,7 +56,7 @@ def cmd_list(args: argparse.Namespace) -> int:
             }
             for s in stacks.pulumi_stacks()
         ]
-        print(json.dumps(rows) if args.json else "\n".join(f"{r['stack']}\t{r['cluster']}\t{r['tier']}" for r in rows))
+        print(json.dumps(rows) if args.json else "\n".join(f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{r['context']}" for r in rows))
         return 0
     names = stacks.names()
     print(json.dumps(names) if args.json else "\n".join(names))
@@ -240,9 +240,16 @@ def cmd_bandwidth_report(args: argparse.Namespace) -> int:
 def cmd_import_plan(args: argparse.Namespace) -> int:
     from render import adoption
 
-    config = stacks.load(args.stack)
+    files = {s.name: s for s in stacks.pulumi_stacks()}
+    target = files.get(args.pulumi_stack)
+    if target is None:
+        raise stacks.ConfigError(
+            f"no Pulumi.{args.pulumi_stack}.yaml: name the Pulumi stack that imports ({', '.join(files) or 'none'}); "
+            "its file says which cluster and which tier it deploys"
+        )
+    config = stacks.load(target.cluster)
     kinds = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
-    plan = adoption.import_plan(config, args.pulumi_stack or args.stack, args.tier, kinds)
+    plan = adoption.import_plan(config, target.name, target.tier, kinds)
     text = json.dumps(plan, indent=2) + "\n"
     if args.out:
         try:
@@ -250,7 +257,7 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
         except OSError as err:
             raise stacks.ConfigError(f"{args.out}: cannot write the import file: {err.strerror or err}") from None
         summary = adoption.plan_summary(plan)
-        print(f"{args.stack}: wrote {args.out}: {summary}")
+        print(f"{target.name} ({target.cluster}, tier {target.tier}): wrote {args.out}: {summary}")
     else:
         sys.stdout.write(text)
     return 0
@@ -326,10 +333,12 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--min-fraction", type=float, metavar="F", help="fraction of the line rate that passes (default: the check's, or 0.8)")
     b.set_defaults(func=cmd_bandwidth_report)
 
-    i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the objects the stack declares")
-    i.add_argument("stack", metavar="STACK", help="the stack (cluster) whose objects to adopt")
-    i.add_argument("--tier", choices=stacks.TIERS, default="all", help="the tier the Pulumi stack runs (default: all)")
-    i.add_argument("--pulumi-stack", metavar="NAME", help="the Pulumi stack that imports (default: STACK; e.g. STACK-platform)")
+    i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")
+    i.add_argument(
+        "pulumi_stack",
+        metavar="PULUMI_STACK",
+        help="the Pulumi stack that imports (e.g. barcelona-platform): its file names cluster and tier",
+    )
     i.add_argument("--only", metavar="KIND,...", help="only objects of these kinds (e.g. ServiceAccount,PersistentVolumeClaim)")
     i.add_argument("--out", metavar="FILE", help="write the plan here (default: stdout)")
     i.set_defaults(func=cmd_import_plan)

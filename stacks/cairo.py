@@ -157,7 +157,7 @@ CONFIG = ClusterConfig(
             ports=[
                 ContainerPort(name="code-server", port=8080, route=True),
                 ContainerPort(name="jupyter", port=8888, route=True),
-                ContainerPort(name="tensorboard", port=6006, route=True),
+                ContainerPort(name="tensorboard", port=6006),  # no authentication of its own: oc port-forward ml-dev-env-0 6006
                 ContainerPort(name="debugpy", port=5678),  # oc port-forward ml-dev-env-0 5678
             ],
             deepspeed_hostfile="/workspace/.deepspeed/hostfile",  # seed 004's next step: DeepSpeed training

@@ -767,11 +767,11 @@ class Workload(Strict):
     """statefulset: long-lived (development pods, interactive training), restarts and survives node
     reboots; one or more nodes. job: runs to completion once per run_number."""
     state: State = "running"
-    """running, or stopped: a StatefulSet at 0 replicas, a Job suspended. Its claims, Services and
-    definitions stay."""
+    """running, or stopped: a StatefulSet at 0 replicas (its claims and Services stay); a Job not declared
+    (stopping a running Job ends its run; starting it creates it from the config of that moment)."""
     run_number: int = Field(default=1, ge=1, le=999_999)
-    """Jobs: the run. The Job is named NAME-rRUN_NUMBER: raise it to run the training again (a new Job);
-    nothing else re-runs a finished Job."""
+    """Jobs: the run. The Job is named NAME-rRUN_NUMBER: raise it to run the training again (a new Job).
+    Nothing else re-runs it: an existing Job never takes a change of its template (it waits for the next run)."""
     image: ImageRef
     """Container image; it needs python3 (the launcher) and, for torchrun, PyTorch."""
     service_account: K8sName

@@ -4,7 +4,7 @@ user edits a YAML file, and validates it like one (`config(edit)`), so a user wh
 stack never has to change a program test.
 
 - roce: RoCE v2 over SR-IOV, an SCC the stack creates, named nodes in two sets, an RDMA StatefulSet with
-  per-pod claims, a TCP variant, a stopped Job, a shared RWX volume, a script, an image build, an existing
+  per-pod claims, a TCP variant, a Job, a shared RWX volume, a script, an image build, an existing
   Secret, developer ports with Routes, and an enabled bandwidth check that fits beside the running pods.
 - infiniband: no SR-IOV, the existing privileged SCC, an NFS root claim to fix.
 - tcp: no fabric, unnamed nodes behind a taint, everything under restricted-v2.
@@ -45,7 +45,7 @@ def roce() -> Data:
         "gpu_model": "H100",
         "node_sets": [
             {"name": "main", "nodes": ["node-a", "node-b", "node-c", "node-d"], "gpus_per_node": 4},
-            {"name": "spare", "nodes": ["node-e", "node-f"], "gpus_per_node": 4},
+            {"name": "spare", "nodes": ["node-e", "node-f", "node-g"], "gpus_per_node": 4},
         ],
         "gpu_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
         "gpu_node_selector": {"nvidia.com/gpu.present": "true"},
@@ -102,7 +102,7 @@ def roce() -> Data:
                 "namespace": "team-a",
                 "user": "ada",
                 "kind": "job",
-                "state": "stopped",
+                "node_set": "spare",
                 "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
                 "service_account": "trainer",
                 "nodes": 2,

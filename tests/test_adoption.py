@@ -75,11 +75,26 @@ def test_each_stacks_import_plan_is_a_file_pulumi_import_reads(name: str) -> Non
 def test_the_plan_marks_hand_made_and_fresh_objects_and_filters_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "plan.json"
     assert main(["import-plan", "cairo", "--only", "PersistentVolumeClaim", "--out", str(out)]) == 0
-    assert "2 object(s) to adopt under 1 component(s)" in capsys.readouterr().out
+    assert "cairo (cairo, tier project): wrote" in capsys.readouterr().out
     plan = json.loads(out.read_text())
     assert [r["logicalName"] for r in plan["resources"]] == ["storage", "nccl-test/ml-dev-workspace", "nccl-test/ml-datasets"]
     assert main(["import-plan", "cairo", "--only", "Pod"]) == 2
     assert "declares no Pod" in capsys.readouterr().err
+    assert main(["import-plan", "cairo-staging"]) == 2
+    assert "no Pulumi.cairo-staging.yaml" in capsys.readouterr().err
+
+
+def test_a_pulumi_stacks_plan_holds_only_its_own_tier(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["import-plan", "barcelona"]) == 0
+    project = json.loads(capsys.readouterr().out)
+    kinds = {r["type"].rsplit(":", 1)[-1] for r in project["resources"]}
+    assert "ServiceAccount" in kinds and not kinds & {"SecurityContextConstraints", "ClusterRole", "RoleBinding"}
+    assert main(["import-plan", "barcelona-platform"]) == 0
+    platform = json.loads(capsys.readouterr().out)
+    assert {r["type"].rsplit(":", 1)[-1] for r in platform["resources"] if not r.get("component")} == {
+        "SecurityContextConstraints", "ClusterRole", "RoleBinding"
+    }  # fmt: skip
+    assert platform["nameTable"]["kubernetes"] == "urn:pulumi:barcelona-platform::gpu-training::pulumi:providers:kubernetes::barcelona"
     fresh = adoption.fresh_objects(stacks.load("cairo"))
     assert "StatefulSet nccl-test/ml-dev-env" in fresh and "PersistentVolumeClaim nccl-test/ml-datasets" not in fresh
 
@@ -120,7 +135,8 @@ def test_adopt_diff_lists_what_taking_over_the_seeds_scc_removes(tmp_path: Path,
         "REMOVES from volumes: hostPath",
     ):
         assert removed in out, removed
-    assert "changes seLinuxContext.type: 'RunAsAny' -> 'MustRunAs'" in out
+    assert "RESTRICTS seLinuxContext.type: 'RunAsAny' -> 'MustRunAs'" in out
+    assert "ADDS to requiredDropCapabilities: ALL" in out  # added restrictions narrow too
     assert "uid" not in out and "last-applied" not in out  # what the server sets is never a change
     assert "Adopting narrows this SecurityContextConstraints" in out and "ulimit -l unlimited" in out
 

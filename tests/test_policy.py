@@ -346,20 +346,16 @@ def test_gpu_toleration_missing() -> None:
 
 
 def test_capacity_all_running_pods_must_fit_at_once() -> None:
-    # Starting the Job beside dev and the check: 6 pods of 4 GPUs on the 4 main nodes.
-    errs = by_rule(broken("roce", w("train", state="running")), "capacity")
+    # The Job moved beside dev and the check: 6 pods of 4 GPUs on the 4 main nodes.
+    errs = by_rule(broken("roce", w("train", node_set="main")), "capacity")
     assert len(errs) == 1
     assert "cannot all be scheduled at once" in errs[0].message and "stop a workload" in errs[0].fix
-    # Disabling the check makes room.
-    assert (
-        by_rule(
-            broken(
-                "roce", lambda d: (fixtures.workload(d, "train").update(state="running"), d["bandwidth_checks"][0].update(enabled=False))
-            ),
-            "capacity",
-        )
-        == []
-    )
+
+    def room(d: dict[str, Any]) -> None:  # disabling the check makes room
+        fixtures.workload(d, "train")["node_set"] = "main"
+        d["bandwidth_checks"][0]["enabled"] = False
+
+    assert by_rule(broken("roce", room), "capacity") == []
 
 
 def test_capacity_counts_gpus_not_just_nodes() -> None:
@@ -584,6 +580,18 @@ def test_gate_runs_the_tier_its_stack_file_names(tmp_path: Path, monkeypatch: py
     )
     assert raised is None
     assert "kubernetes:core/v1:PersistentVolumeClaimPatch" in platform and "kubernetes:apps/v1:StatefulSet" not in platform
+
+
+def test_the_takeover_settings_reach_the_stacks_own_provider(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = str(write_config(tmp_path, "tcp"))
+    kube = kubeconfig(tmp_path, "c")
+    base = {"gpu-training:configFile": path, "kubernetes:context": "c"}
+    _, logs, raised = run_main(
+        "tcp", base | {"kubernetes:upsertExistingObjects": "true", "kubernetes:enablePatchForce": "true"}, monkeypatch, kube
+    )
+    assert raised is None and any("takes over every object" in m for _, m in logs)
+    _, _, raised = run_main("tcp", base | {"kubernetes:upsertExistingObjects": "true"}, monkeypatch, kube)
+    assert isinstance(raised, pulumi.RunError) and "needs both" in str(raised)
 
 
 def test_the_committed_stacks_load_through_the_gate(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

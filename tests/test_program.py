@@ -54,26 +54,26 @@ def test_stopping_a_statefulset_keeps_it_and_its_claims_at_zero_replicas() -> No
 
 
 def test_a_training_job_is_never_awaited_to_completion() -> None:
-    stopped = find(rendered_fixture("roce"), "Job", "train-r1")
-    assert stopped["spec"]["suspend"] is True
-    assert stopped["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.spec.suspend}=true"}
-    running = find(run(fixtures.config("roce", _run_train)), "Job", "train-r1")
-    assert running["spec"]["suspend"] is False
-    assert running["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.startTime}"}
+    r = rendered_fixture("roce")
+    job = find(r, "Job", "train-r1")
+    assert job["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.startTime}"}
     # No TTL: a Job the cluster deleted would be forgotten by `pulumi refresh` and run again by the next `up`.
-    assert "ttlSecondsAfterFinished" not in running["spec"]
+    assert "ttlSecondsAfterFinished" not in job["spec"] and "suspend" not in job["spec"]
+    # The record of its run: no change of its template ever reaches it (it waits for the next run).
+    rec = next(x for x in r.resources if x.name == "team-a/train-r1")
+    assert rec.options["ignore_changes"] == ["spec.template", "spec.completions", "spec.parallelism", "spec.selector"]
 
 
-def _run_train(d: dict[str, Any]) -> None:
-    """Start the Job and make room for it (the check needs the other two main nodes)."""
-    fixtures.workload(d, "train")["state"] = "running"
-    d["bandwidth_checks"][0]["enabled"] = False
+def test_a_stopped_job_is_not_declared_and_starts_from_the_config_of_that_moment() -> None:
+    stopped = run(fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(state="stopped")))
+    assert not [o for o in stopped.objects() if o["metadata"].get("labels", {}).get("app.kubernetes.io/instance") == "train"]
+    assert stopped.outputs["workloads"]["train"]["state"] == "stopped"
 
 
 def test_a_job_runs_again_only_under_a_new_run_number() -> None:
     again = run(fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(run_number=2)))
-    names = {o["metadata"]["name"] for o in again.objects() if o["kind"] == "Job"}
-    assert "train-r2" in names and "train-r1" not in names
+    names = {o["metadata"]["name"] for o in again.objects() if o["kind"] == "Job" and o["metadata"]["name"].startswith("train")}
+    assert names == {"train-r2"}
     assert again.outputs["workloads"]["train"]["object"] == "train-r2"
 
 
@@ -81,7 +81,7 @@ def _tree(tmp: Path, rendering: Rendering) -> dict[str, Any]:
     return diff.read_folder(write(rendering, tmp))
 
 
-def test_a_job_template_change_shows_as_the_replacement_it_is(tmp_path: Path) -> None:
+def test_a_job_template_change_is_held_for_the_next_run_and_a_statefulsets_rolls(tmp_path: Path) -> None:
     before = _tree(tmp_path / "a", rendered_fixture("roce"))
     after = _tree(
         tmp_path / "b",
@@ -89,11 +89,15 @@ def test_a_job_template_change_shows_as_the_replacement_it_is(tmp_path: Path) ->
     )
     text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
     job_block = text.split("Job team-a/train-r1", 1)[1]
-    assert "REPLACES the object: the Job is deleted, then created again: a running run is killed" in job_block
-    # An env change of a StatefulSet is a rolling update, not a replacement.
+    assert "HELD: not applied to the Job that exists" in job_block and "raise run_number" in job_block
+    # A StatefulSet's template change is a rolling update, not a replacement.
     after = _tree(tmp_path / "c", run(fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(env={"X": "1"}))))
     text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
     assert "StatefulSet team-a/dev" in text and "REPLACES" not in text.split("StatefulSet team-a/dev", 1)[1].split("\n~", 1)[0]
+    # A claim template change does replace it, and says what that costs.
+    after = _tree(tmp_path / "d", run(fixtures.config("roce", lambda d: d["volumes"][0].update(size="20Gi"))))
+    text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
+    assert "REPLACES the object: the StatefulSet is deleted, then created again" in text
 
 
 def test_switching_the_transport_updates_the_same_workload() -> None:
@@ -192,6 +196,13 @@ def test_every_resource_and_read_goes_through_the_stacks_own_provider(name: str)
         assert f"pulumi:providers:kubernetes::{name}::" in rec.options["provider"], rec.name
 
 
+def test_the_takeover_run_configures_the_stacks_own_provider() -> None:
+    (provider,) = run(fixtures.config("tcp"), adopt=True).providers
+    assert provider.inputs["upsertExistingObjects"] == "true" and provider.inputs["enablePatchForce"] == "true"
+    (plain,) = rendered_fixture("tcp").providers
+    assert "upsertExistingObjects" not in plain.inputs and "enablePatchForce" not in plain.inputs
+
+
 def test_one_launcher_configmap_per_namespace_that_runs_pods() -> None:
     r = rendered_fixture("roce")
     launchers = [o for o in r.objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpu-training-launcher"]
@@ -239,6 +250,14 @@ def test_each_tier_reads_what_it_relies_on() -> None:
     roce = _reads(rendered_fixture("roce"))
     assert {"NetworkAttachmentDefinition default/port1-network", "Namespace team-b"} <= roce
     assert not [x for x in roce if x.startswith("Secret")]  # a read would copy the secret into the state
+
+
+@pytest.mark.parametrize("name", sorted(fixtures.FIXTURES))
+def test_reads_send_no_inputs_so_the_provider_takes_the_namespace_from_the_id(name: str) -> None:
+    r = rendered_fixture(name)
+    assert r.read_inputs and all(inputs == {} for inputs in r.read_inputs)
+    if name != "tcp":  # it reads its namespace only, which is cluster-scoped
+        assert any("/" in x.name for x in r.reads)
 
 
 def test_a_missing_namespace_fails_preview_naming_it() -> None:
@@ -337,7 +356,7 @@ def test_pods_tolerate_the_gpu_taints_and_stay_on_their_node_set() -> None:
     assert dev["affinity"]["podAntiAffinity"]  # one pod per node
     assert solo["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"][0]["matchExpressions"][
         0
-    ]["values"] == ["node-e", "node-f"]
+    ]["values"] == ["node-e", "node-f", "node-g"]
     tcp = pod_spec(find(rendered_fixture("tcp"), "StatefulSet", "one"))
     assert "affinity" not in tcp  # one unnamed node set: nothing to pin
     assert tcp["tolerations"] == [{"key": "nvidia.com/gpu.product", "operator": "Equal", "value": "H100", "effect": "NoSchedule"}]

@@ -34,14 +34,25 @@ def insert_after(text: str, anchor: str, block: str) -> str:
     return head + anchor + "\n" + block.rstrip("\n") + tail
 
 
-def in_workload(text: str, name: str, old: str, new: str) -> str:
-    match = re.search(rf'Workload\(\s*name="{re.escape(name)}",', text)
-    assert match, name
-    start = match.start()
-    end = text.index("Workload(", start + 1) if "Workload(" in text[start + 1 :] else len(text)
-    body = text[start:end]
-    assert old in body, (name, old)
-    return text[:start] + body.replace(old, new, 1) + text[end:]
+def workload_blocks(text: str) -> list[tuple[int, int]]:
+    """(start, end) of each `Workload(` call in a stack module."""
+    starts = [m.start() for m in re.finditer(r"\bWorkload\(", text)]
+    return list(zip(starts, [*starts[1:], len(text)], strict=True))
+
+
+def edit_first(text: str, want: str, old: str, new: str) -> str:
+    """Apply `old` -> `new` in the first workload whose block holds `want` (and `old`)."""
+    for start, end in workload_blocks(text):
+        body = text[start:end]
+        if want in body and old in body and "state=" not in body:
+            return text[:start] + body.replace(old, new, 1) + text[end:]
+    raise AssertionError(f"no workload with {want!r} and {old!r} to apply the recipe to")
+
+
+def unused(name: str, taken: str) -> str:
+    """`name`, or name-2, name-3 ... if the project already has it (a clone where the recipes were followed)."""
+    candidates = [name] + [f"{name}{i}" for i in range(2, 100)]
+    return next(c for c in candidates if f'"{c}"' not in taken and f'"{c}-sa"' not in taken)
 
 
 @pytest.fixture(scope="module")
@@ -66,27 +77,28 @@ def test_the_readme_recipes_need_no_test_edit(project: Path) -> None:
     text = stack.read_text(encoding="utf-8")
     add = blocks(recipe("Add a user's workload."), "python")
     assert len(add) == 2, "the recipe shows the service account and the workload"
-    text = insert_after(text, "        service_accounts=[", add[0])
-    text = insert_after(text, "    workloads=[", add[1])
+    user = unused("alice", text)
+    text = insert_after(text, "        service_accounts=[", add[0].replace("alice", user))
+    text = insert_after(text, "    workloads=[", add[1].replace("alice", user))
     assert 'replace `transport="rdma",` with `transport="tcp",`' in recipe("Switch a workload to TCP.")
-    text = in_workload(text, "h-kim", 'transport="rdma",', 'transport="tcp",')
+    text = edit_first(text, 'transport="rdma",', 'transport="rdma",', 'transport="tcp",')
     assert 'Add `state="stopped",` to its `Workload(...)`' in recipe("Stop a workload.")
-    text = in_workload(text, "tsfm-node", 'kind="statefulset",', 'kind="statefulset",\n            state="stopped",')
+    text = edit_first(text, 'kind="statefulset",', 'kind="statefulset",', 'kind="statefulset",\n            state="stopped",')
     stack.write_text(text, encoding="utf-8")
 
+    cluster = next(c for c in ["mylab"] + [f"mylab{i}" for i in range(2, 100)] if not (project / "stacks" / f"{c}.py").exists())
     (script,) = blocks(recipe("Add a cluster."), "sh")
-    commands = [line for line in script.splitlines() if line.strip() and not line.startswith("make ")]
-    for line in commands:
-        subprocess.run(["bash", "-c", line], cwd=project, check=True)
+    for line in (line for line in script.splitlines() if line.strip() and not line.startswith("make ")):
+        subprocess.run(["bash", "-c", line.replace("mylab", cluster)], cwd=project, check=True)
 
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1"}
     render = subprocess.run(
         [sys.executable, "-m", "stacks", "render", "--all"], cwd=project, capture_output=True, text=True, env=env, timeout=300
     )
     assert render.returncode == 0, render.stderr
-    assert "mylab: wrote" in render.stdout
+    assert f"{cluster}: wrote" in render.stdout
     listed = subprocess.run([sys.executable, "-m", "stacks", "list"], cwd=project, capture_output=True, text=True, env=env, timeout=120)
-    assert "mylab" in listed.stdout.split()
+    assert cluster in listed.stdout.split()
 
     tests = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-x", "-p", "no:cacheprovider", "-m", "not torch", "--ignore=tests/test_recipes.py"],
@@ -102,4 +114,4 @@ def test_the_readme_recipes_need_no_test_edit(project: Path) -> None:
         ["git", "status", "--porcelain", "--untracked-files=all"], cwd=project, capture_output=True, text=True, check=True
     )
     touched = {line[3:].split("/", 1)[0] if line[3:].startswith("rendered/") else line[3:] for line in status.stdout.splitlines()}
-    assert touched == {"stacks/barcelona.py", "stacks/mylab.py", "Pulumi.mylab.yaml", "rendered"}, touched
+    assert touched == {"stacks/barcelona.py", f"stacks/{cluster}.py", f"Pulumi.{cluster}.yaml", "rendered"}, touched

@@ -3,6 +3,7 @@
 # on 6006, debugpy on 5678). Starts each tool the image has, in the background, then keeps the pod up for
 # `oc exec` sessions. The Routes reach rank 0's pod; code-server asks for the password in
 # ~/.config/code-server/config.yaml, Jupyter for the token it logs (`oc logs ml-dev-env-0 | grep token`).
+# TensorBoard has no authentication of its own: it has no Route (`oc port-forward ml-dev-env-0 6006`).
 set -u
 cd /workspace 2>/dev/null || cd /
 mkdir -p /workspace/.logs 2>/dev/null || true
