@@ -2,11 +2,12 @@
 
 import pulumi
 
-from components.program import build, objects, patches
+from components.program import build, layout
 from policy.gate import adopting, check_kube_context, load_stack, preflight
 
 config, tier, context = load_stack()  # the cluster's module, or the YAML file named by gpu-training:configFile
 check_kube_context(context, pulumi.get_stack())  # no deploying to whatever kube context is current
-preflight(config, objects(config), patches(config))  # the whole stack's design, whichever tier runs; stops on any error
+whole = layout(config)  # the whole stack's design, whichever tier runs: the preflight stops on any error in it
+preflight(config, [d.object for d in whole if not d.patch], [d.object for d in whole if d.patch])
 for key, value in build(config, tier, context, adopting()).items():
     pulumi.export(key, value)

@@ -28,7 +28,8 @@ from typing import Any
 
 import pulumi
 
-from components.lifecycle import CHECK_MARGIN_MINUTES, WAIT_FOR
+from components.kube import Declared
+from components.lifecycle import CHECK_MARGIN_MINUTES
 from components.training import Names, declare_workload, workload_objects
 from stacks.model import CHECK_DIGEST, ClusterConfig
 from stacks.model import BandwidthCheck as CheckConfig
@@ -44,12 +45,7 @@ def job_name(config: ClusterConfig, check: CheckConfig) -> str:
 def bandwidth_objects(config: ClusterConfig, check: CheckConfig) -> list[dict[str, Any]]:
     """The headless Service, NetworkPolicy and Indexed Job of one check (the launcher ConfigMap is
     the namespace's)."""
-    *support, job = workload_objects(config, config.bandwidth_workload(check), job_name(config, check))
-    meta = job["metadata"]
-    # The provider's own Job await (its verdict), not the training Jobs' "started" condition.
-    annotations = {k: v for k, v in meta.get("annotations", {}).items() if k != WAIT_FOR}
-    spec = {**job["spec"], "activeDeadlineSeconds": check.deadline_minutes * 60}
-    return [*support, {**job, "metadata": {**meta, "annotations": annotations}, "spec": spec}]
+    return workload_objects(config, config.bandwidth_workload(check), job_name(config, check), check.deadline_minutes * 60)
 
 
 def check_outputs(config: ClusterConfig, check: CheckConfig) -> dict[str, Any]:
@@ -83,8 +79,12 @@ class BandwidthCheck(pulumi.ComponentResource):
     TYPE = "gpu-training:index:BandwidthCheck"
 
     def __init__(
-        self, config: ClusterConfig, check: CheckConfig, after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None
+        self,
+        check: CheckConfig,
+        declared: list[Declared],
+        after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
         super().__init__(self.TYPE, f"{check.namespace}/{check.name}", None, opts)
-        declare_workload(self, bandwidth_objects(config, check), after, f"{check.deadline_minutes + CHECK_MARGIN_MINUTES}m")
+        declare_workload(self, [d.object for d in declared], after, f"{check.deadline_minutes + CHECK_MARGIN_MINUTES}m")
         self.register_outputs({})

@@ -15,7 +15,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, Keep, declare
+from components.kube import MANAGED_BY, Declared, declare
 from stacks.model import ClusterConfig, ImageBuild
 
 DIGEST = 6
@@ -55,8 +55,8 @@ class ImageBuilds(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:ImageBuilds"
 
-    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        for obj in filter(keep, image_objects(config)):
-            declare(obj, pulumi.ResourceOptions(parent=self))
+        for d in declared:
+            declare(d.object, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})

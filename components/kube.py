@@ -3,7 +3,7 @@ the annotation and label names the components share."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -19,12 +19,21 @@ RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 # Set by the SR-IOV operator on the NADs it owns; a copy must not claim that owner.
 SRIOV_OWNER_REF = "sriovnetwork.openshift.io/owner-ref"
 
-Keep = Callable[[dict[str, Any]], bool]
-"""Which objects a run declares (the tier filter of components/tiers.py)."""
+
+@dataclass(frozen=True)
+class Declared:
+    """One object a run declares, and the component it is declared under (its URN's parent)."""
+
+    component_type: str
+    component_name: str
+    object: dict[str, Any]
+    patch: bool = False
+    """A server-side apply patch of an object that exists (not created, never deleted)."""
+
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-of": "gpu-training"}
 
-# Objects whose apiVersion has no group: the provider's tokens spell their group `core`.
+# The kinds this program declares or reads that have no namespace (a platform-tier object; a read id without `/`).
 CLUSTER_SCOPED_KINDS = frozenset(
     {"SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding", "MachineConfig", "Namespace", "StorageClass"}
 )

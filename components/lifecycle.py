@@ -19,8 +19,9 @@ from __future__ import annotations
 
 WAIT_FOR = "pulumi.com/waitFor"
 SKIP_AWAIT = "pulumi.com/skipAwait"
-# How long `pulumi up` may wait for pods to be created: an SCC or quota rejection shows up as pods
-# that never exist, and fails the update after this long instead of the provider's 10 minutes.
+# How long `pulumi up` may wait for a StatefulSet's pods to be created (an SCC or quota rejection shows up
+# as pods that never exist, and fails the update after this long instead of the provider's 10 minutes), or
+# for the Job controller to start a Job.
 POD_CREATION_TIMEOUT = "5m"
 # How much longer than a bandwidth check's deadline `pulumi up` waits for its verdict.
 CHECK_MARGIN_MINUTES = 5
@@ -32,7 +33,11 @@ def statefulset_await(replicas: int) -> dict[str, str]:
 
 
 def job_await() -> dict[str, str]:
-    """A training Job: done when the controller has started it. Never its end."""
+    """A training Job: done when the controller has started it. Never its end. The controller sets startTime
+    before it creates the pods, so an SCC or quota rejection of them does not fail `up` (it shows as FailedCreate
+    events on the Job): the preflight's scc-grant rule and the grant read are what catch a missing grant first.
+    A condition that held only once pods exist (`status.active`) would be gone again when the run ends, and
+    hold every later update of the finished Job until it timed out."""
     return {WAIT_FOR: "jsonpath={.status.startTime}"}
 
 
@@ -54,7 +59,9 @@ AWAITS: list[tuple[str, str]] = [
     (
         "Job (training)",
         f"until the Job controller has started it (`status.startTime`), at most {POD_CREATION_TIMEOUT}. Never until it "
-        "completes. A stopped Job is not declared.",
+        "completes. The controller starts it before it creates the pods, so pods the SCC or a quota rejects do not fail "
+        "`up`: they show as FailedCreate events (`oc describe job`); the preflight and the grant read catch a missing "
+        "grant before. A stopped Job is not declared.",
     ),
     (
         "Job (bandwidth check)",
@@ -99,6 +106,18 @@ def replacement(kind: str, path: str) -> str | None:
         return RENAME
     fields, cost = REPLACES.get(kind, ((), ""))
     return cost if _under(path, fields) else None
+
+
+# A StatefulSet's pod template updates in place, but the controller then replaces its pods one by one: to a
+# multi-node training run that is a restart. Some such changes come from edits elsewhere in the stack (a node
+# added to a named node set changes the NotIn list of every workload on an unnamed set).
+RESTARTS = {"StatefulSet": ("spec.template",)}
+RESTART = "its pods are replaced one by one: a running training run is interrupted and starts again"
+
+
+def restarts(kind: str, path: str) -> bool:
+    """Whether a change of `path` restarts the pods of a `kind` (updated in place, not replaced)."""
+    return _under(path, RESTARTS.get(kind, ()))
 
 
 def held(kind: str, path: str) -> bool:

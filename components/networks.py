@@ -14,14 +14,13 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, Keep, declare
-from stacks.model import BandwidthCheck, ClusterConfig, Workload
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, Declared, declare
+from stacks.model import ClusterConfig
 
 
 def rdma_namespaces(config: ClusterConfig) -> list[str]:
     """Namespaces that run RDMA pods (workloads in any state, enabled checks)."""
-    pods: list[Workload | BandwidthCheck] = [*config.all_workloads(), *config.enabled_checks()]
-    return sorted({w.namespace for w in pods if w.transport == "rdma"})
+    return sorted({w.namespace for w in config.pod_specs() if w.transport == "rdma"})
 
 
 def copy_namespaces(config: ClusterConfig) -> list[str]:
@@ -66,8 +65,8 @@ class RdmaNetworks(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:RdmaNetworks"
 
-    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        for obj in filter(keep, network_objects(config)):
-            declare(obj, pulumi.ResourceOptions(parent=self))
+        for d in declared:
+            declare(d.object, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})

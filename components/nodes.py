@@ -17,7 +17,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, Keep, declare
+from components.kube import MANAGED_BY, Declared, declare
 from stacks.model import ClusterConfig
 
 IGNITION_VERSION = "3.2.0"  # accepted by every OpenShift 4.x this program targets
@@ -59,8 +59,8 @@ class NodeConfiguration(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:NodeConfiguration"
 
-    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        for obj in filter(keep, node_objects(config)):
-            declare(obj, pulumi.ResourceOptions(parent=self))
+        for d in declared:
+            declare(d.object, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})

@@ -22,6 +22,7 @@ with it, and a test holds that it passes every check.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -31,7 +32,7 @@ import pulumi
 
 from components.kube import NAD_API, NAD_KIND, RESOURCE_NAME, SCC_API, SRIOV_OWNER_REF, LiveObject
 from components.networks import rdma_namespaces
-from components.security import granted_accounts, needed_capabilities, pod_specs, use_binding, use_role_name
+from components.security import granted_accounts, needed_capabilities, use_binding, use_role_name
 from stacks.model import ClusterConfig, PvcStorageClassFix, SriovAttachment
 
 Check = Callable[[dict[str, Any]], "str | None"]
@@ -91,8 +92,9 @@ def _scc(config: ClusterConfig) -> Requirement:
     sec = config.security
     assert sec.scc is not None
     caps = sec.existing_allowed_capabilities
-    privileged = any(config.memlock_of(w) == "privileged" for w in pod_specs(config) if config.scc_of(w) == sec.scc)
-    root = any(config.memlock_of(w) in ("root-ipc-lock", "root-sys-resource") for w in pod_specs(config) if config.scc_of(w) == sec.scc)
+    strategies = {config.memlock_of(w) for w in config.pod_specs() if config.scc_of(w) == sec.scc}
+    privileged = "privileged" in strategies
+    root = bool(strategies & {"root-ipc-lock", "root-sys-resource"})
     needed = needed_capabilities(config)
 
     def verify(state: dict[str, Any]) -> str | None:
@@ -264,7 +266,7 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         if tier == "platform":
             # The grants it makes need their namespaces (in `all`, the project side reads every namespace).
             out += [_namespace(config, ns, "platform") for ns in sorted(grants)]
-        if sec.scc and not sec.create and any(config.scc_of(w) == sec.scc for w in pod_specs(config)):
+        if sec.scc and not sec.create and any(config.scc_of(w) == sec.scc for w in config.pod_specs()):
             out.append(_scc(config))
         out += [_fixed_claim(f) for f in config.pvc_fixes]
         classes = sorted(
@@ -282,22 +284,26 @@ class Prerequisites(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:Prerequisites"
 
-    reads: list[LiveObject]
+    verdicts: list[pulumi.Input[pulumi.Resource]]
+    """What the pods depend on: each read, once it exists and (where it has a check) passed it. A failed check
+    holds back everything that depends on it, in `pulumi up` as in preview, and fails the run."""
 
     def __init__(self, name: str, config: ClusterConfig, tier: str, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        self.reads = []
+        self.verdicts = []
         for req in requirements(config, tier):
             live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, pulumi.ResourceOptions(parent=self))
-            self.reads.append(live)
-            if req.verify is not None:
-                state = pulumi.Output.all(*[getattr(live, f) for f in req.fields])
-                state.apply(lambda values, req=req: _verified(req, dict(zip(req.fields, values, strict=True))))  # type: ignore[misc]
+            if req.verify is None:
+                self.verdicts.append(live)
+                continue
+            state = pulumi.Output.all(*[getattr(live, f) for f in req.fields])
+            self.verdicts.append(state.apply(functools.partial(_verified, req, live)))
         self.register_outputs({})
 
 
-def _verified(req: Requirement, state: dict[str, Any]) -> None:
+def _verified(req: Requirement, live: LiveObject, values: list[Any]) -> LiveObject:
     assert req.verify is not None
-    problem = req.verify(state)
+    problem = req.verify(dict(zip(req.fields, values, strict=True)))
     if problem:
         raise pulumi.RunError(f"{req.kind} {req.object_id}: {problem} ({req.why}). Fix: {req.fix}")
+    return live

@@ -14,7 +14,6 @@ place instead of deleting them under the pods that mount them.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import pulumi
@@ -22,6 +21,7 @@ from pulumi_kubernetes import Provider
 
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.images import ImageBuilds, image_objects
+from components.kube import Declared
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
 from components.nodes import NodeConfiguration, node_objects
 from components.prerequisites import Prerequisites
@@ -67,7 +67,8 @@ def _plain(objects_of: Callable[[ClusterConfig], list[dict[str, Any]]]) -> Build
     return lambda config: [(o, False) for o in objects_of(config)]
 
 
-# The stack-wide components: (name, class, its objects as (object, is a patch)), in declaration order.
+# The stack-wide components: (name, class, its objects as (object, is a patch)), in declaration order. `build`
+# makes each as component(name, config, the objects of the tier it declares, opts).
 PARTS: list[tuple[str, Any, Builder]] = [
     ("security", ClusterSecurity, _plain(security_objects)),
     ("networks", RdmaNetworks, _plain(network_objects)),
@@ -76,16 +77,6 @@ PARTS: list[tuple[str, Any, Builder]] = [
     ("images", ImageBuilds, _plain(image_objects)),
     ("nodes", NodeConfiguration, _plain(node_objects)),
 ]
-
-
-@dataclass(frozen=True)
-class Declared:
-    """One object a run declares, and the component it is declared under (its URN's parent)."""
-
-    component_type: str
-    component_name: str
-    object: dict[str, Any]
-    patch: bool = False
 
 
 def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
@@ -115,31 +106,42 @@ def patches(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
 
 
 def build(config: ClusterConfig, tier: str = "all", context: str | None = None, adopt: bool = False) -> dict[str, Any]:
-    """Declare every resource of the stack's tier; returns the stack outputs. `adopt` is the first run of
-    README "Adopting what exists": create-or-take-over every object, forcing the program's fields over
-    other field managers (kubernetes:upsertExistingObjects and kubernetes:enablePatchForce in the stack file,
-    which only this explicit provider can honour: the default one is disabled)."""
-    keep = keep_for(config, tier)
+    """Declare every resource of the stack's tier (`layout`, each under its component); returns the stack
+    outputs. `adopt` is the first run of README "Adopting what exists": create-or-take-over every object,
+    forcing the program's fields over other field managers (kubernetes:upsertExistingObjects and
+    kubernetes:enablePatchForce in the stack file, which only this explicit provider can honour: the
+    default one is disabled)."""
+    # Every setting explicit: the SDK fills a setting left out from the environment (PULUMI_K8S_*, KUBECONFIG), so
+    # an exported variable could take objects over without the stack file saying so, turn server-side apply off
+    # under the claim patch, or make the provider differ between a laptop and the CI runner. An empty kubeconfig
+    # is client-go's own loading ($KUBECONFIG, a list of files too, else ~/.kube/config); the context picks the cluster.
     provider = Provider(
         config.name,
+        kubeconfig="",
         context=context,
         cluster_identifier=config.name,
+        enable_server_side_apply=True,
         enable_config_map_mutable=True,
-        upsert_existing_objects=True if adopt else None,
-        enable_patch_force=True if adopt else None,
+        upsert_existing_objects=adopt,
+        enable_patch_force=adopt,
     )
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
-    # Pods need their reads, service accounts, grants, networks, claims, scripts, images and node
-    # configuration before they start; a component this tier does not declare is left out.
-    after: list[pulumi.Resource] = [Prerequisites("prerequisites", config, tier, opts)]
-    everything = tier == "all"  # then every workload and check is declared: no need to build them twice to ask
-    after += [component(name, config, keep, opts) for name, component, objects_of in PARTS if any(keep(o) for o, _ in objects_of(config))]
+    parts: dict[tuple[str, str], list[Declared]] = {}
+    for d in layout(config, tier):
+        parts.setdefault((d.component_type, d.component_name), []).append(d)
+    # Pods need the verdicts of the reads, and the service accounts, grants, networks, claims, scripts, images
+    # and node configuration before they start; a component this tier declares nothing of is left out.
+    prerequisites = Prerequisites("prerequisites", config, tier, opts)
+    after: list[pulumi.Input[pulumi.Resource]] = [*prerequisites.verdicts]
+    for name, component, _ in PARTS:
+        if declared := parts.get((component.TYPE, name)):
+            after.append(component(name, config, declared, opts))
     # An enabled bandwidth check runs first; the workloads of its transport wait for its verdict.
     gates: dict[str, list[pulumi.Resource]] = {}
     for c in config.enabled_checks():
-        if everything or any(map(keep, bandwidth_objects(config, c))):
-            gates.setdefault(c.transport, []).append(BandwidthCheck(config, c, after, opts))
+        if declared := parts.get((BandwidthCheck.TYPE, f"{c.namespace}/{c.name}")):
+            gates.setdefault(c.transport, []).append(BandwidthCheck(c, declared, after, opts))
     for w in config.all_workloads():
-        if workload_objects(config, w) and (everything or any(map(keep, workload_objects(config, w)))):
-            TrainingWorkload(config, w, [*after, *gates.get(w.transport, [])], opts)
+        if declared := parts.get((TrainingWorkload.TYPE, f"{w.namespace}/{w.name}")):
+            TrainingWorkload(f"{w.namespace}/{w.name}", declared, [*after, *gates.get(w.transport, [])], opts)
     return stack_outputs(config, tier)

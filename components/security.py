@@ -15,8 +15,8 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, SCC_API, Keep, declare
-from stacks.model import STRATEGY_CAPABILITIES, BandwidthCheck, ClusterConfig, Workload
+from components.kube import MANAGED_BY, SCC_API, Declared, declare
+from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
 
@@ -26,16 +26,10 @@ def use_role_name(scc: str) -> str:
     return f"system:openshift:scc:{scc}"
 
 
-def pod_specs(config: ClusterConfig) -> list[Workload | BandwidthCheck]:
-    """Everything that runs pods: workloads (any state: a stopped one may be started by a researcher
-    without a cluster admin, so its grant exists already) and enabled bandwidth checks."""
-    return [*config.all_workloads(), *config.enabled_checks()]
-
-
 def needed_capabilities(config: ClusterConfig) -> list[str]:
     """Union of the capabilities the memlock strategies of the SCC's pods add, sorted."""
     scc = config.security.scc
-    caps = {c for w in pod_specs(config) if config.scc_of(w) == scc for c in STRATEGY_CAPABILITIES[config.memlock_of(w)]}
+    caps = {c for w in config.pod_specs() if config.scc_of(w) == scc for c in STRATEGY_CAPABILITIES[config.memlock_of(w)]}
     return sorted(caps)
 
 
@@ -45,7 +39,7 @@ def granted_accounts(config: ClusterConfig) -> dict[str, list[str]]:
     out: dict[str, set[str]] = {}
     if sec.scc is None or not sec.grant:
         return {}
-    for w in pod_specs(config):
+    for w in config.pod_specs():
         if config.scc_of(w) == sec.scc:
             out.setdefault(w.namespace, set()).add(w.service_account)
     return {ns: sorted(accounts) for ns, accounts in sorted(out.items())}
@@ -148,13 +142,13 @@ class ClusterSecurity(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:ClusterSecurity"
 
-    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         # The grant follows the SCC and its role, so a binding never names a role that is not there yet.
-        declared: list[pulumi.Resource] = []
-        for obj in filter(keep, security_objects(config)):
-            after = declared if obj["kind"] in ("ClusterRole", "RoleBinding") else []
-            res = declare(obj, pulumi.ResourceOptions(parent=self, depends_on=list(after)))
-            if obj["kind"] in ("SecurityContextConstraints", "ClusterRole"):
-                declared.append(res)
+        granted: list[pulumi.Resource] = []
+        for d in declared:
+            after = granted if d.object["kind"] in ("ClusterRole", "RoleBinding") else []
+            res = declare(d.object, pulumi.ResourceOptions(parent=self, depends_on=list(after)))
+            if d.object["kind"] in ("SecurityContextConstraints", "ClusterRole"):
+                granted.append(res)
         self.register_outputs({})

@@ -18,7 +18,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, Keep, declare
+from components.kube import MANAGED_BY, Declared, declare
 from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
 
 KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
@@ -81,17 +81,17 @@ class SharedStorage(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:SharedStorage"
 
-    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
+        serves = {(f.namespace, f.pvc): f.serves_storage_classes for f in config.pvc_fixes}
         fixed: dict[str, list[pulumi.Resource]] = {}
-        for fix in config.pvc_fixes:
-            obj = fix_patch(fix)
-            if keep(obj):
-                # Removing the patch from the stack must leave the NFS server's claim alone.
-                res = declare(obj, pulumi.ResourceOptions(parent=self, retain_on_delete=True), patch=True)
-                for cls in fix.serves_storage_classes:
-                    fixed.setdefault(cls, []).append(res)
-        for obj in filter(keep, storage_objects(config)):
-            after = fixed.get(obj["spec"].get("storageClassName", ""), [])
-            declare(obj, pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self, depends_on=after)))
+        for d in (d for d in declared if d.patch):  # the patches first: the claims they serve wait for them
+            # Removing the patch from the stack must leave the NFS server's claim alone.
+            res = declare(d.object, pulumi.ResourceOptions(parent=self, retain_on_delete=True), patch=True)
+            meta = d.object["metadata"]
+            for cls in serves[meta["namespace"], meta["name"]]:
+                fixed.setdefault(cls, []).append(res)
+        for d in (d for d in declared if not d.patch):
+            after = fixed.get(d.object["spec"].get("storageClassName", ""), [])
+            declare(d.object, pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self, depends_on=after)))
         self.register_outputs({})

@@ -12,10 +12,14 @@ tier (a researcher with admin in their project), and a Pulumi stack declares one
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
-from components.kube import CLUSTER_SCOPED_KINDS, Keep
+from components.kube import CLUSTER_SCOPED_KINDS
 from stacks.model import ClusterConfig
+
+Keep = Callable[[dict[str, Any]], bool]
+"""Which objects a run of a tier declares."""
 
 PLATFORM = "platform"
 PROJECT = "project"

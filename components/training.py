@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Keep, declare
+from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, declare
 from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
@@ -387,7 +387,10 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
 
 
-def job(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
+def job(config: ClusterConfig, w: Workload, names: Names, verdict_within: int | None = None) -> dict[str, Any]:
+    """A training run's Indexed Job, awaited until it has started; or, with `verdict_within` (seconds), a
+    bandwidth check's, ended by the cluster after that long and awaited until its verdict (the provider's
+    own Job await: Complete, or Failed)."""
     spec: dict[str, Any] = {
         "completionMode": "Indexed",  # JOB_COMPLETION_INDEX is the node rank
         "completions": w.nodes,
@@ -397,18 +400,25 @@ def job(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
         # training again. The Job stays as the record of its run until the stack stops it or starts the next run.
         "template": pod_template(config, w, names),
     }
-    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": job_await()}
+    meta: dict[str, Any] = {"name": names.object, "namespace": w.namespace, "labels": labels(w)}
+    if verdict_within is None:
+        meta["annotations"] = job_await()
+    else:
+        spec["activeDeadlineSeconds"] = verdict_within
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
 
 
-def workload_objects(config: ClusterConfig, w: Workload, job_name: str | None = None) -> list[dict[str, Any]]:
+def workload_objects(
+    config: ClusterConfig, w: Workload, job_name: str | None = None, verdict_within: int | None = None
+) -> list[dict[str, Any]]:
     """The headless Service, the NetworkPolicy, the developer tools' Service and Routes, and the
     workload itself, last. A stopped Job is nothing at all: starting it creates its Job from the config of
-    that moment, never from one held since it was stopped."""
+    that moment, never from one held since it was stopped. `job_name` and `verdict_within`: a bandwidth
+    check's Job (components/bandwidth.py)."""
     if w.kind == "job" and w.state != "running":
         return []
     names = Names(w, job_name)
-    main = statefulset(config, w, names) if w.kind == "statefulset" else job(config, w, names)
+    main = statefulset(config, w, names) if w.kind == "statefulset" else job(config, w, names, verdict_within)
     return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
 
 
@@ -439,7 +449,7 @@ def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 
 def pod_namespaces(config: ClusterConfig) -> list[str]:
     """Namespaces where this program runs pods (each needs the launcher ConfigMap)."""
-    return sorted({w.namespace for w in config.all_workloads()} | {c.namespace for c in config.enabled_checks()})
+    return sorted({w.namespace for w in config.pod_specs()})
 
 
 def script_objects(config: ClusterConfig) -> list[dict[str, Any]]:
@@ -470,15 +480,18 @@ class PodScripts(pulumi.ComponentResource):
 
     TYPE = "gpu-training:index:PodScripts"
 
-    def __init__(self, name: str, config: ClusterConfig, keep: Keep, opts: pulumi.ResourceOptions | None = None) -> None:
+    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
-        for obj in filter(keep, script_objects(config)):
-            declare(obj, pulumi.ResourceOptions(parent=self))
+        for d in declared:
+            declare(d.object, pulumi.ResourceOptions(parent=self))
         self.register_outputs({})
 
 
 def declare_workload(
-    parent: pulumi.Resource, objects: list[dict[str, Any]], after: Sequence[pulumi.Resource], timeout: str = POD_CREATION_TIMEOUT
+    parent: pulumi.Resource,
+    objects: list[dict[str, Any]],
+    after: Sequence[pulumi.Input[pulumi.Resource]],
+    timeout: str = POD_CREATION_TIMEOUT,
 ) -> None:
     """Declare a workload's objects under `parent`: the support objects first, then the StatefulSet
     or Job, after them and after `after` (grant, networks, claims, scripts, reads, gating checks),
@@ -505,8 +518,12 @@ class TrainingWorkload(pulumi.ComponentResource):
     TYPE = "gpu-training:index:TrainingWorkload"
 
     def __init__(
-        self, config: ClusterConfig, w: Workload, after: Sequence[pulumi.Resource] = (), opts: pulumi.ResourceOptions | None = None
+        self,
+        name: str,
+        declared: list[Declared],
+        after: Sequence[pulumi.Input[pulumi.Resource]] = (),
+        opts: pulumi.ResourceOptions | None = None,
     ) -> None:
-        super().__init__(self.TYPE, f"{w.namespace}/{w.name}", None, opts)
-        declare_workload(self, workload_objects(config, w), after)
+        super().__init__(self.TYPE, name, None, opts)
+        declare_workload(self, [d.object for d in declared], after)
         self.register_outputs({})

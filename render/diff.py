@@ -183,9 +183,10 @@ MARK = {"added": "+", "removed": "-", "changed": "~"}
 
 
 def consequence(change: ObjectChange) -> str | None:
-    """What `pulumi up` does to the object beyond an update: a replacement (and its cost), or the
-    deletion of something that holds data or a run (components/lifecycle.py)."""
-    from components.lifecycle import HELD, held, replacement
+    """What `pulumi up` does to the object beyond an update: a replacement (and its cost), a change held for
+    the next run, a restart of running pods, or the deletion of something that holds data or a run
+    (components/lifecycle.py)."""
+    from components.lifecycle import HELD, RESTART, held, replacement, restarts
 
     kind = change.label.split(" ", 1)[0]
     if change.status == "removed":
@@ -203,6 +204,8 @@ def consequence(change: ObjectChange) -> str | None:
         return "REPLACES the object: " + "; ".join(costs)
     if any(held(kind, f.path) for f in change.fields):
         return f"HELD: {HELD}"
+    if any(restarts(kind, f.path) for f in change.fields):
+        return f"RESTARTS: {RESTART}"
     return None
 
 

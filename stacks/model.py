@@ -1176,6 +1176,11 @@ class ClusterConfig(Strict):
     def enabled_checks(self) -> list[BandwidthCheck]:
         return [c for c in self.bandwidth_checks if c.enabled]
 
+    def pod_specs(self) -> list[Workload | BandwidthCheck]:
+        """Everything that runs pods: workloads (any state: a stopped one may be started by a researcher
+        without a cluster admin, so its grant and networks exist already) and enabled bandwidth checks."""
+        return [*self.all_workloads(), *self.enabled_checks()]
+
     def node_set(self, name: str | None) -> NodeSet:
         """A node set by name (None: the first)."""
         if name is None:

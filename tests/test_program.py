@@ -90,10 +90,11 @@ def test_a_job_template_change_is_held_for_the_next_run_and_a_statefulsets_rolls
     text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
     job_block = text.split("Job team-a/train-r1", 1)[1]
     assert "HELD: not applied to the Job that exists" in job_block and "raise run_number" in job_block
-    # A StatefulSet's template change is a rolling update, not a replacement.
+    # A StatefulSet's template change is a rolling update, not a replacement; it restarts the run all the same.
     after = _tree(tmp_path / "c", run(fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(env={"X": "1"}))))
     text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
-    assert "StatefulSet team-a/dev" in text and "REPLACES" not in text.split("StatefulSet team-a/dev", 1)[1].split("\n~", 1)[0]
+    sts_block = text.split("StatefulSet team-a/dev", 1)[1].split("\n~", 1)[0]
+    assert "REPLACES" not in sts_block and "RESTARTS: its pods are replaced one by one" in sts_block
     # A claim template change does replace it, and says what that costs.
     after = _tree(tmp_path / "d", run(fixtures.config("roce", lambda d: d["volumes"][0].update(size="20Gi"))))
     text = diff.report("roce", "before", diff.diff_trees(before, after), len(after))
@@ -200,7 +201,21 @@ def test_the_takeover_run_configures_the_stacks_own_provider() -> None:
     (provider,) = run(fixtures.config("tcp"), adopt=True).providers
     assert provider.inputs["upsertExistingObjects"] == "true" and provider.inputs["enablePatchForce"] == "true"
     (plain,) = rendered_fixture("tcp").providers
-    assert "upsertExistingObjects" not in plain.inputs and "enablePatchForce" not in plain.inputs
+    assert plain.inputs["upsertExistingObjects"] == "false" and plain.inputs["enablePatchForce"] == "false"
+
+
+def test_the_provider_takes_nothing_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The SDK fills every provider setting left out from PULUMI_K8S_* and KUBECONFIG: a researcher's exported
+    # variable would take objects over without the stack file's say, and a CI runner's kubeconfig path would
+    # make its provider differ from a laptop's.
+    monkeypatch.setenv("PULUMI_K8S_UPSERT_EXISTING_OBJECTS", "true")
+    monkeypatch.setenv("PULUMI_K8S_ENABLE_PATCH_FORCE", "true")
+    monkeypatch.setenv("PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY", "false")
+    monkeypatch.setenv("KUBECONFIG", "/runner/tmp/kubeconfig:/home/me/.kube/config")
+    (provider,) = run(fixtures.config("tcp")).providers
+    assert provider.inputs["upsertExistingObjects"] == "false" and provider.inputs["enablePatchForce"] == "false"
+    assert provider.inputs["enableServerSideApply"] == "true"  # the claim patches need server-side apply
+    assert provider.inputs["kubeconfig"] == ""  # client-go's own loading: $KUBECONFIG lists work
 
 
 def test_one_launcher_configmap_per_namespace_that_runs_pods() -> None:
@@ -316,6 +331,29 @@ def test_the_project_tier_fails_preview_when_the_platform_did_not_grant_its_scc(
     live = {"metadata": {"name": "system:openshift:scc:gpu-rdma"}, "subjects": [], "roleRef": {}}
     with pytest.raises(pulumi.RunError, match=r"RoleBinding team-a/system:openshift:scc:gpu-rdma: it does not bind trainer.*platform tier"):
         run(fixtures.config("roce"), "project", live={("RoleBinding", "team-a/system:openshift:scc:gpu-rdma"): live})
+
+
+def test_a_failed_check_holds_back_the_pods_in_up_too(monkeypatch: pytest.MonkeyPatch) -> None:
+    # `pulumi up --skip-preview` meets the check for the first time while declaring: what needs the grant must
+    # not be sent to the cluster, or its pods would be rejected by the SCC admission at once.
+    import pulumi
+
+    from render import engine
+
+    sent: list[str] = []
+
+    class Recording(_Mocks):
+        def new_resource(self, args: Any) -> tuple[str, dict[str, Any]]:
+            if not args.resource_id:
+                sent.append(args.typ.rsplit(":", 1)[-1])
+            return super().new_resource(args)
+
+    monkeypatch.setattr(engine, "_Mocks", Recording)
+    live = {"metadata": {"name": "system:openshift:scc:gpu-rdma"}, "subjects": [], "roleRef": {}}
+    with pytest.raises(pulumi.RunError, match="does not bind trainer"):
+        run(fixtures.config("roce"), "project", live={("RoleBinding", "team-a/system:openshift:scc:gpu-rdma"): live})
+    assert "ServiceAccount" in sent  # what needs no read goes ahead
+    assert not {"StatefulSet", "Job"} & set(sent), sent
 
 
 def test_the_state_the_stack_assumes_passes_every_check() -> None:
