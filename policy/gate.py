@@ -52,18 +52,9 @@ def load_stack() -> tuple[ClusterConfig, str, str | None]:
     tier = own.get("tier") or "all"
     if tier not in stacks.TIERS:
         raise pulumi.RunError(f"Pulumi.{stack}.yaml: {stacks.TIER_KEY} is {tier!r}; expected one of {', '.join(stacks.TIERS)}")
-    path = own.get("configFile")
     try:
-        if path:
-            file = Path(path) if Path(path).is_absolute() else stacks.ROOT / path
-            config = stacks.checked_name(stacks.load_file(file), cluster, path)
-        elif cluster not in stacks.names():
-            raise stacks.ConfigError(
-                f"unknown stack {cluster!r}: no stacks/{cluster}.py (the stacks are {', '.join(stacks.names())}); set "
-                f"{stacks.CLUSTER_KEY} in Pulumi.{stack}.yaml to the cluster this stack deploys"
-            )
-        else:
-            config = stacks.checked_name(stacks.load_module(cluster), cluster, f"stacks/{cluster}.py")
+        stacks.config_file_of(cluster)  # the cluster's stack files agree on what they deploy, as the commands require
+        config = stacks.load_deployed(cluster, own.get("configFile"), f"Pulumi.{stack}.yaml")
     except stacks.ConfigError as err:
         raise pulumi.RunError(str(err)) from None
     return config, tier, pulumi.Config("kubernetes").get("context")

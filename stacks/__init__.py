@@ -36,7 +36,7 @@ NOT_STACKS = frozenset({"__init__", "__main__", "model", "schema"})
 # FIFO, a bomb of nesting or aliases before it costs more than a moment.
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 40
-MAX_NODES = 200_000
+MAX_YAML_VALUES = 200_000
 
 
 class ConfigError(Exception):
@@ -96,16 +96,15 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
     return out
 
 
-def config_file_of(cluster: str, root: Path | None = None) -> Path | None:
-    """The YAML config the cluster's Pulumi stacks deploy instead of its module, if any. All stack
-    files of one cluster must agree: two tiers of one cluster deploying two configs would drift."""
-    root = root or ROOT
-    files = {s.config_file for s in pulumi_stacks(root) if s.cluster == cluster}
+def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, str]:
+    """(the YAML config the cluster's Pulumi stacks deploy instead of its module, or None; the stack file
+    that says so). All stack files of one cluster must agree: two tiers deploying two configs would drift."""
+    found = [s for s in pulumi_stacks(root or ROOT) if s.cluster == cluster]
+    files = {s.config_file for s in found}
     if len(files) > 1:
-        shown = ", ".join(sorted(f or "(the module)" for f in files))
+        shown = ", ".join(f"{s.path.name}: {s.config_file or '(the module)'}" for s in found)
         raise ConfigError(f"the Pulumi stack files of {cluster!r} name different configs ({shown}): make them name one")
-    (file,) = files or {None}
-    return root / file if file else None
+    return (found[0].config_file, found[0].path.name) if found else (None, "")
 
 
 # --- loading ------------------------------------------------------------------------------------
@@ -118,9 +117,27 @@ def load(name: str) -> ClusterConfig:
     if name not in known:
         shown = ", ".join(known) or "none"
         raise ConfigError(f"unknown stack {name!r}: the stacks are {shown} (python -m stacks list)")
-    file = config_file_of(name)
-    config = load_file(file) if file else load_module(name)
-    return checked_name(config, name, file.name if file else f"stacks/{name}.py")
+    return load_deployed(name, *config_file_of(name))
+
+
+def load_deployed(cluster: str, config_file: str | None, stack_file: str) -> ClusterConfig:
+    """What a Pulumi stack deploys: the YAML `config_file` its `stack_file` names in gpu-training:configFile
+    (relative to the project folder), else stacks/CLUSTER.py. A config that names another cluster is refused.
+    The commands and the Pulumi program (policy/gate.py) both load through here."""
+    if not config_file:
+        if cluster not in names():
+            raise ConfigError(
+                f"unknown stack {cluster!r}: no stacks/{cluster}.py (the stacks are {', '.join(names())}); set "
+                f"{CLUSTER_KEY} in {stack_file or 'its Pulumi stack file'} to the cluster this stack deploys"
+            )
+        return checked_name(load_module(cluster), cluster, f"stacks/{cluster}.py")
+    file = Path(config_file) if Path(config_file).is_absolute() else ROOT / config_file
+    if not file.exists():
+        raise ConfigError(
+            f"{stack_file}: {CONFIG_FILE_KEY} names {config_file}, which does not exist ({file}): fix the path "
+            f"(relative to the project folder), or remove the key to deploy stacks/{cluster}.py"
+        )
+    return checked_name(load_file(file), cluster, config_file)
 
 
 def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfig:
@@ -184,13 +201,18 @@ def validate(data: Any, source: str) -> ClusterConfig:
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """SafeLoader that refuses duplicate keys: YAML lets the last one win silently, so a stray second
-    `workloads: []` would empty a stack."""
+    """SafeLoader that refuses duplicate keys (YAML lets the last one win silently, so a stray second
+    `workloads: []` would empty a stack) and keys that are not text (`1:`, `null:`, `? [a]`: no field or name
+    is one, and YAML 1.1 reads `on:` or `no:` as booleans)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, Any] = {}
+        seen: dict[str, Any] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
+            if not isinstance(key, str):
+                shown = repr(key_node.value) if isinstance(key_node, yaml.ScalarNode) else f"of type {type(key).__name__}"
+                fix = f'quote it ("{key_node.value}": ...)' if isinstance(key_node, yaml.ScalarNode) else "a key is a name"
+                raise yaml.constructor.ConstructorError(None, None, f"the key {shown} is not text: {fix}", key_node.start_mark)
             if key in seen:
                 raise yaml.constructor.ConstructorError(
                     None, None, f"duplicate key {key!r} (YAML keeps only the last one)", key_node.start_mark
@@ -249,8 +271,8 @@ def _bounded(path: Path, text: str) -> None:
                 depth -= 1
             if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 nodes += 1
-                if nodes > MAX_NODES:
-                    raise ConfigError(f"{path}: more than {MAX_NODES} values: not a config")
+                if nodes > MAX_YAML_VALUES:
+                    raise ConfigError(f"{path}: more than {MAX_YAML_VALUES} values: not a config")
     except yaml.YAMLError as err:
         raise _yaml_error(path, err) from None
 

@@ -26,8 +26,10 @@ def _configs(args: argparse.Namespace) -> list[ClusterConfig]:
         if args.stacks or args.all:
             raise stacks.ConfigError("give either stack names/--all or --config FILE, not both")
         return [stacks.load_file(args.config)]
-    names = stacks.names() if args.all or not args.stacks else args.stacks
-    return [stacks.load(n) for n in names]
+    if args.all and args.stacks:
+        raise stacks.ConfigError(f"give either stack names ({' '.join(args.stacks)}) or --all, not both")
+    names = args.stacks or stacks.names()
+    return [stacks.load(n) for n in dict.fromkeys(names)]  # a name given twice is one stack (rendered once)
 
 
 def _previous(name: str, ref: str | None) -> dict[str, object] | None:
@@ -37,9 +39,9 @@ def _previous(name: str, ref: str | None) -> dict[str, object] | None:
 
     try:
         files = diff.committed(stacks.ROOT, ref or "HEAD", f"rendered/{name}")
-    except diff.DiffError:
+    except diff.DiffError as err:
         if ref:
-            raise stacks.ConfigError(f"--against {ref}: cannot read the committed render") from None
+            raise stacks.ConfigError(f"--against {ref}: cannot read the committed render: {err}") from None
         return None
     out = (files or {}).get("outputs.json")
     return out if isinstance(out, dict) else None
@@ -52,6 +54,7 @@ def cmd_list(args: argparse.Namespace) -> int:
                 "stack": s.name,
                 "cluster": s.cluster,
                 "tier": s.tier,
+                "context": s.context or "",
                 "kubeconfig_secret": f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}",
             }
             for s in stacks.pulumi_stacks()
@@ -100,12 +103,14 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
         if pid == 0:  # the child
             os.close(read)
             try:
-                answer, code = "0" + job(), 0
+                answer = "0" + job()
             except stacks.ConfigError as err:
-                answer, code = "1" + str(err), 0
+                answer = "1" + str(err)
+            except BaseException as err:  # anything else too: the child must answer and exit here, never return
+                answer = f"1a render worker failed: {type(err).__name__}: {err}"
             with os.fdopen(write_end, "w", encoding="utf-8") as pipe:
                 pipe.write(answer)
-            os._exit(code)
+            os._exit(0)
         os.close(write_end)
         children.append((pid, read))
     try:
@@ -118,7 +123,7 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
             os.waitpid(pid, 0)
     for answer in replies:
         if not answer.startswith("0"):
-            raise stacks.ConfigError(answer[1:] or "a render worker failed")
+            raise stacks.ConfigError(answer[1:] or "a render worker died without an answer")
         answers.append(answer[1:])
     return answers
 
@@ -173,8 +178,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         try:
             before = diff.committed(stacks.ROOT, args.against, f"rendered/{config.name}")
         except diff.DiffError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
+            raise stacks.ConfigError(str(err)) from None
         after = diff.fresh(config)
         label = f"{args.against}:rendered/{config.name}"
         if before is None:
@@ -366,10 +370,13 @@ def main(argv: list[str] | None = None) -> int:
 
 if __name__ == "__main__":
     import gc
+    import signal
 
     # A short-lived command: the collector would only walk the SDK's and pydantic's long-lived objects again
     # and again, and tearing the interpreter down after everything is written costs as much as a stack's render.
     gc.disable()
+    # Output piped into `head` ends quietly, as any command line tool's does, instead of a BrokenPipeError traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -13,6 +13,7 @@ stack module or a YAML file: see `located` and `ModelError`.
 
 from __future__ import annotations
 
+import json
 import re
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
@@ -88,7 +89,7 @@ def _dns1035(value: str) -> str:
     if len(value) > 63 or not _DNS_1035.match(value):
         raise ValueError(
             f"{value!r} is not a valid name for a workload: its Service must be a DNS-1035 label, so use lowercase "
-            "letters, digits and '-', start with a letter, end with a letter or digit"
+            "letters, digits and '-', start with a letter, end with a letter or digit, at most 63 characters"
         )
     return value
 
@@ -198,6 +199,16 @@ def _text(value: str) -> str:
     return value
 
 
+def _json_object(value: str) -> str:
+    try:
+        parsed = json.loads(value)
+    except ValueError as err:
+        raise ValueError(f"not JSON ({err}): paste the source NAD's spec.config as it is") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("a CNI config is a JSON object ({...}): paste the source NAD's spec.config as it is")
+    return value
+
+
 K8sName = Annotated[str, AfterValidator(_label)]
 """A DNS-1123 label: names of namespaces, service accounts, PVCs, NADs, ConfigMaps."""
 WorkloadName = Annotated[str, AfterValidator(_dns1035)]
@@ -217,6 +228,8 @@ MountPath = Annotated[str, AfterValidator(_mount_path)]
 FileKey = Annotated[str, AfterValidator(_file_key)]
 PortName = Annotated[str, AfterValidator(_port_name)]
 Text = Annotated[str, AfterValidator(_text)]
+CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]
+"""A CNI config: a JSON object, as a NetworkAttachmentDefinition's spec.config holds it."""
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 Transport = Literal["rdma", "tcp"]
@@ -310,8 +323,10 @@ class ModelError(Exception):
 
     def __init__(self, model: type[Strict], data: dict[str, Any], err: ValidationError) -> None:
         name = data.get("name")
-        prefix = model.COLLECTION
-        if prefix and isinstance(name, str):
+        # A model with no place of its own (a Mount, a ContainerPort) is named by its class: it fails when
+        # Python builds it, before the Workload(...) around it exists.
+        prefix = model.COLLECTION or model.__name__
+        if isinstance(name, str):
             prefix += f"[{name}]"
         self.lines = describe_errors(err, data, prefix)
         super().__init__("\n".join(self.lines))
@@ -415,7 +430,7 @@ class SriovAttachment(Strict):
     device: str | None = None
     """RDMA device behind the attachment according to the seeds (documentation only; the launcher
     detects the live devices in the pod)."""
-    cni_config: Text | None = None
+    cni_config: CniConfig | None = None
     """The CNI config (a JSON string) of the source NAD as the SR-IOV operator wrote it. The copies
     in the user namespaces carry it; the platform tier's preview reads the live source and fails
     when it differs, so a copy never silently drifts from the operator's network."""
@@ -868,8 +883,6 @@ class Workload(Strict):
 
     @model_validator(mode="after")
     def _shape(self) -> Workload:
-        if self.memlock == "privileged" and not self.privileged_reason:
-            raise FieldError(("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
         if self.tcp_variants and self.transport != "rdma":
             raise FieldError(("tcp_variants",), "tcp_variants derive from an RDMA workload; this one is already TCP")
         both = set(self.env) & set(self.secret_env)
@@ -919,13 +932,11 @@ def _check_name_lengths(name: str, kind: str, nodes: int, run_number: int, where
 
 
 def _check_pod_paths(w: Any, where: tuple[str | int, ...]) -> None:
-    """No two mounts of a pod share a path, and none takes the program's own paths."""
-    paths = [m.mount_path for m in w.mounts if m.mount_path] + [s.mount_path for s in w.scripts]
-    for p in paths:
+    """No mount takes the program's own paths, and nothing is mounted twice. (Two mounts on one path are
+    found by the stack-wide check, which knows the paths mounts take from their volumes.)"""
+    for p in [m.mount_path for m in w.mounts if m.mount_path] + [s.mount_path for s in w.scripts]:
         if p in RESERVED_PATHS or p.startswith(LAUNCHER_DIR + "/"):
             raise FieldError(where, f"{p} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path")
-    if len(set(paths)) != len(paths):
-        raise FieldError(where, "two mounts share a mount path")
     volumes = [m.volume for m in w.mounts]
     if len(set(volumes)) != len(volumes):
         raise FieldError(where, "a volume is mounted twice")
@@ -1029,8 +1040,6 @@ class BandwidthCheck(Strict):
                 "tool 'nccl-tests' runs all_reduce_perf on one node (it spans hosts only under mpirun, which this "
                 "program does not deploy): set nodes to 1, or use tool 'torch' (or 'auto') across nodes",
             )
-        if self.memlock == "privileged" and not self.privileged_reason:
-            raise FieldError(("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
         hostname = f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}"
         if len(hostname) > 63 or len(self.name) > 63 - len("-headless"):
             raise FieldError(

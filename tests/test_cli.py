@@ -140,6 +140,7 @@ BAD_FIELDS = [
     ("undeclared secret", _set("existing", {}), "workloads[train].secret_env.HF_TOKEN", "not declared in existing.secrets"),
     ("unknown node set", _set("workloads.2.node_set", "gpu"), "workloads[solo].node_set", "not in node_sets"),
     ("bare pods are gone", _set("workloads.2.kind", "pod"), "workloads[solo].kind", "kind 'pod' is gone"),
+    ("CNI config not JSON", _set("fabric.attachments.0.cni_config", "x"), "fabric.attachments[0].cni_config", "not JSON"),
     (
         "variant beside its source",
         _set("workloads.0.tcp_variants.0.state", "running"),
@@ -215,6 +216,17 @@ def test_a_stack_module_error_names_the_workload_field_and_line(
     assert "  workloads[h-kim].nodes: Input should be greater than or equal to 1" in err
 
 
+def test_an_error_in_a_part_of_a_workload_names_the_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Python builds ContainerPort(...) before the Workload(...) around it: the error names the part's kind.
+    body = MODULE.replace("Workload\n", "Workload, ContainerPort\n", 1)
+    name = stack_module(tmp_path, monkeypatch, body.format(nodes=1, extra=', ports=[ContainerPort(name="debugpy", port=0)]'))
+    code, _, err = run(["check", name], capsys)
+    assert code == 2 and f"stacks/{name}.py line 11" in err
+    assert "  ContainerPort[debugpy].port: Input should be greater than or equal to 1" in err, err
+
+
 def test_a_cross_field_error_in_a_module_names_the_field(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -256,6 +268,9 @@ def test_a_new_stack_module_is_discovered(tmp_path: Path, monkeypatch: pytest.Mo
         ("- name: tcp\n", "the top level must be a mapping of fields, got list"),
         ("", "the file is empty"),
         ("name: a\nname: b\n", "duplicate key 'name'"),
+        ("name: a\nworkloads:\n  - 1: 2\n", "the key '1' is not text: quote it"),
+        ("? [a]\n: b\n", "is not text"),
+        ("null: x\n", "the key 'null' is not text"),
         ("a: &x [1]\nb: *x\n", "YAML aliases (*name) are not supported"),
         ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 40 levels deep"),
         ("a: " + "9" * 5000 + "\n", "a value cannot be read"),
@@ -322,6 +337,16 @@ def test_a_bad_file_in_a_real_process_prints_no_traceback(tmp_path: Path) -> Non
 def test_unknown_stack(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(argv, capsys)
     assert code == 2 and "unknown stack 'staging'" in err and ", ".join(stacks.names()) in err
+
+
+def test_output_into_a_closed_pipe_ends_quietly() -> None:
+    # `python -m stacks schema | head -1`: the reader is gone before the command writes.
+    proc = subprocess.Popen([sys.executable, "-m", "stacks", "schema"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert "Traceback" not in err and "BrokenPipeError" not in err, err
 
 
 def test_config_without_a_stack_says_what_to_give(capsys: pytest.CaptureFixture[str]) -> None:
@@ -424,6 +449,30 @@ def test_a_config_file_named_for_another_stack_is_refused(
     assert code == 2
     assert "my-nerc.yaml: name: the config is for stack 'tcp', but it is deployed as stack 'nerc'" in err
     assert path.exists()
+
+
+@pytest.mark.parametrize("command", ["check", "render", "config", "diff", "rights"])
+def test_a_config_file_that_is_not_there_names_the_stack_file_that_names_it(
+    command: str, yaml_route: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    yaml_route(fixtures.tcp()).unlink()
+    code, out, err = run([command, "nerc"], capsys)
+    assert code == 2 and out == ""
+    assert err.startswith("error: Pulumi.nerc.yaml: gpu-training:configFile names my-nerc.yaml, which does not exist"), err
+    assert "remove the key to deploy stacks/nerc.py" in err
+
+
+def test_stack_files_of_one_cluster_that_disagree_say_which_says_what(
+    yaml_route: Callable[[dict[str, Any]], Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = fixtures.tcp()
+    data["name"] = "nerc"
+    path = yaml_route(data)
+    (path.parent / "Pulumi.nerc-platform.yaml").write_text(
+        yaml.safe_dump({"config": {"gpu-training:cluster": "nerc", "gpu-training:tier": "platform"}}), encoding="utf-8"
+    )
+    code, _, err = run(["check", "nerc"], capsys)
+    assert code == 2 and "Pulumi.nerc-platform.yaml: (the module), Pulumi.nerc.yaml: my-nerc.yaml" in err, err
 
 
 def test_diff_takes_a_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
