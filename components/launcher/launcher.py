@@ -244,6 +244,8 @@ STRATEGY_HOWTO = {
     "privileged": "privileged: securityContext.privileged: true with the privileged SCC (or one with "
     "allowPrivilegedContainer); grants every capability, least safe",
 }
+# The strategies that work for a non-root uid (KNOWLEDGE.md: added capabilities never reach it).
+NON_ROOT_HOWTO = "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
 
 
 class ConfigError(Exception):
@@ -303,6 +305,18 @@ def is_dns_name(name: str) -> bool:
     return len(name) <= 253 and all(DNS_LABEL.fullmatch(label) for label in labels)
 
 
+def unpassable(text: str) -> str:
+    """Why execve could not pass `text` on: "nul" (a NUL byte), "encoding" (text the OS cannot
+    encode, such as a lone surrogate), or "" when it can."""
+    if "\0" in text:
+        return "nul"
+    try:
+        os.fsencode(text)
+    except (UnicodeError, ValueError):
+        return "encoding"
+    return ""
+
+
 def environment_problems(environ: Mapping[str, str]) -> List[str]:
     """exec passes the whole environment on; a NUL byte, or text the OS cannot encode, would make
     execve raise after every check has passed. The real environment cannot hold either, but the
@@ -310,13 +324,13 @@ def environment_problems(environ: Mapping[str, str]) -> List[str]:
     problems = []
     for key, value in environ.items():
         for what, text in (("name", key), ("value", value)):
-            if "\0" in text:
-                problems.append(f"environment variable {shown(key)} has a NUL byte in its {what}")
-                break
-            try:
-                os.fsencode(text)
-            except (UnicodeError, ValueError):
-                problems.append(f"environment variable {shown(key)} has a {what} the OS cannot encode")
+            why = unpassable(text)
+            if why:
+                problems.append(
+                    f"environment variable {shown(key)} has a NUL byte in its {what}"
+                    if why == "nul"
+                    else f"environment variable {shown(key)} has a {what} the OS cannot encode"
+                )
                 break
     return problems
 
@@ -465,13 +479,12 @@ def _parse_args_json(raw: str, problems: List[str]) -> Optional[List[str]]:
         return None
     for position, arg in enumerate(value):
         # "\u0000" is valid JSON, but execve cannot pass it; neither can a lone surrogate.
-        if "\0" in arg:
-            problems.append(f"LAUNCHER_ARGS item {position} ({shown(arg)}) has a NUL byte, which no command line can hold")
-            return None
-        try:
-            os.fsencode(arg)
-        except (UnicodeError, ValueError):
-            problems.append(f"LAUNCHER_ARGS item {position} ({shown(arg)}) cannot be encoded for the command line")
+        why = unpassable(arg)
+        if why:
+            problems.append(
+                f"LAUNCHER_ARGS item {position} ({shown(arg)}) "
+                + ("has a NUL byte, which no command line can hold" if why == "nul" else "cannot be encoded for the command line")
+            )
             return None
     return value
 
@@ -952,7 +965,7 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
         problem = (
             f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid "
             f"({f.uid}) loses it at exec; the training process would be held to "
-            f"{fmt_limit(soft)}. Fix: " + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
+            f"{fmt_limit(soft)}. Fix: " + NON_ROOT_HOWTO
         )
         return MemlockVerdict(False, lines, problem)
     if not ipc and soft != INFINITY:
@@ -1026,10 +1039,7 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
         )
     fixes = [declared_strategy_fix(strategy, f, ipc, sysres)]
     if f.uid != 0:
-        fixes.append(
-            "for a non-root uid only node-limit or privileged work: "
-            + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
-        )
+        fixes.append("for a non-root uid only node-limit or privileged work: " + NON_ROOT_HOWTO)
     else:
         fixes.append("strategies that work: " + "; or ".join(STRATEGY_HOWTO.values()))
     return (
@@ -1103,14 +1113,15 @@ def parse_nccl_list(spec: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int
     return exclude, exact, entries
 
 
+def entry_matches(name: str, entry: str, exact: bool) -> bool:
+    """NCCL's list rule: an entry is the whole name in the exact ('=') form, else a prefix of it."""
+    return name == entry if exact else name.startswith(entry)
+
+
 def nccl_list_matches(spec: str, names: Sequence[str]) -> List[str]:
     """The names an NCCL_SOCKET_IFNAME-style list selects (ports ignored)."""
     exclude, exact, entries = parse_nccl_list(spec)
-
-    def hit(name: str) -> bool:
-        return any(name == e if exact else name.startswith(e) for e, _ in entries)
-
-    return [n for n in names if hit(n) != exclude]
+    return [n for n in names if any(entry_matches(n, e, exact) for e, _ in entries) != exclude]
 
 
 @dataclass
@@ -1121,11 +1132,15 @@ class DeviceSelection:
 
     pod_ports: List[RdmaPort]  # ports of the devices behind the pod's interfaces (every port if nothing maps)
     host_ports: List[RdmaPort]  # ports of the devices not attached to this pod (none if nothing maps)
-    mapping: Dict[str, List[str]]  # interface -> the RDMA devices behind it
+    mapping: Dict[str, List[str]]  # interface -> the RDMA devices behind it (never an empty list)
     via: Dict[str, str]  # interface -> how it was mapped
-    mapped: bool  # False: nothing mapped, every port is considered
     lines: List[str]
     warnings: List[str]
+
+    @property
+    def mapped(self) -> bool:
+        """False: nothing mapped, every port is considered."""
+        return bool(self.mapping)
 
     @property
     def pod_devices(self) -> List[str]:
@@ -1172,7 +1187,7 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
             )
         if host_ports:
             lines.append("host devices not attached to this pod, left out: " + ", ".join(f"{p.name} {p.state}" for p in host_ports))
-        return DeviceSelection(pod_ports, host_ports, mapping, via, True, lines, warnings)
+        return DeviceSelection(pod_ports, host_ports, mapping, via, lines, warnings)
 
     if cfg.mode == "rdma":
         if not cfg.rdma_interfaces:
@@ -1188,7 +1203,7 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
             )
         elif not present:
             lines.append("none of LAUNCHER_RDMA_INTERFACES exists in the pod: no interface to find the pod's devices by")
-    return DeviceSelection(list(facts.ports), [], mapping, via, False, lines, warnings)
+    return DeviceSelection(list(facts.ports), [], mapping, via, lines, warnings)
 
 
 @dataclass
@@ -1306,7 +1321,7 @@ def hca_problems(spec: str, ctx: NcclContext) -> Tuple[List[NcclProblem], List[s
     exclude, exact, entries = parse_nccl_list(spec)
 
     def hit(p: RdmaPort, name: str, port: Optional[int]) -> bool:
-        return (p.device == name if exact else p.device.startswith(name)) and (port is None or p.port == port)
+        return entry_matches(p.device, name, exact) and (port is None or p.port == port)
 
     def selects(p: RdmaPort) -> bool:
         # An empty list is no list: NCCL then takes every device it finds.
@@ -1487,11 +1502,12 @@ def rdma_socket_ifname(cfg: Config, net_names: Sequence[str]) -> Tuple[Optional[
     return value, "the LAUNCHER_RDMA_INTERFACES that exist in the pod", problem
 
 
-def node_rank(cfg: Config) -> int:
+def node_rank(cfg: Config) -> Tuple[int, str]:
+    """The node rank, and where it came from (for the report)."""
     if cfg.completion_index is not None:
         source, raw = "JOB_COMPLETION_INDEX", cfg.completion_index
     elif cfg.nnodes == 1:
-        return 0
+        return 0, "single node"
     else:
         match = re.search(r"-([0-9]+)$", cfg.pod_name)
         if not match:
@@ -1504,7 +1520,7 @@ def node_rank(cfg: Config) -> int:
         raise ConfigError(f"{source} gives node rank {shown(raw)}, not a decimal integer below 2**63")
     if not 0 <= rank < cfg.nnodes:
         raise ConfigError(f"node rank {rank} (from {source}) is outside 0..{cfg.nnodes - 1} for LAUNCHER_NNODES={cfg.nnodes}")
-    return rank
+    return rank, (f"POD_NAME {cfg.pod_name}" if source == "POD_NAME" else source)
 
 
 def rendezvous_env(cfg: Config, rank: int) -> Dict[str, str]:
@@ -1709,16 +1725,14 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
     argv: List[str] = []
     rendezvous: Optional[Dict[str, Any]] = None
     try:
-        rank: Optional[int] = node_rank(cfg)
+        ranked: Optional[Tuple[int, str]] = node_rank(cfg)
     except ConfigError as exc:
         errors.append(str(exc))
-        rank = None
-    if rank is not None:
+        ranked = None
+    if ranked is not None:
+        rank, source = ranked
         env.update(rendezvous_env(cfg, rank))
         argv = build_argv(cfg, env)
-        source = (
-            "JOB_COMPLETION_INDEX" if cfg.completion_index is not None else "single node" if cfg.nnodes == 1 else f"POD_NAME {cfg.pod_name}"
-        )
         ranks = f"node rank {rank} (from {source}) of {cfg.nnodes}; {cfg.gpus_per_node} processes per node"
         sections.append(
             (
@@ -1770,13 +1784,13 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
     return Plan(env, argv, sections, warnings, errors, hostfile, bash_env, summary, removed)
 
 
-def describe_port(p: RdmaPort, sel: Optional[DeviceSelection] = None) -> str:
+def describe_port(p: RdmaPort, sel: DeviceSelection) -> str:
     kind = "RoCE" if p.roce else p.link_layer
     text = f"{p.name} {p.state} {kind}"
     if p.roce:
         indexes = p.roce_v2_ipv4_indexes()
         text += f", RoCE v2 IPv4 GID index {','.join(map(str, indexes))}" if indexes else ", no RoCE v2 IPv4 GID"
-    if sel is not None and sel.mapped:
+    if sel.mapped:
         behind = [i for i, devices in sel.mapping.items() if p.device in devices]
         text += f"  [{', '.join(behind)}]" if behind else "  [host device, not attached to this pod]"
     return text
