@@ -60,8 +60,10 @@ def add_port(
     link_layer: str = "Ethernet",
     gids: Optional[GidTable] = None,
     ndev: Optional[str] = None,
+    ndevs: Optional[Dict[int, str]] = None,
 ) -> pathlib.Path:
-    """One port; `ndev`: the netdev every populated RoCE GID names (gid_attrs/ndevs), None for none."""
+    """One port; `ndev`: the netdev every populated RoCE GID names (gid_attrs/ndevs), None for none;
+    `ndevs`: one per GID index instead (indexes left out name none)."""
     pdir = root / "class" / "infiniband" / device / "ports" / str(port)
     (pdir / "gids").mkdir(parents=True, exist_ok=True)
     (pdir / "gid_attrs" / "types").mkdir(parents=True, exist_ok=True)
@@ -78,9 +80,10 @@ def add_port(
             type_path.mkdir()
         else:
             type_path.write_text(gid_type + "\n")
-            if ndev is not None:
+            name = ndevs.get(index) if ndevs is not None else ndev
+            if name is not None:
                 (pdir / "gid_attrs" / "ndevs").mkdir(exist_ok=True)
-                (pdir / "gid_attrs" / "ndevs" / str(index)).write_text(ndev + "\n")
+                (pdir / "gid_attrs" / "ndevs" / str(index)).write_text(name + "\n")
     return pdir
 
 
@@ -117,10 +120,15 @@ def barcelona(
     return root
 
 
-def cairo(root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "net2", "net3", "net4")) -> pathlib.Path:
+def cairo(
+    root: pathlib.Path, netdevs: Iterable[str] = ("lo", "eth0", "net1", "net2", "net3", "net4"), host_nic_active: bool = False
+) -> pathlib.Path:
     """Seed 004: InfiniBand mlx5_2..mlx5_5 ACTIVE at 400 Gb/s; mlx5_0/1 are the hosts' Ethernet ports,
-    down inside the pod."""
-    for dev in ["mlx5_0", "mlx5_1"]:
+    down inside the pod. `host_nic_active`: mlx5_0 is ACTIVE RoCE with the node's IPv4 GID at index 3,
+    as a privileged pod in shared netns mode sees it."""
+    if host_nic_active:
+        add_port(root, "mlx5_0", gids=roce_gids(3, (192, 168, 77, 15)), ndev="eno1np0")
+    for dev in ["mlx5_1"] if host_nic_active else ["mlx5_0", "mlx5_1"]:
         add_port(root, dev, state="DOWN", gids={0: (ZERO_GID, None)})
     for dev in ["mlx5_2", "mlx5_3", "mlx5_4", "mlx5_5"]:
         add_port(root, dev, link_layer="InfiniBand")
@@ -164,4 +172,17 @@ def shared_netns(root: pathlib.Path, link: bool = True, ndevs: bool = True, othe
     if other_pod:
         add_port(root, "mlx5_12", gids=roce_gids(5, (10, 0, 103, 9)), ndev="net1" if ndevs else None)
     add_netdevs(root, ["lo", "eth0", *POD_VFS])
+    return root
+
+
+def macvlan_shared_port(root: pathlib.Path) -> pathlib.Path:
+    """A pod whose net1 is a macvlan on the host's PF (no SR-IOV VF, so no class/net/net1/device link):
+    it shares mlx5_0 with the host, and mlx5_0's GID table holds both. Index 3 is the node's address on
+    eno1np0, index 5 the pod's on net1, both RoCE v2 IPv4."""
+    gids = roce_gids(3, (192, 168, 77, 15))
+    gids[4] = (ipv4_gid(10, 0, 103, 7), "IB/RoCE v1")
+    gids[5] = (ipv4_gid(10, 0, 103, 7), "RoCE v2")
+    ndevs = {0: "eno1np0", 1: "eno1np0", 2: "eno1np0", 3: "eno1np0", 4: "net1", 5: "net1"}
+    add_port(root, "mlx5_0", gids=gids, ndevs=ndevs)
+    add_netdevs(root, ["lo", "eth0", "net1"])
     return root

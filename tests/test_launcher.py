@@ -287,6 +287,23 @@ def test_tcp_mode_uses_the_configured_socket_list(tmp_path: pathlib.Path) -> Non
     assert plan.env["NCCL_SOCKET_IFNAME"] == "eth0"
 
 
+def test_unreadable_link_layer_is_unknown_not_infiniband(tmp_path: pathlib.Path) -> None:
+    # A RoCE port whose link_layer cannot be read: its GID index cannot be judged, and the report says so.
+    pdir = fake.add_port(tmp_path, "mlx5_6", gids=fake.roce_gids(5))
+    (pdir / "link_layer").unlink()
+    fake.add_netdevs(tmp_path, ["lo", "eth0", "net1"])
+    plan, report = plan_for(tmp_path, LAUNCHER_RDMA_INTERFACES="net1", NCCL_IB_GID_INDEX="3")
+    assert plan.errors == []
+    assert "InfiniBand" not in report
+    assert "mlx5_6:1 ACTIVE unknown link layer" in report
+    assert "NCCL_IB_GID_INDEX=3  kept" in report  # cannot be judged, so not overridden
+    assert any("link layer of mlx5_6:1 is unknown" in w and "GID index not checked" in w for w in plan.warnings)
+    assert any("inherited NCCL_IB_GID_INDEX=3: cannot be checked on mlx5_6:1 (link layer unknown)" in w for w in plan.warnings)
+    plan, report = plan_for(tmp_path, LAUNCHER_RDMA_INTERFACES="net1")
+    assert "NCCL_IB_GID_INDEX" not in plan.env
+    assert "NCCL_IB_GID_INDEX unset: the link layer of mlx5_6:1 is unknown" in report
+
+
 # --------------------------------------------------------------------------------------------
 # Memory pinning verdicts (pure), following KNOWLEDGE.md's table
 # --------------------------------------------------------------------------------------------
@@ -346,6 +363,22 @@ def test_mlock_failing_despite_ipc_lock_blames_memory_not_the_limit() -> None:
     assert not verdict.ok
     assert "the memlock limit is not the cause" in verdict.problem
     assert "give the pod more memory" in verdict.problem
+
+
+@pytest.mark.parametrize(
+    "facts",
+    [
+        memlock_facts(uid=1000680000, cap_eff=0, limit_before=(L.INFINITY, L.INFINITY), pin_errno=12),  # node-limit applied
+        memlock_facts(cap_eff=0, limit_before=(512 * MIB, 512 * MIB), pin_errno=11),  # a finite limit above the buffer
+    ],
+)
+def test_mlock_failing_within_the_limit_blames_memory_not_the_limit_or_the_strategy(facts: Any) -> None:
+    verdict = L.judge_memlock("node-limit", facts)
+    assert not verdict.ok
+    assert "the memlock limit is not the cause" in verdict.problem
+    assert "give the pod more memory" in verdict.problem
+    for contradiction in ("below the", "MachineConfig is not applied", "strategies that work", "IPC_LOCK cannot lift", "runAsUser"):
+        assert contradiction not in verdict.problem
 
 
 @pytest.mark.parametrize(

@@ -290,6 +290,27 @@ def test_rdma_interface_names_are_validated(tmp_path: pathlib.Path, value: str) 
         L.load_config(env, str(tmp_path))
 
 
+@pytest.mark.parametrize("explicit", [False, True])
+@pytest.mark.parametrize(
+    "name, value",
+    [("NCCL_IB_HCA", "mlx5_6:²"), ("NCCL_IB_HCA", "=mlx5_6:" + "9" * 5000), ("NCCL_SOCKET_IFNAME", "net1:²")],
+)
+def test_a_port_that_is_not_a_number_is_an_invalid_entry(tmp_path: pathlib.Path, name: str, value: str, explicit: bool) -> None:
+    # isdigit() accepts '²', which int() refuses; int() also refuses more than 4300 digits.
+    settings = {"LAUNCHER_RDMA_INTERFACES": "net1", "LAUNCHER_EXPLICIT_NCCL": name if explicit else "", name: value}
+    plan, _ = plan_for(one_port_tree(tmp_path), **settings)
+    problem = f"has entry {L.shown(value.lstrip('='))}, whose port is not a port number"
+    if explicit:
+        (error,) = plan.errors
+        assert problem in error
+    else:
+        assert plan.errors == []
+        (override,) = plan.summary["overridden"]
+        assert override["name"] == name and problem in override["reason"]
+    result = run_bounded(small_pin_env(**{name: value}), "--print-env", "--sysfs-root", str(tmp_path))
+    assert_clean(result, 0)
+
+
 # Every variable of the contract, each given each hostile value, in-process: no exception may leave
 # main(), and the verdict is an exit code.
 CONTRACT = [
@@ -310,6 +331,7 @@ CONTRACT = [
     "LAUNCHER_ARGS",
     "LAUNCHER_DEEPSPEED_HOSTFILE",
     "LAUNCHER_HOSTS",
+    "LAUNCHER_LINK_LAYER",
     "NCCL_IB_HCA",
     "NCCL_SOCKET_IFNAME",
     "NCCL_IB_GID_INDEX",

@@ -99,6 +99,77 @@ def test_pod_devices_down_while_host_devices_are_active_stops_the_pod(tmp_path: 
     assert "ACTIVE, but host devices not attached to this pod: mlx5_0:1" in error
 
 
+def test_gid_index_is_the_pods_interfaces_not_another_netdevs_on_a_shared_port(tmp_path: pathlib.Path) -> None:
+    # net1 is a macvlan on the host's PF: mlx5_0 is found through its GID table, which also holds the
+    # node's own address (eno1np0) at index 3. The lowest RoCE v2 IPv4 index would name eno1np0.
+    root = fake.macvlan_shared_port(tmp_path)
+    plan, report = plan_for(root, LAUNCHER_RDMA_INTERFACES="net1")
+    assert plan.errors == [], plan.errors
+    assert plan.env["NCCL_IB_HCA"] == "=mlx5_0:1"
+    assert plan.env["NCCL_IB_GID_INDEX"] == "5"
+    assert plan.summary["gid_index"] == 5
+    assert "mlx5_0:1 ACTIVE RoCE, RoCE v2 IPv4 GID index 5 (index 3 is eno1np0's, not this pod's)  [net1]" in report
+
+    # The image's 3 (the usual index) is the node's address here: overridden, and why.
+    plan, _ = plan_for(root, LAUNCHER_RDMA_INTERFACES="net1", NCCL_IB_GID_INDEX="3")
+    override = overrides_by_name(plan)["NCCL_IB_GID_INDEX"]
+    assert override["new"] == "5"
+    assert "is not a RoCE v2 IPv4 GID of the pod's interfaces (net1) on mlx5_0:1 (index 3 is eno1np0's)" in override["reason"]
+
+    # The same value set on purpose stops the pod; 5 set on purpose is right.
+    plan, _ = plan_for(root, LAUNCHER_RDMA_INTERFACES="net1", NCCL_IB_GID_INDEX="3", LAUNCHER_EXPLICIT_NCCL="NCCL_IB_GID_INDEX")
+    (error,) = plan.errors
+    assert "explicit NCCL_IB_GID_INDEX=3 is not a RoCE v2 IPv4 GID of the pod's interfaces" in error
+    plan, _ = plan_for(root, LAUNCHER_RDMA_INTERFACES="net1", NCCL_IB_GID_INDEX="5", LAUNCHER_EXPLICIT_NCCL="NCCL_IB_GID_INDEX")
+    assert plan.errors == []
+
+
+def test_active_ports_of_both_link_layers_without_a_mapping_are_reported(tmp_path: pathlib.Path) -> None:
+    # Cairo (InfiniBand, nothing to map by) as a privileged pod sees it: the host's RoCE NIC is ACTIVE too.
+    root = fake.cairo(tmp_path, host_nic_active=True)
+    plan, _ = plan_for(root, LAUNCHER_RDMA_INTERFACES="")
+    assert plan.errors == []
+    assert plan.env["NCCL_IB_HCA"] == "=mlx5_0:1,mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1"
+    (warning,) = [w for w in plan.warnings if "link layers" in w]
+    assert "the ACTIVE ports mix link layers (Ethernet: mlx5_0:1; InfiniBand: mlx5_2:1, mlx5_3:1, mlx5_4:1, mlx5_5:1)" in warning
+    assert "set LAUNCHER_LINK_LAYER" in warning
+
+
+@pytest.mark.parametrize("value", ["InfiniBand", "infiniband"])
+def test_link_layer_keeps_only_the_ports_of_the_fabric(tmp_path: pathlib.Path, value: str) -> None:
+    root = fake.cairo(tmp_path, host_nic_active=True)
+    plan, report = plan_for(root, LAUNCHER_RDMA_INTERFACES="", LAUNCHER_LINK_LAYER=value)
+    assert plan.errors == []
+    assert plan.env["NCCL_IB_HCA"] == "=mlx5_2:1,mlx5_3:1,mlx5_4:1,mlx5_5:1"
+    assert "NCCL_IB_GID_INDEX" not in plan.env  # no longer taken from the host's RoCE NIC
+    assert "link layer Ethernet, not LAUNCHER_LINK_LAYER InfiniBand, left out: mlx5_0:1" in report
+    assert not any("link layers" in w for w in plan.warnings)
+    assert plan.summary["devices"]["link_layer"] == "InfiniBand"
+    # An image's list reaching the RoCE NIC is wrong here.
+    plan, _ = plan_for(root, LAUNCHER_RDMA_INTERFACES="", LAUNCHER_LINK_LAYER=value, NCCL_IB_HCA="mlx5_0,mlx5_2")
+    reason = overrides_by_name(plan)["NCCL_IB_HCA"]["reason"]
+    assert "selects mlx5_0:1: link layer Ethernet, not LAUNCHER_LINK_LAYER InfiniBand" in reason
+
+
+def test_link_layer_roce_v2_is_the_stacks_name_for_ethernet(tmp_path: pathlib.Path) -> None:
+    root = fake.cairo(tmp_path, host_nic_active=True)
+    plan, _ = plan_for(root, LAUNCHER_RDMA_INTERFACES="", LAUNCHER_LINK_LAYER="roce-v2")
+    assert plan.env["NCCL_IB_HCA"] == "=mlx5_0:1"
+    assert plan.env["NCCL_IB_GID_INDEX"] == "3"
+
+
+def test_link_layer_without_a_matching_active_port_stops_the_pod(tmp_path: pathlib.Path) -> None:
+    plan, _ = plan_for(fake.cairo(tmp_path), LAUNCHER_RDMA_INTERFACES="", LAUNCHER_LINK_LAYER="Ethernet")
+    (error,) = plan.errors
+    assert "no ACTIVE RDMA port with link layer Ethernet (LAUNCHER_LINK_LAYER)" in error
+    assert "ACTIVE, but another link layer: mlx5_2:1 InfiniBand" in error
+
+
+def test_link_layer_is_validated(tmp_path: pathlib.Path) -> None:
+    with pytest.raises(L.ConfigError, match="LAUNCHER_LINK_LAYER is 'roce'; expected one of: InfiniBand, Ethernet"):
+        L.load_config(contract_env(LAUNCHER_LINK_LAYER="roce"), str(tmp_path))
+
+
 def test_read_interface_links_follows_the_pci_symlink(tmp_path: pathlib.Path) -> None:
     fake.shared_netns(tmp_path)
     (link,) = L.read_interface_links(str(tmp_path), ["net3"])
@@ -171,6 +242,35 @@ def test_strict_mode_keeps_inherited_values_that_are_right(tmp_path: pathlib.Pat
     plan, _ = plan_for(fake.shared_netns(tmp_path), LAUNCHER_STRICT="true", NCCL_SOCKET_IFNAME="net1,net2,net3,net4", NCCL_DEBUG="INFO")
     assert plan.errors == []
     assert plan.env["NCCL_SOCKET_IFNAME"] == "net1,net2,net3,net4"
+
+
+def test_strict_mode_does_not_stop_for_what_nccl_ignores(tmp_path: pathlib.Path) -> None:
+    # The image's GDR level means nothing in tcp mode (NCCL_IB_DISABLE=1): removed, with a warning.
+    tcp = dict(LAUNCHER_MODE="tcp", LAUNCHER_RDMA_INTERFACES="", LAUNCHER_STRICT="true")
+    plan, _ = plan_for(fake.empty(tmp_path), NCCL_NET_GDR_LEVEL="5", **tcp)
+    assert plan.errors == []
+    assert "NCCL_NET_GDR_LEVEL" not in plan.env
+    assert overrides_by_name(plan)["NCCL_NET_GDR_LEVEL"]["new"] is None
+    assert any(w.startswith("overrode inherited NCCL_NET_GDR_LEVEL=5") for w in plan.warnings)
+    # A harmful one still stops it.
+    plan, _ = plan_for(fake.empty(tmp_path), NCCL_IB_DISABLE="0", **tcp)
+    (error,) = plan.errors
+    assert "inherited NCCL_IB_DISABLE=0 keeps NCCL's IB transport on in tcp mode" in error
+
+
+def test_strict_mode_does_not_stop_for_what_the_tcp_fallback_overrides(tmp_path: pathlib.Path) -> None:
+    fake.add_port(tmp_path, "mlx5_6", state="DOWN")
+    fake.add_netdevs(tmp_path, ["lo", "eth0", "net1"])
+    settings = dict(LAUNCHER_RDMA_INTERFACES="net1", LAUNCHER_TCP_FALLBACK="true", LAUNCHER_STRICT="true")
+    plan, _ = plan_for(tmp_path, NCCL_IB_HCA="mlx5_6", NCCL_IB_DISABLE="0", **settings)
+    assert plan.errors == [], plan.errors
+    assert plan.env["NCCL_IB_DISABLE"] == "1"
+    assert "NCCL_IB_HCA" not in plan.env
+    assert set(overrides_by_name(plan)) == {"NCCL_IB_HCA", "NCCL_IB_DISABLE"}
+    # What the fallback does not cover still stops the pod.
+    plan, _ = plan_for(tmp_path, NCCL_SOCKET_IFNAME="ib", **settings)
+    (error,) = plan.errors
+    assert "inherited NCCL_SOCKET_IFNAME=ib matches no interface in the pod" in error
 
 
 def test_unset_explicit_list_means_every_nccl_value_is_inherited(tmp_path: pathlib.Path) -> None:

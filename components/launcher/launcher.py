@@ -31,6 +31,9 @@ kernel):
                              over TCP (loudly) instead of failing
   LAUNCHER_RDMA_INTERFACES   comma list of the SR-IOV interfaces the pod should have (net1,net2,...);
                              the RDMA devices behind them are the pod's (see "RDMA devices")
+  LAUNCHER_LINK_LAYER        InfiniBand | Ethernet, or the stack's fabric.link_layer spelling infiniband |
+                             roce-v2 (any case; unset or empty: any): only ports of this link layer are
+                             used, and NCCL_IB_HCA may select no other (see "RDMA devices")
   LAUNCHER_TCP_SOCKET_IFNAME NCCL_SOCKET_IFNAME for tcp mode (default ^lo,docker0)
   LAUNCHER_SYSFS_ROOT        default /sys; `--sysfs-root DIR` wins. The container's memory limit is
                              read under it too (<root>/fs/cgroup/...)
@@ -54,8 +57,9 @@ kernel):
   LAUNCHER_EXPLICIT_NCCL     comma list of the NCCL_* names the workload sets on purpose (the program
                              renders it). Unset or empty: nothing is explicit, and every NCCL_* present
                              at start is treated as inherited from the image (see "NCCL variables")
-  LAUNCHER_STRICT            true | false (default false): an inherited NCCL_* value that is wrong here
-                             stops the pod (exit 2) instead of being overridden
+  LAUNCHER_STRICT            true | false (default false): an inherited NCCL_* value that would break the
+                             run here stops the pod (exit 2) instead of being overridden (see "NCCL
+                             variables")
   LAUNCHER_REPORT_JSON       where the report is written as JSON (default /tmp/launcher-report.json;
                              parent directories are created; a failed write is a warning)
   NCCL_*                     explicit or inherited, checked either way (see "NCCL variables")
@@ -69,16 +73,21 @@ NCCL variables. An NCCL_* present at start is explicit when LAUNCHER_EXPLICIT_NC
 inherited: in practice baked into the image with ENV (ml-dev-env's images set NCCL_IB_HCA=mlx5_6,
 mlx5_7,mlx5_10,mlx5_11 NCCL_IB_GID_INDEX=3 NCCL_SOCKET_IFNAME=net1,net2,net3,net4 NCCL_NET_GDR_LEVEL=5
 NCCL_IB_DISABLE=0). Both kinds are checked against what the launcher sees:
-  rdma mode  NCCL_IB_HCA must name only devices that exist and are ACTIVE, select no device that is not
-             the pod's, and select at least one of the pod's ACTIVE ports; NCCL_IB_GID_INDEX must be a
-             RoCE v2 IPv4 GID on every chosen RoCE port; NCCL_IB_DISABLE must be 0; NCCL_NET not Socket
+  rdma mode  NCCL_IB_HCA must name only devices that exist and are ACTIVE, with ports that are numbers,
+             select no device that is not the pod's nor of another link layer than LAUNCHER_LINK_LAYER,
+             and select at least one of the pod's ACTIVE ports; NCCL_IB_GID_INDEX must be a RoCE v2 IPv4
+             GID on every chosen RoCE port (of the pod's interfaces, where the GID table names netdevs;
+             not checked on a port whose link layer is unknown); NCCL_IB_DISABLE must be 0; NCCL_NET not
+             Socket
   tcp mode   NCCL_IB_DISABLE must be 1 and NCCL_NET not IB; every other NCCL_IB_* and
              NCCL_NET_GDR_LEVEL/NCCL_NET_GDR_READ are RDMA-only settings
   both       NCCL_SOCKET_IFNAME must select an interface of the pod, and more than lo when
              LAUNCHER_NNODES > 1 (not judged when <root>/class/net cannot be listed)
 An inherited value that fails is replaced by the detected value, or removed where the launcher sets
 none (RDMA-only settings in tcp mode, a GID index that differs per port), and reported as overridden
-with the reason; with LAUNCHER_STRICT=true the pod stops instead. An explicit value that fails stops
+with the reason. With LAUNCHER_STRICT=true the pod stops instead, except for what is harmless (an
+RDMA-only setting in tcp mode, which NCCL ignores) or what the TCP fallback replaces anyway (settings
+that would keep RDMA on): those are still overridden, with a warning. An explicit value that fails stops
 the pod, in either mode, except an RDMA-only setting in tcp mode, which NCCL ignores under
 NCCL_IB_DISABLE=1 (kept, with a warning). One case overrides explicit values: when rdma mode falls back
 to TCP (LAUNCHER_TCP_FALLBACK=true), explicit NCCL_IB_DISABLE/NCCL_NET values that would keep RDMA on
@@ -93,8 +102,13 @@ links to the interface's PCI function, whose infiniband/ folder names the device
 device whose GID table names IF (ports/P/gid_attrs/ndevs/I) counts if it is the only one (another pod's
 VF can have an interface of the same name). NCCL_IB_HCA lists exactly the pod's ACTIVE ports, the GID
 index is chosen from them only, and every other device is reported as a host device not attached to
-this pod. Where nothing maps (LAUNCHER_RDMA_INTERFACES empty, as with InfiniBand without SR-IOV on
-Cairo, or no link and no unique GID), every ACTIVE port is used and the report says so.
+this pod. A device the pod shares with the host (a macvlan on its PF) holds the host's addresses too:
+where a GID names its netdev, only GIDs of the mapped interfaces count, for the chosen index and for
+checking NCCL_IB_GID_INDEX. Where nothing maps (LAUNCHER_RDMA_INTERFACES empty, as with InfiniBand
+without SR-IOV on Cairo, or no link and no unique GID), every ACTIVE port is used and the report says
+so. LAUNCHER_LINK_LAYER, when set, leaves out ports of another link layer (or an unknown one); unset,
+ACTIVE ports of both link layers are used, with a warning. A port whose link_layer cannot be read is
+"unknown": used (unless LAUNCHER_LINK_LAYER is set), its GID index not checked, and reported.
 
 Memory pinning. The soft RLIMIT_MEMLOCK is first raised to the hard limit, which needs no privilege;
 root-sys-resource and privileged then ask for unlimited. Before mlock, the proof buffer is checked
@@ -128,13 +142,14 @@ Report. A human report on stderr, then one line `LAUNCHER_REPORT {...}`: the rep
 (ASCII, one line whatever the values hold), the same object LAUNCHER_REPORT_JSON holds. Keys (schema
 launcher-report/v1): verdict (start | would-not-start), errors, warnings, mode, transport (rdma | tcp |
 tcp-fallback), devices (chosen ports, pod devices, host_not_attached, mapping interface -> devices,
-mapped_through, every_active_port, seen), gid_index, interfaces (expected, missing, in_pod),
-socket_ifname, nccl (the exported NCCL_*), explicit_nccl, overridden (name, inherited: the value found,
-new: null when removed, reason, explicit), pinning (strategy, ok, uid, cap_eff, ipc_lock, sys_resource,
-limit_at_start, limit, soft_raised_to_hard, raised_to_unlimited, effective_limit,
-limit_moot_by_ipc_lock, pin_bytes, result: ok | failed | not-checked | not-attempted, errno,
-ulimit_moot), container_memory, bash_env, deepspeed_hostfile, rendezvous, command. A configuration
-error gives only schema, verdict, errors and warnings. --print-env logs the line but writes no file.
+mapped_through, every_active_port, link_layer: LAUNCHER_LINK_LAYER or null, seen), gid_index,
+interfaces (expected, missing, in_pod), socket_ifname, nccl (the exported NCCL_*), explicit_nccl,
+overridden (name, inherited: the value found, new: null when removed, reason, explicit), pinning
+(strategy, ok, uid, cap_eff, ipc_lock, sys_resource, limit_at_start, limit, soft_raised_to_hard,
+raised_to_unlimited, effective_limit, limit_moot_by_ipc_lock, pin_bytes, result: ok | failed |
+not-checked | not-attempted, errno, ulimit_moot), container_memory, bash_env, deepspeed_hostfile,
+rendezvous, command. A configuration error gives only schema, verdict, errors and warnings.
+--print-env logs the line but writes no file.
 
 Usage:
   launcher.py [--sysfs-root DIR] [--env-file PATH] [--bash-env-file PATH]
@@ -217,6 +232,8 @@ GID_TEXT = re.compile(r"[0-9a-fA-F:]{1,64}")
 PCI_NAME = re.compile(r"[0-9a-fA-F]{4,8}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2}\.[0-7]")
 PORT_STATE = re.compile(r"(?:[0-9]{1,3}:\s*)?([A-Z_]{1,32})")
 LINK_LAYERS = ("InfiniBand", "Ethernet")
+# LAUNCHER_LINK_LAYER: the sysfs names, and the stacks' fabric.link_layer names (roce-v2 is Ethernet).
+LINK_LAYER_NAMES = {"infiniband": "InfiniBand", "ethernet": "Ethernet", "roce-v2": "Ethernet"}
 GID_TYPES = ("RoCE v2", "IB/RoCE v1")
 
 MODES = ("rdma", "tcp")
@@ -244,6 +261,8 @@ STRATEGY_HOWTO = {
     "privileged": "privileged: securityContext.privileged: true with the privileged SCC (or one with "
     "allowPrivilegedContainer); grants every capability, least safe",
 }
+# The strategies that work for a non-root uid (KNOWLEDGE.md: added capabilities never reach it).
+NON_ROOT_HOWTO = "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
 
 
 class ConfigError(Exception):
@@ -279,6 +298,7 @@ class Config:
     strict: bool = False  # stop instead of overriding a wrong inherited NCCL_* value
     report_json: str = DEFAULT_REPORT_JSON
     image_bash_env: str = ""  # the BASH_ENV the image set; the launcher's own file reads it first
+    link_layer: str = ""  # "InfiniBand" or "Ethernet": only ports of this link layer are used; "": any
 
 
 def shown(value: str, limit: int = 60) -> str:
@@ -303,6 +323,18 @@ def is_dns_name(name: str) -> bool:
     return len(name) <= 253 and all(DNS_LABEL.fullmatch(label) for label in labels)
 
 
+def unpassable(text: str) -> str:
+    """Why execve could not pass `text` on: "nul" (a NUL byte), "encoding" (text the OS cannot
+    encode, such as a lone surrogate), or "" when it can."""
+    if "\0" in text:
+        return "nul"
+    try:
+        os.fsencode(text)
+    except (UnicodeError, ValueError):
+        return "encoding"
+    return ""
+
+
 def environment_problems(environ: Mapping[str, str]) -> List[str]:
     """exec passes the whole environment on; a NUL byte, or text the OS cannot encode, would make
     execve raise after every check has passed. The real environment cannot hold either, but the
@@ -310,13 +342,13 @@ def environment_problems(environ: Mapping[str, str]) -> List[str]:
     problems = []
     for key, value in environ.items():
         for what, text in (("name", key), ("value", value)):
-            if "\0" in text:
-                problems.append(f"environment variable {shown(key)} has a NUL byte in its {what}")
-                break
-            try:
-                os.fsencode(text)
-            except (UnicodeError, ValueError):
-                problems.append(f"environment variable {shown(key)} has a {what} the OS cannot encode")
+            why = unpassable(text)
+            if why:
+                problems.append(
+                    f"environment variable {shown(key)} has a NUL byte in its {what}"
+                    if why == "nul"
+                    else f"environment variable {shown(key)} has a {what} the OS cannot encode"
+                )
                 break
     return problems
 
@@ -401,6 +433,13 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
     # Unset or empty: nothing is explicit, so every NCCL_* present is the image's and is checked.
     explicit = names("LAUNCHER_EXPLICIT_NCCL", NCCL_NAME, "NCCL_* variable names")
     strict = boolean("LAUNCHER_STRICT", False)
+    raw_link_layer = get("LAUNCHER_LINK_LAYER")
+    link_layer = LINK_LAYER_NAMES.get(raw_link_layer.lower(), "")
+    if raw_link_layer and not link_layer:
+        problems.append(
+            f"LAUNCHER_LINK_LAYER is {shown(raw_link_layer)}; expected one of: {', '.join(LINK_LAYERS)} "
+            "(or the stack's fabric.link_layer: infiniband, roce-v2), or unset"
+        )
 
     hostfile = get("LAUNCHER_DEEPSPEED_HOSTFILE")
     hosts = tuple(h.strip() for h in get("LAUNCHER_HOSTS").split(",") if h.strip())
@@ -440,6 +479,7 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
         strict=strict,
         report_json=get("LAUNCHER_REPORT_JSON") or DEFAULT_REPORT_JSON,
         image_bash_env=environ.get("BASH_ENV", ""),
+        link_layer=link_layer,
     )
 
 
@@ -465,13 +505,12 @@ def _parse_args_json(raw: str, problems: List[str]) -> Optional[List[str]]:
         return None
     for position, arg in enumerate(value):
         # "\u0000" is valid JSON, but execve cannot pass it; neither can a lone surrogate.
-        if "\0" in arg:
-            problems.append(f"LAUNCHER_ARGS item {position} ({shown(arg)}) has a NUL byte, which no command line can hold")
-            return None
-        try:
-            os.fsencode(arg)
-        except (UnicodeError, ValueError):
-            problems.append(f"LAUNCHER_ARGS item {position} ({shown(arg)}) cannot be encoded for the command line")
+        why = unpassable(arg)
+        if why:
+            problems.append(
+                f"LAUNCHER_ARGS item {position} ({shown(arg)}) "
+                + ("has a NUL byte, which no command line can hold" if why == "nul" else "cannot be encoded for the command line")
+            )
             return None
     return value
 
@@ -509,9 +548,18 @@ class RdmaPort:
     def roce(self) -> bool:
         return self.link_layer == "Ethernet"
 
-    def roce_v2_ipv4_indexes(self) -> List[int]:
-        """The GID indexes NCCL can use for RoCE v2 over IPv4 (KNOWLEDGE: 3 is only the usual one)."""
-        return [g.index for g in self.gids if g.gid_type == "RoCE v2" and is_ipv4_mapped(g.gid)]
+    def roce_v2_ipv4_gids(self) -> List[Gid]:
+        return [g for g in self.gids if g.gid_type == "RoCE v2" and is_ipv4_mapped(g.gid)]
+
+    def roce_v2_ipv4_indexes(self, ndevs: Optional[FrozenSet[str]] = None) -> List[int]:
+        """The GID indexes NCCL can use for RoCE v2 over IPv4 (KNOWLEDGE: 3 is only the usual one).
+        With `ndevs` (the pod's mapped interfaces), a GID whose netdev is readable counts only if it is
+        one of them: a device the pod shares with the host also holds the host's addresses."""
+        return [g.index for g in self.roce_v2_ipv4_gids() if ndevs is None or not g.ndev or g.ndev in ndevs]
+
+    def foreign_gids(self, ndevs: Optional[FrozenSet[str]]) -> List[Gid]:
+        """The RoCE v2 IPv4 GIDs that roce_v2_ipv4_indexes(ndevs) leaves out: other netdevs' addresses."""
+        return [g for g in self.roce_v2_ipv4_gids() if ndevs is not None and g.ndev and g.ndev not in ndevs]
 
 
 @dataclass(frozen=True)
@@ -952,7 +1000,7 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
         problem = (
             f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid "
             f"({f.uid}) loses it at exec; the training process would be held to "
-            f"{fmt_limit(soft)}. Fix: " + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
+            f"{fmt_limit(soft)}. Fix: " + NON_ROOT_HOWTO
         )
         return MemlockVerdict(False, lines, problem)
     if not ipc and soft != INFINITY:
@@ -993,14 +1041,22 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
     ipc = has_cap(f.cap_eff, CAP_IPC_LOCK)
     sysres = has_cap(f.cap_eff, CAP_SYS_RESOURCE)
     soft, hard = f.limit_after
-    causes = []
-    if ipc:
-        causes.append(
-            f"IPC_LOCK is effective, so the memlock limit is not the cause: the kernel refused "
-            f"with {errno_name(f.pin_errno or 0)}; is the pod's memory limit "
-            f"below LAUNCHER_PIN_BYTES ({f.pin_bytes} bytes)?"
+    header = "cannot pin memory, which RDMA needs (ibv_reg_mr would fail with 'Cannot allocate memory'):\n"
+    if ipc or limit_value(soft) >= f.pin_bytes:
+        # Neither the limit nor the strategy is at fault; blaming them would send the user the wrong way.
+        moot = "IPC_LOCK is effective" if ipc else f"RLIMIT_MEMLOCK ({fmt_limit(soft)}) covers the {fmt_bytes(f.pin_bytes)} buffer"
+        refused = f"the kernel refused with {errno_name(f.pin_errno or 0)}"
+        if f.pin_errno in (errno.ENOMEM, errno.EAGAIN):
+            refused += (
+                ", so memory itself is short: the container's memory cgroup (its limit, or what it already uses) or the node's free memory"
+            )
+        return (
+            header
+            + f"  cause: the memlock limit is not the cause ({moot}): {refused}\n"
+            + "  fix: give the pod more memory, or lower LAUNCHER_PIN_BYTES well below its memory limit"
         )
-    elif f.uid != 0:
+    causes = []
+    if f.uid != 0:
         causes.append(
             f"the container runs as non-root uid {f.uid}: capabilities added in "
             f"securityContext.capabilities.add reach the effective set only for uid 0 "
@@ -1012,37 +1068,26 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
             "add IPC_LOCK, or the SCC that admitted it (annotation openshift.io/scc) does not "
             "allow it"
         )
-    if not ipc:
-        crio = " (CRI-O's default)" if soft == CRIO_DEFAULT_MEMLOCK else ""
-        causes.append(
-            f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio}, hard {fmt_limit(hard)}, below the "
-            f"{f.pin_bytes // 1024} KB the launcher tried to pin"
-        )
+    crio = " (CRI-O's default)" if soft == CRIO_DEFAULT_MEMLOCK else ""
+    causes.append(
+        f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio}, hard {fmt_limit(hard)}, below the {f.pin_bytes // 1024} KB the launcher tried to pin"
+    )
     if f.raise_target is not None and f.raise_error is not None:
         causes.append(
             f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard "
             f"limit needs CAP_SYS_RESOURCE, which is "
             f"{'effective' if sysres else 'not effective'}"
         )
-    fixes = [declared_strategy_fix(strategy, f, ipc, sysres)]
+    fixes = [declared_strategy_fix(strategy, f, sysres)]
     if f.uid != 0:
-        fixes.append(
-            "for a non-root uid only node-limit or privileged work: "
-            + "; or ".join(STRATEGY_HOWTO[s] for s in ("node-limit", "privileged"))
-        )
+        fixes.append("for a non-root uid only node-limit or privileged work: " + NON_ROOT_HOWTO)
     else:
         fixes.append("strategies that work: " + "; or ".join(STRATEGY_HOWTO.values()))
-    return (
-        "cannot pin memory, which RDMA needs (ibv_reg_mr would fail with 'Cannot allocate memory'):\n"
-        + "\n".join("  cause: " + c for c in causes)
-        + "\n"
-        + "\n".join("  fix: " + x for x in fixes)
-    )
+    return header + "\n".join("  cause: " + c for c in causes) + "\n" + "\n".join("  fix: " + x for x in fixes)
 
 
-def declared_strategy_fix(strategy: str, f: MemlockFacts, ipc: bool, sysres: bool) -> str:
-    if ipc:  # the limit does not apply, so no strategy is at fault
-        return "give the pod more memory, or lower LAUNCHER_PIN_BYTES below its memory limit"
+def declared_strategy_fix(strategy: str, f: MemlockFacts, sysres: bool) -> str:
+    """The fix for the declared strategy, once the memlock limit is known to be the cause."""
     if strategy == "none":
         return "the workload declares memlock strategy none but runs in rdma mode: choose one"
     if strategy == "node-limit":
@@ -1072,45 +1117,71 @@ def hca_value(ports: Sequence[RdmaPort]) -> str:
     return "=" + ",".join(p.name for p in ports)
 
 
-def choose_gid_index(ports: Sequence[RdmaPort]) -> Tuple[Optional[int], str]:
-    """One GID index valid (RoCE v2, IPv4-mapped) on every selected RoCE port, else None and why."""
+def unknown_link_layer(ports: Sequence[RdmaPort]) -> List[str]:
+    return [p.name for p in ports if p.link_layer not in LINK_LAYERS]
+
+
+def choose_gid_index(ports: Sequence[RdmaPort], ndevs: Optional[FrozenSet[str]] = None) -> Tuple[Optional[int], str]:
+    """One GID index valid (RoCE v2, IPv4-mapped, of one of `ndevs` where the GID names its netdev) on
+    every selected RoCE port, else None and why."""
     roce = [p for p in ports if p.roce]
+    unknown = unknown_link_layer(ports)
+    unchecked = f"the link layer of {', '.join(unknown)} is unknown (link_layer unreadable), so no GID index is checked there"
     if not roce:
+        if unknown:
+            return None, unchecked + "; left unset so NCCL >= 2.21.5 picks one itself"
         return None, "no RoCE port selected; InfiniBand uses GID index 0, NCCL needs no setting"
-    per_port = {p.name: p.roce_v2_ipv4_indexes() for p in roce}
+    per_port = {p.name: p.roce_v2_ipv4_indexes(ndevs) for p in roce}
+    foreign = {p.name: p.foreign_gids(ndevs) for p in roce}
+    counted = f"counting only GIDs of the pod's interfaces ({', '.join(sorted(ndevs or (), key=natural_key))})"
     common = set.intersection(*(set(v) for v in per_port.values()))
     if common:
         index = min(common)
-        return index, f"the RoCE v2 IPv4 GID is at index {index} on every selected RoCE port"
+        reason = f"the RoCE v2 IPv4 GID is at index {index} on every selected RoCE port"
+        if any(foreign.values()):
+            reason += f", {counted}"
+        return index, reason + (f"; {unchecked}" if unknown else "")
     table = ", ".join(f"{name} -> {','.join(map(str, v)) or 'none'}" for name, v in per_port.items())
+    if any(foreign.values()):
+        table += f"; {counted}"
     return None, (f"no single RoCE v2 IPv4 GID index holds on every port ({table}); left unset so NCCL >= 2.21.5 picks one per port itself")
 
 
-def parse_nccl_list(spec: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]]]:
+def parse_nccl_list(spec: str) -> Tuple[bool, bool, List[Tuple[str, Optional[int]]], List[str]]:
     """NCCL's interface/HCA list syntax: optional '^' (exclude), then optional '=' (exact),
-    then comma-separated `name[:port]` entries. Returns (exclude, exact, entries)."""
+    then comma-separated `name[:port]` entries. Returns (exclude, exact, entries, invalid): an entry
+    whose port is not a plain number (NCCL would read '²' as port 0) goes to `invalid`."""
     exclude = spec.startswith("^")
     rest = spec[1:] if exclude else spec
     exact = rest.startswith("=")
     rest = rest[1:] if exact else rest
-    entries = []
+    entries: List[Tuple[str, Optional[int]]] = []
+    invalid: List[str] = []
     for item in rest.split(","):
         item = item.strip()
         if not item:
             continue
-        name, _, port = item.partition(":")
-        entries.append((name, int(port) if port.isdigit() else None))
-    return exclude, exact, entries
+        name, colon, port = item.partition(":")
+        if colon and not NUMBER_NAME.fullmatch(port):
+            invalid.append(item)
+            continue
+        entries.append((name, int(port) if colon else None))
+    return exclude, exact, entries, invalid
+
+
+def invalid_entry_problems(invalid: Sequence[str]) -> List[NcclProblem]:
+    return [NcclProblem(f"has entry {shown(item)}, whose port is not a port number") for item in invalid]
+
+
+def entry_matches(name: str, entry: str, exact: bool) -> bool:
+    """NCCL's list rule: an entry is the whole name in the exact ('=') form, else a prefix of it."""
+    return name == entry if exact else name.startswith(entry)
 
 
 def nccl_list_matches(spec: str, names: Sequence[str]) -> List[str]:
-    """The names an NCCL_SOCKET_IFNAME-style list selects (ports ignored)."""
-    exclude, exact, entries = parse_nccl_list(spec)
-
-    def hit(name: str) -> bool:
-        return any(name == e if exact else name.startswith(e) for e, _ in entries)
-
-    return [n for n in names if hit(n) != exclude]
+    """The names an NCCL_SOCKET_IFNAME-style list selects (ports ignored, invalid entries skipped)."""
+    exclude, exact, entries, _ = parse_nccl_list(spec)
+    return [n for n in names if any(entry_matches(n, e, exact) for e, _ in entries) != exclude]
 
 
 @dataclass
@@ -1121,11 +1192,20 @@ class DeviceSelection:
 
     pod_ports: List[RdmaPort]  # ports of the devices behind the pod's interfaces (every port if nothing maps)
     host_ports: List[RdmaPort]  # ports of the devices not attached to this pod (none if nothing maps)
-    mapping: Dict[str, List[str]]  # interface -> the RDMA devices behind it
+    mapping: Dict[str, List[str]]  # interface -> the RDMA devices behind it (never an empty list)
     via: Dict[str, str]  # interface -> how it was mapped
-    mapped: bool  # False: nothing mapped, every port is considered
     lines: List[str]
     warnings: List[str]
+
+    @property
+    def mapped(self) -> bool:
+        """False: nothing mapped, every port is considered."""
+        return bool(self.mapping)
+
+    @property
+    def gid_ndevs(self) -> Optional[FrozenSet[str]]:
+        """The netdevs a GID of the pod's ports may name (the mapped interfaces); None: any."""
+        return frozenset(self.mapping) if self.mapping else None
 
     @property
     def pod_devices(self) -> List[str]:
@@ -1172,7 +1252,7 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
             )
         if host_ports:
             lines.append("host devices not attached to this pod, left out: " + ", ".join(f"{p.name} {p.state}" for p in host_ports))
-        return DeviceSelection(pod_ports, host_ports, mapping, via, True, lines, warnings)
+        return DeviceSelection(pod_ports, host_ports, mapping, via, lines, warnings)
 
     if cfg.mode == "rdma":
         if not cfg.rdma_interfaces:
@@ -1188,7 +1268,7 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
             )
         elif not present:
             lines.append("none of LAUNCHER_RDMA_INTERFACES exists in the pod: no interface to find the pod's devices by")
-    return DeviceSelection(list(facts.ports), [], mapping, via, False, lines, warnings)
+    return DeviceSelection(list(facts.ports), [], mapping, via, lines, warnings)
 
 
 @dataclass
@@ -1208,15 +1288,22 @@ def decide_network(cfg: Config, sel: DeviceSelection, net_names: Sequence[str]) 
             d.warnings.append("RDMA ports are ACTIVE but the workload runs in tcp mode")
         return d
 
-    active = [p for p in sel.pod_ports if p.active]
+    every_active = [p for p in sel.pod_ports if p.active]
+    active = [p for p in every_active if not cfg.link_layer or p.link_layer == cfg.link_layer]
+    other_layer = [p for p in every_active if p not in active]
     if not active:
         found = ", ".join(f"{p.name} {p.state}" for p in sel.pod_ports) or "none"
         whose = "of this pod " if sel.mapped else ""
-        reason = f"no ACTIVE RDMA port {whose}under {cfg.sysfs_root}/class/infiniband (found: {found})"
+        layer = f"with link layer {cfg.link_layer} (LAUNCHER_LINK_LAYER) " if cfg.link_layer else ""
+        reason = f"no ACTIVE RDMA port {whose}{layer}under {cfg.sysfs_root}/class/infiniband (found: {found})"
+        if other_layer:
+            reason += f"; ACTIVE, but another link layer: {', '.join(f'{p.name} {p.link_layer}' for p in other_layer)}"
         host_active = [p.name for p in sel.host_ports if p.active]
         if host_active:
             reason += f"; ACTIVE, but host devices not attached to this pod: {', '.join(host_active)}"
         reason += "; check that the pod requests the SR-IOV RDMA resources and that the links are up"
+        if other_layer:
+            reason += ", and that LAUNCHER_LINK_LAYER (the stack's fabric.link_layer) is right"
         if not cfg.tcp_fallback:
             return NetworkDecision({}, {}, [], [reason + "; set LAUNCHER_TCP_FALLBACK=true to run over TCP instead"])
         d = tcp_settings(cfg, "FELL BACK TO TCP")
@@ -1234,11 +1321,28 @@ def decide_network(cfg: Config, sel: DeviceSelection, net_names: Sequence[str]) 
         why["NCCL_IB_HCA"] += f"; not ACTIVE, left out: {', '.join(down)}"
     if sel.host_ports:
         why["NCCL_IB_HCA"] += f"; host devices not attached to this pod, left out: {', '.join(p.name for p in sel.host_ports)}"
-    index, reason = choose_gid_index(active)
+    for layer, ports in by_link_layer(other_layer).items():
+        why["NCCL_IB_HCA"] += f"; link layer {layer}, not LAUNCHER_LINK_LAYER {cfg.link_layer}, left out: {', '.join(ports)}"
+    index, reason = choose_gid_index(active, sel.gid_ndevs)
     detected["NCCL_IB_GID_INDEX"] = None if index is None else str(index)
     why["NCCL_IB_GID_INDEX"] = reason
 
     warnings: List[str] = []
+    layers = by_link_layer([p for p in active if p.link_layer in LINK_LAYERS])
+    if len(layers) > 1:
+        unmapped = "" if sel.mapped else ", and nothing ties them to the pod's interfaces, so a host's own NIC may be among them"
+        mix = "; ".join(f"{layer}: " + ", ".join(ports) for layer, ports in layers.items())
+        warnings.append(
+            f"the ACTIVE ports mix link layers ({mix}): "
+            f"NCCL_IB_HCA names all of them and the GID index is chosen from the Ethernet (RoCE) ones{unmapped}; "
+            "set LAUNCHER_LINK_LAYER (the stack's fabric.link_layer) to use one fabric only"
+        )
+    unknown = unknown_link_layer(active)
+    if unknown:
+        warnings.append(
+            f"the link layer of {', '.join(unknown)} is unknown (its link_layer file cannot be read): used in NCCL_IB_HCA, "
+            "GID index not checked there"
+        )
     errors: List[str] = []
     socket, socket_why, problem = rdma_socket_ifname(cfg, net_names)
     detected["NCCL_SOCKET_IFNAME"] = socket
@@ -1248,6 +1352,14 @@ def decide_network(cfg: Config, sel: DeviceSelection, net_names: Sequence[str]) 
     elif problem:
         warnings.append(problem)
     return NetworkDecision(detected, why, warnings, errors, selected=active)
+
+
+def by_link_layer(ports: Sequence[RdmaPort]) -> Dict[str, List[str]]:
+    """Port names grouped by link layer, the layers in alphabetical order."""
+    groups: Dict[str, List[str]] = {}
+    for p in sorted(ports, key=lambda p: p.link_layer):
+        groups.setdefault(p.link_layer, []).append(p.name)
+    return groups
 
 
 # NCCL variables checked against what the launcher sees. Besides MANAGED_NCCL: NCCL_NET (which
@@ -1271,6 +1383,8 @@ class NcclContext:
     ports: Tuple[RdmaPort, ...]  # every port the pod can see
     net_names: Tuple[str, ...]
     nnodes: int
+    gid_ndevs: Optional[FrozenSet[str]] = None  # the netdevs a GID of the pod's ports may name; None: any
+    link_layer: str = ""  # LAUNCHER_LINK_LAYER: NCCL_IB_HCA may select no port of another
 
 
 def nccl_problems(key: str, value: str, ctx: NcclContext) -> Tuple[List[NcclProblem], List[str]]:
@@ -1294,7 +1408,7 @@ def nccl_problems(key: str, value: str, ctx: NcclContext) -> Tuple[List[NcclProb
     if key == "NCCL_IB_HCA":
         return hca_problems(spec, ctx)
     if key == "NCCL_IB_GID_INDEX":
-        return gid_index_problems(spec, ctx), []
+        return gid_index_problems(spec, ctx)
     return [], []
 
 
@@ -1303,16 +1417,16 @@ def hca_problems(spec: str, ctx: NcclContext) -> Tuple[List[NcclProblem], List[s
     images bake the same list. Entries that name nothing ACTIVE, and selections that reach a host
     device, are wrong; a prefix that also catches other devices, or a subset of the pod's ports,
     only deserves a warning."""
-    exclude, exact, entries = parse_nccl_list(spec)
+    exclude, exact, entries, invalid = parse_nccl_list(spec)
 
     def hit(p: RdmaPort, name: str, port: Optional[int]) -> bool:
-        return (p.device == name if exact else p.device.startswith(name)) and (port is None or p.port == port)
+        return entry_matches(p.device, name, exact) and (port is None or p.port == port)
 
     def selects(p: RdmaPort) -> bool:
         # An empty list is no list: NCCL then takes every device it finds.
-        return not entries or any(hit(p, n, q) for n, q in entries) != exclude
+        return not (entries or invalid) or any(hit(p, n, q) for n, q in entries) != exclude
 
-    problems: List[NcclProblem] = []
+    problems = invalid_entry_problems(invalid)
     advisories: List[str] = []
     if not exclude:
         for name, port in entries:
@@ -1330,6 +1444,9 @@ def hca_problems(spec: str, ctx: NcclContext) -> Tuple[List[NcclProblem], List[s
     host = [p.name for p in picked if p.device not in ctx.pod_devices]
     if host:
         problems.append(NcclProblem(f"selects {', '.join(host)}: host devices not attached to this pod"))
+    if ctx.link_layer:
+        for layer, names in by_link_layer([p for p in picked if p.link_layer != ctx.link_layer]).items():
+            problems.append(NcclProblem(f"selects {', '.join(names)}: link layer {layer}, not LAUNCHER_LINK_LAYER {ctx.link_layer}"))
     if not problems:
         if not any(p in ctx.selected for p in picked):
             problems.append(NcclProblem("selects no ACTIVE port of this pod"))
@@ -1340,19 +1457,30 @@ def hca_problems(spec: str, ctx: NcclContext) -> Tuple[List[NcclProblem], List[s
     return problems, advisories
 
 
-def gid_index_problems(spec: str, ctx: NcclContext) -> List[NcclProblem]:
+def gid_index_problems(spec: str, ctx: NcclContext) -> Tuple[List[NcclProblem], List[str]]:
     index = parse_decimal(spec)
     if index is None or index < 0:
-        return [NcclProblem("is not a GID index (a decimal integer >= 0)")]
-    wrong = [p.name for p in ctx.selected if p.roce and index not in p.roce_v2_ipv4_indexes()]
-    if wrong:
-        return [NcclProblem(f"is not a RoCE v2 IPv4 GID on {', '.join(wrong)}")]
-    return []
+        return [NcclProblem("is not a GID index (a decimal integer >= 0)")], []
+    unknown = unknown_link_layer(ctx.selected)
+    advisories = [f"cannot be checked on {', '.join(unknown)} (link layer unknown)"] if unknown else []
+    wrong = [p for p in ctx.selected if p.roce and index not in p.roce_v2_ipv4_indexes(ctx.gid_ndevs)]
+    if not wrong:
+        return [], advisories
+    # The index may be a good GID of another netdev (the host's, on a device the pod shares): say whose.
+    others = sorted({g.ndev for p in wrong for g in p.foreign_gids(ctx.gid_ndevs) if g.index == index}, key=natural_key)
+    ours = f" of the pod's interfaces ({', '.join(sorted(ctx.gid_ndevs or (), key=natural_key))})" if others else ""
+    text = f"is not a RoCE v2 IPv4 GID{ours} on {', '.join(p.name for p in wrong)}"
+    if others:
+        text += f" (index {index} is {', '.join(others)}'s)"
+    return [NcclProblem(text)], advisories
 
 
 def socket_problems(spec: str, ctx: NcclContext) -> List[NcclProblem]:
     if not spec or not ctx.net_names:  # empty: NCCL's own default; no interface list: nothing to judge by
         return []
+    invalid = parse_nccl_list(spec)[3]
+    if invalid:
+        return invalid_entry_problems(invalid)
     chosen = nccl_list_matches(spec, ctx.net_names)
     if not chosen:
         return [
@@ -1409,9 +1537,11 @@ def decide_nccl(cfg: Config, net: NetworkDecision, ctx: NcclContext) -> NcclDeci
             if problems:  # harmless here, and the workload meant it
                 d.warnings.append(f"explicit {key}={value} {text}")
             continue
-        # An explicit value that would keep RDMA on after the fallback the workload itself allowed
-        # (LAUNCHER_TCP_FALLBACK=true) is overridden: the fallback is the later, deliberate choice.
-        fallback_override = explicit and ctx.fell_back and all(p.transport for p in harmful)
+        # A value that would keep RDMA on after the fallback the workload itself allowed
+        # (LAUNCHER_TCP_FALLBACK=true) is overridden, explicit or not: the fallback is the later,
+        # deliberate choice.
+        covered = ctx.fell_back and bool(harmful) and all(p.transport for p in harmful)
+        fallback_override = explicit and covered
         if explicit and not fallback_override:
             d.env[key] = value
             d.lines.append(f"{key}={value}  set explicitly by the workload, and wrong here{would}")
@@ -1420,7 +1550,9 @@ def decide_nccl(cfg: Config, net: NetworkDecision, ctx: NcclContext) -> NcclDeci
                 f"does not override it: fix it in the workload's env, or leave it out and let the launcher choose{would}"
             )
             continue
-        if not explicit and cfg.strict:
+        # Strict mode stops the pod only for what would break the run; what NCCL ignores here, or what
+        # the fallback replaces anyway, is overridden as without it.
+        if not explicit and cfg.strict and harmful and not covered:
             d.env[key] = value
             d.lines.append(f"{key}={value}  inherited, and wrong here{would}")
             d.errors.append(
@@ -1434,6 +1566,10 @@ def decide_nccl(cfg: Config, net: NetworkDecision, ctx: NcclContext) -> NcclDeci
         reason = text
         if fallback_override:
             reason += "; overridden although explicit: rdma mode fell back to tcp (LAUNCHER_TCP_FALLBACK=true)"
+        elif cfg.strict and not explicit:
+            reason += "; LAUNCHER_STRICT does not stop the pod for it: " + (
+                "the TCP fallback replaces it anyway" if covered else "NCCL ignores it here"
+            )
         if new is None and why:
             reason += f"; the launcher leaves it unset: {why}"
         d.overrides.append({"name": key, "inherited": value, "new": new, "reason": reason, "explicit": explicit})
@@ -1487,11 +1623,12 @@ def rdma_socket_ifname(cfg: Config, net_names: Sequence[str]) -> Tuple[Optional[
     return value, "the LAUNCHER_RDMA_INTERFACES that exist in the pod", problem
 
 
-def node_rank(cfg: Config) -> int:
+def node_rank(cfg: Config) -> Tuple[int, str]:
+    """The node rank, and where it came from (for the report)."""
     if cfg.completion_index is not None:
         source, raw = "JOB_COMPLETION_INDEX", cfg.completion_index
     elif cfg.nnodes == 1:
-        return 0
+        return 0, "single node"
     else:
         match = re.search(r"-([0-9]+)$", cfg.pod_name)
         if not match:
@@ -1504,7 +1641,7 @@ def node_rank(cfg: Config) -> int:
         raise ConfigError(f"{source} gives node rank {shown(raw)}, not a decimal integer below 2**63")
     if not 0 <= rank < cfg.nnodes:
         raise ConfigError(f"node rank {rank} (from {source}) is outside 0..{cfg.nnodes - 1} for LAUNCHER_NNODES={cfg.nnodes}")
-    return rank
+    return rank, (f"POD_NAME {cfg.pod_name}" if source == "POD_NAME" else source)
 
 
 def rendezvous_env(cfg: Config, rank: int) -> Dict[str, str]:
@@ -1687,7 +1824,17 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
         more = f" and {len(facts.odd_entries) - 5} more" if len(facts.odd_entries) > 5 else ""
         warnings.append(f"ignored sysfs entries whose names are not device, port, GID or interface names: {shown_entries}{more}")
 
-    ctx = NcclContext(rdma, net.fell_back, tuple(net.selected), frozenset(sel.pod_devices), facts.ports, facts.net_names, cfg.nnodes)
+    ctx = NcclContext(
+        rdma,
+        net.fell_back,
+        tuple(net.selected),
+        frozenset(sel.pod_devices),
+        facts.ports,
+        facts.net_names,
+        cfg.nnodes,
+        sel.gid_ndevs,
+        cfg.link_layer,
+    )
     nccl = decide_nccl(cfg, net, ctx)
     env = dict(nccl.env)
     sections.append(("nccl", nccl.lines or ["nothing decided (see the errors below)"]))
@@ -1709,16 +1856,14 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
     argv: List[str] = []
     rendezvous: Optional[Dict[str, Any]] = None
     try:
-        rank: Optional[int] = node_rank(cfg)
+        ranked: Optional[Tuple[int, str]] = node_rank(cfg)
     except ConfigError as exc:
         errors.append(str(exc))
-        rank = None
-    if rank is not None:
+        ranked = None
+    if ranked is not None:
+        rank, source = ranked
         env.update(rendezvous_env(cfg, rank))
         argv = build_argv(cfg, env)
-        source = (
-            "JOB_COMPLETION_INDEX" if cfg.completion_index is not None else "single node" if cfg.nnodes == 1 else f"POD_NAME {cfg.pod_name}"
-        )
         ranks = f"node rank {rank} (from {source}) of {cfg.nnodes}; {cfg.gpus_per_node} processes per node"
         sections.append(
             (
@@ -1743,6 +1888,7 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
             "mapping": {i: list(ds) for i, ds in sel.mapping.items()},
             "mapped_through": dict(sel.via),
             "every_active_port": not sel.mapped,  # nothing mapped: the fallback to every ACTIVE port
+            "link_layer": cfg.link_layer or None,
             "seen": [{"port": p.name, "state": p.state, "link_layer": p.link_layer} for p in facts.ports],
         },
         "gid_index": parse_decimal(gid_index) if gid_index else None,
@@ -1770,13 +1916,18 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
     return Plan(env, argv, sections, warnings, errors, hostfile, bash_env, summary, removed)
 
 
-def describe_port(p: RdmaPort, sel: Optional[DeviceSelection] = None) -> str:
-    kind = "RoCE" if p.roce else p.link_layer
+def describe_port(p: RdmaPort, sel: DeviceSelection) -> str:
+    kind = "RoCE" if p.roce else "unknown link layer" if p.link_layer not in LINK_LAYERS else p.link_layer
     text = f"{p.name} {p.state} {kind}"
     if p.roce:
-        indexes = p.roce_v2_ipv4_indexes()
+        # A pod's port counts only the GIDs of the pod's interfaces; a host device's are shown as they are.
+        ndevs = sel.gid_ndevs if p.device in sel.pod_devices else None
+        indexes = p.roce_v2_ipv4_indexes(ndevs)
         text += f", RoCE v2 IPv4 GID index {','.join(map(str, indexes))}" if indexes else ", no RoCE v2 IPv4 GID"
-    if sel is not None and sel.mapped:
+        foreign = ", ".join(f"{g.index} is {g.ndev}'s" for g in p.foreign_gids(ndevs))
+        if foreign:
+            text += f" (index {foreign}, not this pod's)"
+    if sel.mapped:
         behind = [i for i, devices in sel.mapping.items() if p.device in devices]
         text += f"  [{', '.join(behind)}]" if behind else "  [host device, not attached to this pod]"
     return text
