@@ -125,6 +125,8 @@ def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
         "LAUNCHER_TCP_FALLBACK": "true" if w.tcp_fallback else "false",
         "LAUNCHER_STRICT": "true" if w.launcher_strict else "false",
         "LAUNCHER_RDMA_INTERFACES": ",".join(interfaces),
+        # Only ports of the fabric's link layer: a host's other NICs (a RoCE port on an InfiniBand cluster) stay out.
+        "LAUNCHER_LINK_LAYER": fabric.link_layer if (fabric and w.transport == "rdma") else "",
         "LAUNCHER_TCP_SOCKET_IFNAME": config.defaults.tcp_socket_ifname,
         # Every NCCL_* the program renders is set on purpose; any other the pod has comes from the image.
         "LAUNCHER_EXPLICIT_NCCL": ",".join(sorted(nccl_env(config, w))),

@@ -813,7 +813,8 @@ class Workload(Strict):
     tcp_fallback: bool = False
     """In RDMA mode with no ACTIVE port, start over TCP (loudly) instead of failing."""
     launcher_strict: bool = False
-    """Stop the pod when an NCCL setting inherited from the image is wrong, instead of overriding it."""
+    """Stop the pod when an NCCL setting inherited from the image would break NCCL (a wrong device, interface or
+    GID index), instead of overriding it. Harmless ones (RDMA-only settings in TCP mode) are overridden either way."""
     cpu: Size = "32"
     """CPU request of each pod."""
     cpu_limit: Size | None = None

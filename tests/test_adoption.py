@@ -72,31 +72,52 @@ def test_each_stacks_import_plan_is_a_file_pulumi_import_reads(name: str) -> Non
             assert adopted == made, "the plan adopts exactly what the stack lists as made by hand and declares"
 
 
-def test_the_plan_marks_hand_made_and_fresh_objects_and_filters_kinds(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def _made_by_hand(*objects: tuple[str, str | None, str]) -> Any:
+    """An edit of a fixture: these objects (kind, namespace, name) were made by hand on its cluster."""
+
+    def edit(d: dict[str, Any]) -> None:
+        d["hand_made"] = [{"kind": k, "namespace": ns, "name": n, "source": "oc create"} for k, ns, n in objects]
+
+    return edit
+
+
+def test_the_plan_marks_hand_made_and_fresh_objects_and_filters_kinds(
+    fixture_project: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture_project("ib", _made_by_hand(("PersistentVolumeClaim", "lab", "shared"), ("ServiceAccount", "lab", "runner")))
     out = tmp_path / "plan.json"
-    assert main(["import-plan", "cairo", "--only", "PersistentVolumeClaim", "--out", str(out)]) == 0
-    assert "cairo (cairo, tier project): wrote" in capsys.readouterr().out
+    assert main(["import-plan", "ib", "--only", "PersistentVolumeClaim", "--out", str(out)]) == 0
+    assert "ib (ib, tier project): wrote" in capsys.readouterr().out
     plan = json.loads(out.read_text())
-    assert [r["logicalName"] for r in plan["resources"]] == ["storage", "nccl-test/ml-dev-workspace", "nccl-test/ml-datasets"]
-    assert main(["import-plan", "cairo", "--only", "Pod"]) == 2
+    assert [r["logicalName"] for r in plan["resources"]] == ["storage", "lab/shared"]  # its component, then the claim
+    assert main(["import-plan", "ib", "--only", "Pod"]) == 2
     assert "declares no Pod" in capsys.readouterr().err
-    assert main(["import-plan", "cairo-staging"]) == 2
-    assert "no Pulumi.cairo-staging.yaml" in capsys.readouterr().err
+    assert main(["import-plan", "ib-staging"]) == 2
+    assert "no Pulumi.ib-staging.yaml" in capsys.readouterr().err
+    fresh = adoption.fresh_objects(stacks.load("ib"))
+    assert "StatefulSet lab/env" in fresh and "PersistentVolumeClaim lab/shared" not in fresh
 
 
-def test_a_pulumi_stacks_plan_holds_only_its_own_tier(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["import-plan", "barcelona"]) == 0
+def test_a_pulumi_stacks_plan_holds_only_its_own_tier(fixture_project: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    grant = "system:openshift:scc:gpu-rdma"
+    fixture_project(
+        "roce",
+        _made_by_hand(
+            ("SecurityContextConstraints", None, "gpu-rdma"),
+            ("ClusterRole", None, grant),
+            ("RoleBinding", "team-a", grant),
+            ("ServiceAccount", "team-a", "trainer"),
+        ),
+    )
+    assert main(["import-plan", "roce"]) == 0
     project = json.loads(capsys.readouterr().out)
-    kinds = {r["type"].rsplit(":", 1)[-1] for r in project["resources"]}
-    assert "ServiceAccount" in kinds and not kinds & {"SecurityContextConstraints", "ClusterRole", "RoleBinding"}
-    assert main(["import-plan", "barcelona-platform"]) == 0
+    assert {r["type"].rsplit(":", 1)[-1] for r in project["resources"] if not r.get("component")} == {"ServiceAccount"}
+    assert main(["import-plan", "roce-platform"]) == 0
     platform = json.loads(capsys.readouterr().out)
     assert {r["type"].rsplit(":", 1)[-1] for r in platform["resources"] if not r.get("component")} == {
         "SecurityContextConstraints", "ClusterRole", "RoleBinding"
     }  # fmt: skip
-    assert platform["nameTable"]["kubernetes"] == "urn:pulumi:barcelona-platform::gpu-training::pulumi:providers:kubernetes::barcelona"
-    fresh = adoption.fresh_objects(stacks.load("cairo"))
-    assert "StatefulSet nccl-test/ml-dev-env" in fresh and "PersistentVolumeClaim nccl-test/ml-datasets" not in fresh
+    assert platform["nameTable"]["kubernetes"] == "urn:pulumi:roce-platform::gpu-training::pulumi:providers:kubernetes::roce"
 
 
 # The SCC seed 002 applied on Barcelona, as `oc get scc nccl-rdma-scc -o yaml` shows it (plus what the server sets).
@@ -120,10 +141,14 @@ SEED_002_SCC = {
 }  # fmt: skip
 
 
-def test_adopt_diff_lists_what_taking_over_the_seeds_scc_removes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_adopt_diff_lists_what_taking_over_the_seeds_scc_removes(
+    fixture_project: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Seed 002's SCC, as the SCC a stack creates for its RDMA pods (Barcelona's nccl-rdma-scc is the real case).
+    fixture_project("roce")
     live = tmp_path / "scc.yaml"
-    live.write_text(yaml.safe_dump(SEED_002_SCC), encoding="utf-8")
-    assert main(["adopt-diff", "barcelona", str(live)]) == 1
+    live.write_text(yaml.safe_dump({**SEED_002_SCC, "metadata": {**SEED_002_SCC["metadata"], "name": "gpu-rdma"}}), encoding="utf-8")
+    assert main(["adopt-diff", "roce", str(live)]) == 1
     out = capsys.readouterr().out
     for removed in (
         "REMOVES allowHostIPC: true -> false",
@@ -141,11 +166,14 @@ def test_adopt_diff_lists_what_taking_over_the_seeds_scc_removes(tmp_path: Path,
     assert "Adopting narrows this SecurityContextConstraints" in out and "ulimit -l unlimited" in out
 
 
-def test_adopt_diff_of_an_object_already_as_declared_takes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    declared = next(o for o in rendered_stack("cairo").objects() if o["kind"] == "ServiceAccount")
+def test_adopt_diff_of_an_object_already_as_declared_takes_nothing(
+    fixture_project: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture_project("ib")
+    declared = next(o for o in rendered_fixture("ib").objects() if o["kind"] == "ServiceAccount")
     live = tmp_path / "sa.yaml"
     live.write_text(yaml.safe_dump({**declared, "metadata": {**declared["metadata"], "uid": "u"}, "secrets": [{"name": "t"}]}))
-    assert main(["adopt-diff", "cairo", str(live)]) == 0
+    assert main(["adopt-diff", "ib", str(live)]) == 0
     out = capsys.readouterr().out
     assert "takes nothing away" in out and "keeps secrets" in out
 
@@ -157,10 +185,11 @@ def test_adopt_diff_of_an_object_already_as_declared_takes_nothing(tmp_path: Pat
         ([1], "not a Kubernetes object"),
     ],
 )
-def test_adopt_diff_input_errors(live: Any, phrase: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_adopt_diff_input_errors(live: Any, phrase: str, fixture_project: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    fixture_project("tcp")
     path = tmp_path / "live.yaml"
     path.write_text(yaml.safe_dump(live))
-    assert main(["adopt-diff", "nerc", str(path)]) == 2
+    assert main(["adopt-diff", "tcp", str(path)]) == 2
     assert phrase in capsys.readouterr().err
 
 
@@ -180,13 +209,14 @@ def test_every_object_has_a_tier_and_the_project_tier_holds_nothing_cluster_scop
                 )
 
 
-def test_rights_names_each_objects_tier_and_its_check(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rights", "barcelona"]) == 0
+def test_rights_names_each_objects_tier_and_its_check(fixture_project: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    fixture_project("roce")
+    assert main(["rights", "roce"]) == 0
     out = capsys.readouterr().out
     platform, project = out.split("\nplatform tier", 1)[1].split("\nproject tier", 1)
-    assert "Pulumi stack barcelona-platform" in platform and "Pulumi stack barcelona)" in project
+    assert "Pulumi stack roce-platform" in platform and "Pulumi stack roce)" in project
     assert "oc auth can-i create securitycontextconstraints.security.openshift.io" in platform
-    assert "oc auth can-i bind clusterroles.rbac.authorization.k8s.io/system:openshift:scc:nccl-rdma-scc -n nccl-test" in platform
-    assert "oc auth can-i create statefulsets.apps -n b-ts-data-agent-0a0cee" in project
+    assert "oc auth can-i bind clusterroles.rbac.authorization.k8s.io/system:openshift:scc:gpu-rdma -n team-a" in platform
+    assert "oc auth can-i create statefulsets.apps -n team-b" in project
     assert "SecurityContextConstraints" not in project.split("\nreads", 1)[0]
-    assert "oc auth can-i get namespaces/nccl-test" in out and "if missing: create the project" in out
+    assert "oc auth can-i get namespaces/team-a" in out and "if missing: create the project" in out

@@ -456,6 +456,17 @@ def test_the_launcher_learns_what_was_set_on_purpose_and_where_the_hostfile_goes
     assert env["LAUNCHER_STRICT"] == "false"
 
 
+@pytest.mark.parametrize("name,workload,layer", [("ib", "env", "InfiniBand"), ("roce", "dev", "Ethernet"), ("tcp", "one", "")])
+def test_the_launcher_takes_only_ports_of_the_fabrics_link_layer(name: str, workload: str, layer: str) -> None:
+    # The rendered environment is one the launcher accepts, and it names the link layer of an RDMA pod's fabric.
+    from components.launcher.launcher import load_config
+
+    pod = [o for o in objects(fixtures.config(name)) if o["kind"] in ("StatefulSet", "Job") and o["metadata"]["name"] == workload]
+    assert pod, workload
+    env = {k: v or "" for k, v in env_of(pod[0]).items()}
+    assert load_config({**env, "POD_NAME": f"{workload}-0"}).link_layer == layer
+
+
 def test_secrets_scripts_and_requests_reach_the_pod_without_the_secrets_value() -> None:
     job = find(rendered_fixture("roce"), "Job", "train-r1")
     c = container(job)
