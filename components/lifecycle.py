@@ -92,6 +92,13 @@ REPLACES: dict[str, tuple[tuple[str, ...], str]] = {
     "Service": (("spec.clusterIP",), "the Service is deleted, then created again"),
     "RoleBinding": (("roleRef",), "the grant is deleted, then created again"),
 }
+# What removing an object from the stack costs, beyond its deletion.
+REMOVES = {
+    "PersistentVolumeClaim": "deleting a claim deletes its data: it is protected, so `pulumi up` stops with an error instead",
+    "Job": "the Job is deleted: a running run ends, a finished one's record (and logs) goes",
+    "StatefulSet": "the StatefulSet and its pods are deleted (per-pod claims stay: Retain)",
+}
+PATCH_REMOVED = "the patch is dropped: the object keeps its fields as they are (retainOnDelete), only no longer managed by the stack"
 # Everything renamed or moved: metadata.name and metadata.namespace always replace.
 IDENTITY = ("metadata.name", "metadata.namespace")
 

@@ -113,9 +113,7 @@ class PodView:
     base: str
     """Path of the pod in the owner: '' for a Pod, 'spec.template' for the others."""
     replicas: int
-    """Pods that run at the same time: StatefulSet replicas, Job parallelism (0 when suspended), 1 for a Pod."""
-    defined: int = 0
-    """Pods it runs when started (a stopped StatefulSet's or suspended Job's count)."""
+    """Pods that run at the same time: StatefulSet replicas (0 when stopped), Job parallelism, 1 for a Pod."""
 
     @property
     def ref(self) -> str:
@@ -214,13 +212,11 @@ def _pod_view(obj: dict[str, Any]) -> PodView | None:
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
     if kind == "Pod":
-        return PodView(obj, "", 1, 1)
+        return PodView(obj, "", 1)
     if kind == "StatefulSet":
-        replicas = int(spec.get("replicas", 1))
-        return PodView(obj, "spec.template", replicas, replicas)
-    if kind == "Job":
-        parallelism = int(spec.get("parallelism", 1))
-        return PodView(obj, "spec.template", 0 if spec.get("suspend") else parallelism, parallelism)
+        return PodView(obj, "spec.template", int(spec.get("replicas", 1)))
+    if kind == "Job":  # a stopped Job is not declared: a Job runs
+        return PodView(obj, "spec.template", int(spec.get("parallelism", 1)))
     return None
 
 
@@ -283,6 +279,11 @@ class Stack:
                 return w
         checks = getattr(self.config, "bandwidth_checks", None) or []
         return next((c for c in checks if c.namespace == pod.namespace and c.name == pod.instance), None)
+
+    def pods_started(self, pod: PodView) -> int:
+        """Pods the object runs when its workload runs: a stopped StatefulSet's too (its object says 0)."""
+        spec = self.spec_of(pod)
+        return spec.nodes if spec is not None else pod.replicas
 
     def workload(self, pod: PodView) -> Workload | None:
         spec = self.spec_of(pod)

@@ -26,18 +26,13 @@ from policy.core import (
     warning,
 )
 from policy.placement import Group, place
-from stacks.model import INTERNAL_REGISTRY, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
+from stacks.model import BUILTIN_SCCS, INTERNAL_REGISTRY, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.
 SCCS_FOR_EVERYONE = frozenset({"restricted-v2"})
-# The default SCCs; OpenShift ships a `system:openshift:scc:NAME` use-role for each of them.
-SHIPPED_SCCS = frozenset(
-    {
-        "anyuid", "hostaccess", "hostmount-anyuid", "hostnetwork", "hostnetwork-v2",
-        "nonroot", "nonroot-v2", "privileged", "restricted", "restricted-v2",
-    }
-)  # fmt: skip
+# The default SCCs OpenShift ships a `system:openshift:scc:NAME` use-role for (all but its components' own).
+SHIPPED_SCCS = BUILTIN_SCCS - {"machine-api-termination-handler", "node-exporter"}
 # Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
 GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
 # Interfaces every pod has besides its Multus attachments (OVN-Kubernetes names the pod network eth0).
@@ -69,7 +64,9 @@ def _amount(resources: dict[str, Any], kind: str, name: str) -> int:
 
 
 def _strategy(pod: PodView, container: dict[str, Any]) -> str | None:
-    return pod.env(container).get("LAUNCHER_MEMLOCK_STRATEGY") if "LAUNCHER_MODE" in pod.env(container) else None
+    """A training container's memlock strategy (the launcher's default: none); None for any other container."""
+    env = pod.env(container)
+    return env.get("LAUNCHER_MEMLOCK_STRATEGY", "none") if "LAUNCHER_MODE" in env else None
 
 
 # --- security ------------------------------------------------------------------------------------
@@ -211,7 +208,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
             mode = env.get("LAUNCHER_MODE")
             if mode is None:
                 continue  # not a training container: the launcher does not run it
-            strategy = env.get("LAUNCHER_MEMLOCK_STRATEGY", "none")
+            strategy = _strategy(pod, c) or "none"
             where = f"{path}.env[LAUNCHER_MEMLOCK_STRATEGY]"
             fix_strategy = (
                 "set the workload's memlock (or defaults.memlock_rdma) to root-ipc-lock, root-sys-resource, privileged or node-limit"
@@ -306,7 +303,7 @@ def least_privilege(stack: Stack) -> Iterator[Finding]:
             problems = []
             if "ALL" not in (caps.get("drop") or []):
                 problems.append("does not drop ALL capabilities")
-            extra = sorted(set(caps.get("add") or []) - set(STRATEGY_CAPABILITIES[strategy]))
+            extra = sorted(set(caps.get("add") or []) - set(STRATEGY_CAPABILITIES.get(strategy, ())))  # unknown: memlock-strategy says
             if extra:
                 problems.append(f"adds {', '.join(extra)}, which memlock {strategy!r} does not need")
             if ctx.get("allowPrivilegeEscalation") is not False:
@@ -338,7 +335,7 @@ def privileged_container(stack: Stack) -> Iterator[Finding]:
                 yield warning(
                     pod.ref,
                     f"{path}.securityContext.privileged",
-                    f"privileged container (every capability and host device), accepted because: {reason}",
+                    f"privileged container (every capability and host device); the workload's privileged_reason: {reason}",
                     "move to a device plugin and a least-privilege SCC when the cluster offers one",
                 )
             else:
@@ -372,7 +369,8 @@ def privileged_scc(stack: Stack) -> Iterator[Finding]:
         yield warning(
             obj,
             where,
-            f"SCC {scc.name!r} allows privileged containers and is granted to {accounts}; accepted because: {sec.broad_grant_reason}",
+            f"SCC {scc.name!r} allows privileged containers and is granted to {accounts}; the stack's broad_grant_reason: "
+            f"{sec.broad_grant_reason}",
             "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds",
         )
     else:
@@ -639,7 +637,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
         for v in pod.spec.get("volumes") or []:
             claim = (v.get("persistentVolumeClaim") or {}).get("claimName")
             if claim:
-                users[(pod.namespace, claim)] += pod.defined
+                users[(pod.namespace, claim)] += stack.pods_started(pod)
     for o, path, spec in _claims(stack):
         obj = ref(o)
         modes = list(spec.get("accessModes") or [])
@@ -944,7 +942,7 @@ def orphaned_claims(stack: Stack) -> Iterator[Finding]:
     for name, w in (stack.previous.get("workloads") or {}).items():
         for claim in w.get("per_pod_claims") or []:
             before[claim] = name
-    now = {c for p in stack.pods() for c in _claims_of(p)}
+    now = {c for p in stack.pods() for c in _claims_of(p, stack.pods_started(p))}
     lost = sorted(c for c in before if c not in now and _ordinal_kept(c, before[c], stack))
     by_workload: dict[str, list[str]] = {}
     for c in lost:
@@ -960,11 +958,12 @@ def orphaned_claims(stack: Stack) -> Iterator[Finding]:
         )
 
 
-def _claims_of(pod: PodView) -> list[str]:
+def _claims_of(pod: PodView, pods: int) -> list[str]:
+    """The per-pod claims of a StatefulSet's `pods` pods (they exist whether it runs or is stopped)."""
     if pod.owner.get("kind") != "StatefulSet":
         return []
     templates = (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []
-    return [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-{r}" for t in templates for r in range(pod.defined)]
+    return [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-{r}" for t in templates for r in range(pods)]
 
 
 def _ordinal_kept(claim: str, workload: str, stack: Stack) -> bool:

@@ -28,17 +28,12 @@ from components.program import layout
 from components.tiers import PLATFORM, PROJECT, can_i, can_i_read, tier_of
 from stacks.model import ClusterConfig
 
-PROJECT_NAME = "gpu-training"
 PROVIDER_TYPE = "pulumi:providers:kubernetes"
 
 
 def provider_urn(stack: str, config: ClusterConfig) -> str:
     """The URN of the stack's explicit kubernetes provider (components/program.py names it after the cluster)."""
-    return f"urn:pulumi:{stack}::{PROJECT_NAME}::{PROVIDER_TYPE}::{config.name}"
-
-
-def component_urn(stack: str, component_type: str, name: str) -> str:
-    return f"urn:pulumi:{stack}::{PROJECT_NAME}::{component_type}::{name}"
+    return f"urn:pulumi:{stack}::{stacks.PROJECT}::{PROVIDER_TYPE}::{config.name}"
 
 
 def _handle(component_type: str, name: str) -> str:
@@ -68,6 +63,7 @@ def import_entries(config: ClusterConfig, tier: str = "all") -> list[dict[str, A
                 "id": logical_name(obj),
                 "parent": _handle(d.component_type, d.component_name),
                 "component": (d.component_type, d.component_name),
+                "kind": obj["kind"],
                 "hand_made": _ref(obj) in made,
             }
         )
@@ -84,7 +80,7 @@ def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: lis
         if unknown:
             raise stacks.ConfigError(f"--only: the stack declares no {', '.join(unknown)} (it declares {', '.join(sorted(known))})")
     version = _utilities.get_version()
-    entries = [e for e in import_entries(config, tier) if e["hand_made"] and (wanted is None or e["name"].split(" ", 1)[0] in wanted)]
+    entries = [e for e in import_entries(config, tier) if e["hand_made"] and (wanted is None or e["kind"] in wanted)]
     components = sorted({e["component"] for e in entries})
     resources: list[dict[str, Any]] = [
         {"type": ctype, "name": _handle(ctype, cname), "logicalName": cname, "component": True} for ctype, cname in components

@@ -22,6 +22,8 @@ from typing import Any
 
 import yaml
 
+from render import MANIFEST
+
 OUTPUTS = "outputs.json"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
 TEXT_DIFF_LINES = 60  # a changed launcher module is shown as a unified diff, cut after this many lines
@@ -67,6 +69,10 @@ class ObjectChange:
     status: str  # "added" | "removed" | "changed"
     label: str
     fields: list[FieldChange] = field(default_factory=list)
+    kind: str = ""
+    """The object's kind ("" for the outputs and other files)."""
+    patch: bool = False
+    """A server-side apply patch of an object the stack does not own."""
 
 
 def show(value: Any) -> str:
@@ -170,12 +176,15 @@ def diff_trees(old: dict[str, Any], new: dict[str, Any]) -> list[ObjectChange]:
     Unchanged files are left out; the result is sorted by path, outputs.json last."""
     out: list[ObjectChange] = []
     for path in sorted(old.keys() | new.keys(), key=lambda p: (p == OUTPUTS, p)):
+        doc = new.get(path, old.get(path))
+        kind = doc["kind"] if isinstance(doc, dict) and isinstance(doc.get("kind"), str) else ""
+        patch = Path(path).name.startswith("patch-")
         if path not in new:
-            out.append(ObjectChange(path, "removed", label(path, old[path])))
+            out.append(ObjectChange(path, "removed", label(path, old[path]), kind=kind, patch=patch))
         elif path not in old:
-            out.append(ObjectChange(path, "added", label(path, new[path])))
+            out.append(ObjectChange(path, "added", label(path, new[path]), kind=kind, patch=patch))
         elif old[path] != new[path]:
-            out.append(ObjectChange(path, "changed", label(path, new[path]), diff_values(old[path], new[path])))
+            out.append(ObjectChange(path, "changed", label(path, new[path]), diff_values(old[path], new[path]), kind, patch))
     return out
 
 
@@ -186,18 +195,12 @@ def consequence(change: ObjectChange) -> str | None:
     """What `pulumi up` does to the object beyond an update: a replacement (and its cost), a change held for
     the next run, a restart of running pods, or the deletion of something that holds data or a run
     (components/lifecycle.py)."""
-    from components.lifecycle import HELD, RESTART, held, replacement, restarts
+    from components.lifecycle import HELD, PATCH_REMOVED, REMOVES, RESTART, held, replacement, restarts
 
-    kind = change.label.split(" ", 1)[0]
+    kind = change.kind
     if change.status == "removed":
-        if kind == "PersistentVolumeClaim":
-            return "deleting a claim deletes its data: it is protected, so `pulumi up` stops with an error instead"
-        if kind == "Job":
-            return "the Job is deleted: a running run ends, a finished one's record (and logs) goes"
-        if kind == "StatefulSet":
-            return "the StatefulSet and its pods are deleted (per-pod claims stay: Retain)"
-        return None
-    if change.status != "changed":
+        return PATCH_REMOVED if change.patch else REMOVES.get(kind)
+    if change.status != "changed" or change.patch:  # a patch changes fields of the object in place
         return None
     costs = sorted({cost for f in change.fields if (cost := replacement(kind, f.path))})
     if costs:
@@ -245,9 +248,6 @@ def parse(path: str, text: str) -> Any:
     if path.endswith(".json"):
         return json.loads(text)
     return yaml.safe_load(text)
-
-
-MANIFEST = ".render-manifest"  # render/writer.py's list of its own files: not a rendered object
 
 
 def read_folder(folder: Path) -> dict[str, Any]:

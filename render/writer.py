@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from render import MANIFEST
 from render.engine import Recorded, Rendering
 
 HEAD = ("apiVersion", "kind", "metadata")
@@ -69,9 +70,6 @@ def document(rec: Recorded) -> str:
 
 def outputs_json(outputs: dict[str, Any]) -> str:
     return json.dumps(outputs, indent=2, sort_keys=True) + "\n"
-
-
-MANIFEST = ".render-manifest"
 
 
 class WriteError(Exception):

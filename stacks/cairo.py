@@ -202,7 +202,7 @@ CONFIG = ClusterConfig(
         AcceptedWarning(
             rule="privileged-container",
             object="StatefulSet nccl-test/ml-dev-env",
-            reason="the same reason, per workload: its RDMA form is privileged; its TCP form is not",
+            reason="its RDMA form needs the host's /dev/infiniband (privileged_reason); its TCP form runs under restricted-v2",
         ),
     ],
     notes=[

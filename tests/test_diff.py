@@ -103,6 +103,18 @@ def test_trees_report_added_removed_and_changed_objects_and_outputs():
     assert diff_trees(old, copy.deepcopy(old)) == []
 
 
+def test_a_dropped_patch_leaves_the_claim_and_a_dropped_claim_is_refused():
+    claim = {"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "root", "namespace": "nfs"}}
+    old = {
+        "nfs/patch-persistentvolumeclaim-root.yaml": claim,
+        "nfs/persistentvolumeclaim-data.yaml": {**claim, "metadata": {"name": "data", "namespace": "nfs"}},
+    }
+    text = report("cairo", "HEAD", diff_trees(old, {}), total=0)
+    patch_block, claim_block = text.split("PersistentVolumeClaim nfs/root (patch)", 1)[1].split("PersistentVolumeClaim nfs/data", 1)
+    assert "the patch is dropped: the object keeps its fields" in patch_block and "deletes its data" not in patch_block
+    assert "deleting a claim deletes its data" in claim_block
+
+
 def test_a_launcher_change_shared_by_every_configmap_is_shown_once():
     def cm(name: str, source: str) -> dict:
         return {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "ns"}, "data": {"launcher.py": source}}
