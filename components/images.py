@@ -13,9 +13,7 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, Declared, declare
+from components.kube import MANAGED_BY, ObjectGroup
 from stacks.model import ClusterConfig, ImageBuild
 
 DIGEST = 6
@@ -50,13 +48,7 @@ def image_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     return objs
 
 
-class ImageBuilds(pulumi.ComponentResource):
+class ImageBuilds(ObjectGroup):
     """The ImageStreams and BuildConfigs of the images the stack builds."""
 
     TYPE = "gpu-training:index:ImageBuilds"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        for d in declared:
-            declare(d.object, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({})

@@ -4,7 +4,7 @@ the annotation and label names the components share."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import pulumi
 from pulumi_kubernetes import _utilities
@@ -75,6 +75,19 @@ class KubernetesObject(pulumi.CustomResource):
 def declare(obj: dict[str, Any], opts: pulumi.ResourceOptions | None = None, patch: bool = False) -> pulumi.CustomResource:
     """Register one object (or, with `patch`, a server-side apply patch of an existing one)."""
     return KubernetesObject(obj, opts, patch)
+
+
+class ObjectGroup(pulumi.ComponentResource):
+    """A component whose objects need nothing of each other: each is declared under it, as it is. A
+    subclass names the concern (its TYPE is part of every URN under it: never rename one)."""
+
+    TYPE: ClassVar[str]
+
+    def __init__(self, name: str, config: Any, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__(self.TYPE, name, None, opts)
+        for d in declared:
+            declare(d.object, pulumi.ResourceOptions(parent=self))
+        self.register_outputs({})
 
 
 class LiveObject(pulumi.CustomResource):

@@ -12,9 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, Declared, declare
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, ObjectGroup
 from stacks.model import ClusterConfig
 
 
@@ -60,13 +58,7 @@ def attachment_ref(config: ClusterConfig, namespace: str, network: str, interfac
     return f"{ns}/{network}@{interface}"
 
 
-class RdmaNetworks(pulumi.ComponentResource):
+class RdmaNetworks(ObjectGroup):
     """The NAD copies of the SR-IOV networks in every namespace that runs RDMA pods."""
 
     TYPE = "gpu-training:index:RdmaNetworks"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        for d in declared:
-            declare(d.object, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({})

@@ -15,9 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, Declared, declare
+from components.kube import MANAGED_BY, ObjectGroup
 from stacks.model import ClusterConfig
 
 IGNITION_VERSION = "3.2.0"  # accepted by every OpenShift 4.x this program targets
@@ -54,13 +52,7 @@ def node_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     return objs
 
 
-class NodeConfiguration(pulumi.ComponentResource):
+class NodeConfiguration(ObjectGroup):
     """MachineConfigs of the GPU pool (each reboots the pool's nodes when applied or removed)."""
 
     TYPE = "gpu-training:index:NodeConfiguration"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        for d in declared:
-            declare(d.object, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({})

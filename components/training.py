@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, declare
+from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, ObjectGroup, declare
 from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
@@ -477,16 +477,10 @@ def script_objects(config: ClusterConfig) -> list[dict[str, Any]]:
     return launcher + scripts
 
 
-class PodScripts(pulumi.ComponentResource):
+class PodScripts(ObjectGroup):
     """The ConfigMaps the pods mount: the launcher in every namespace that runs pods, the stack's scripts."""
 
     TYPE = "gpu-training:index:PodScripts"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        for d in declared:
-            declare(d.object, pulumi.ResourceOptions(parent=self))
-        self.register_outputs({})
 
 
 def declare_workload(
