@@ -9,7 +9,7 @@ PIP := $(PY) -m pip install --quiet --disable-pip-version-check
 STAMP := $(VENV)/.installed
 DEV_STAMP := $(VENV)/.installed-dev
 
-.PHONY: venv dev render check lint test test-e2e bench clean
+.PHONY: venv dev render check lint test test-e2e test-live bench clean
 
 venv: $(STAMP)
 
@@ -34,7 +34,7 @@ check: $(STAMP)
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m mypy $(wildcard stacks components render policy bench)
+	$(PY) -m mypy $(wildcard stacks components render policy bench) live/toolchain.py live/controlplane.py live/clusters.py live/drive.py
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 # Fails, among other things, when rendered/ is not what the code renders (tests/test_rendered_is_fresh.py).
@@ -55,3 +55,10 @@ bench: $(DEV_STAMP)
 
 clean:
 	rm -rf $(VENV) $(E2E) .pytest_cache .mypy_cache .ruff_cache .hypothesis
+
+# The live tier (docs/live.md): builds the real control plane, Pulumi CLI and kubernetes provider from the Go
+# module proxy once (cached outside the clone, keyed by their pins), runs them on loopback, and drives real
+# kubectl and pulumi against every committed stack. Needs Go; the README's two commands do not.
+test-live: $(DEV_STAMP)
+	$(PY) -m live.toolchain
+	$(PY) -m pytest -q -rs -p no:cacheprovider live/tests

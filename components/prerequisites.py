@@ -93,9 +93,13 @@ def _scc(config: ClusterConfig) -> Requirement:
     assert sec.scc is not None
     caps = sec.existing_allowed_capabilities
     strategies = {config.memlock_of(w) for w in config.pod_specs() if config.scc_of(w) == sec.scc}
-    privileged = "privileged" in strategies
-    root = bool(strategies & {"root-ipc-lock", "root-sys-resource"})
-    needed = needed_capabilities(config)
+    # What the config itself says the SCC lacks is a preflight finding (rules scc-capabilities, memlock-strategy), which
+    # stops `pulumi up` before any read: the read checks that the live SCC allows what the config says it does. So
+    # `python -m stacks check`, whose offline reads answer with the config's facts, prints that finding, not a RunError.
+    claimed = None if caps is None or sec.existing_allows_privileged else set(caps)
+    privileged = "privileged" in strategies and sec.existing_allows_privileged
+    root = bool(strategies & {"root-ipc-lock", "root-sys-resource"}) and sec.existing_allows_root
+    needed = [c for c in needed_capabilities(config) if claimed is None or c in claimed]
 
     def verify(state: dict[str, Any]) -> str | None:
         allowed = set(state.get("allowedCapabilities") or [])
@@ -276,6 +280,37 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         fabric = config.fabric
         if fabric is not None and fabric.device_access == "sriov" and rdma_namespaces(config):
             out += [_source_nad(config, a, fabric.nad_mode == "copy") for a in fabric.attachments]
+    return _merged(out)
+
+
+def _merged(reqs: list[Requirement]) -> list[Requirement]:
+    """One read per object: the engine rejects two reads of one URN (a claim both mounted as `existing` and
+    patched by `pvc_fixes` is read for both reasons). The merged read runs every check and names every reason."""
+    by_id: dict[tuple[str, str, str], list[Requirement]] = {}
+    for r in reqs:
+        by_id.setdefault((r.api_version, r.kind, r.object_id), []).append(r)
+    out = []
+    for group in by_id.values():
+        if len(group) == 1:
+            out.append(group[0])
+            continue
+        checks = [r.verify for r in group if r.verify is not None]
+
+        def verify(state: dict[str, Any], checks: list[Check] = checks) -> str | None:
+            return "; ".join(p for p in (c(state) for c in checks) if p) or None
+
+        first = max(group, key=lambda r: len(r.fields))
+        out.append(
+            Requirement(
+                first.api_version, first.kind, first.object_id,
+                why="; ".join(dict.fromkeys(r.why for r in group)),
+                fix="; or ".join(dict.fromkeys(r.fix for r in group)),
+                expected=first.expected,
+                verify=verify if checks else None,
+                fields=tuple(dict.fromkeys(f for r in group for f in r.fields)),
+                tier="platform" if any(r.tier == "platform" for r in group) else group[0].tier,
+            )
+        )  # fmt: skip
     return out
 
 

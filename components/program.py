@@ -18,6 +18,7 @@ from typing import Any
 
 import pulumi
 from pulumi_kubernetes import Provider
+from pulumi_kubernetes.provider import KubeClientSettingsArgs
 
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.images import ImageBuilds, image_objects
@@ -115,6 +116,9 @@ def build(config: ClusterConfig, tier: str = "all", context: str | None = None, 
     # an exported variable could take objects over without the stack file saying so, turn server-side apply off
     # under the claim patch, or make the provider differ between a laptop and the CI runner. An empty kubeconfig
     # is client-go's own loading ($KUBECONFIG, a list of files too, else ~/.kube/config); the context picks the cluster.
+    # Every boolean and the client's limits too: the SDK fills an unset one from PULUMI_K8S_* (with
+    # PULUMI_K8S_SKIP_UPDATE_UNREACHABLE=true every read passes against a dead cluster), and the provider prefers a
+    # set value over its own environment. The client limits are the provider's documented defaults.
     provider = Provider(
         config.name,
         kubeconfig="",
@@ -122,8 +126,14 @@ def build(config: ClusterConfig, tier: str = "all", context: str | None = None, 
         cluster_identifier=config.name,
         enable_server_side_apply=True,
         enable_config_map_mutable=True,
+        enable_secret_mutable=False,
         upsert_existing_objects=adopt,
         enable_patch_force=adopt,
+        delete_unreachable=False,
+        skip_update_unreachable=False,
+        suppress_deprecation_warnings=False,
+        suppress_helm_hook_warnings=False,
+        kube_client_settings=KubeClientSettingsArgs(burst=120, qps=50, timeout=32),
     )
     opts = pulumi.ResourceOptions(providers={"kubernetes": provider})
     parts: dict[tuple[str, str], list[Declared]] = {}

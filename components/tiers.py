@@ -88,5 +88,9 @@ def can_i(obj: dict[str, Any], patch: bool = False) -> list[str]:
 def can_i_read(kind: str, object_id: str) -> str:
     """The `oc auth can-i` line for a read of an object the stack relies on."""
     namespace, _, name = object_id.rpartition("/")
+    if kind == "Namespace":
+        # The API server authorizes `GET /api/v1/namespaces/NAME` inside namespace NAME (a project admin's RoleBinding
+        # there allows it); `oc auth can-i` without -n asks about the cluster scope instead and answers no.
+        namespace = name
     ns = f" -n {namespace}" if namespace else ""
     return f"oc auth can-i get {RESOURCES.get(kind, kind.lower() + 's')}/{name}{ns}"

@@ -15,17 +15,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
+from google.protobuf import json_format  # type: ignore[import-untyped]  # ships no stubs
 from pulumi.runtime import resource as pulumi_resource
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.mocks import MockMonitor, MockResourceArgs
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.rpc_manager import RPCManager
-from pulumi.runtime.stack import run_pulumi_func
+from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
 from stacks.model import ClusterConfig
 
 PROVIDER_TOKEN = "pulumi:providers:kubernetes"
+STACK_TOKEN = "pulumi:pulumi:Stack"
 MISSING = None
 """In `live`: the cluster has no such object (the read fails as on a cluster)."""
 
@@ -89,6 +91,10 @@ class MissingObject(LookupError):
     """A read of an object the cluster (as a test describes it) does not have."""
 
 
+class DuplicateRead(ValueError):
+    """Two reads with one URN, which the Pulumi engine refuses."""
+
+
 class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, config: ClusterConfig, tier: str, live: dict[tuple[str, str], dict[str, Any] | None]) -> None:
         from components.prerequisites import requirements
@@ -109,6 +115,9 @@ class _Mocks(pulumi.runtime.Mocks):
             if state is None:
                 raise MissingObject(f"resource '{args.resource_id}' does not exist ({kind})")
             state = copy.deepcopy(state)
+            if any(r.type == args.typ and r.name == args.name for r in self.reads):
+                # The engine refuses two reads of one URN (step_generator); the mock runtime would not.
+                raise DuplicateRead(f"two reads of {args.typ} {args.name}: the engine rejects a duplicate read URN")
             self.reads.append(Recorded(args.typ, args.name, state))
             return args.resource_id, state
         key = f"{args.typ}::{args.name}"
@@ -131,6 +140,7 @@ class _OptionsMonitor(MockMonitor):
         super().__init__(mocks)
         self.options: dict[str, dict[str, Any]] = {}
         self.thread_loops: list[asyncio.AbstractEventLoop] = []
+        self.stack_outputs: dict[str, Any] = {}
 
     def _own_thread_loop(self) -> None:
         # The SDK calls these methods from executor threads and gives each thread an event loop it
@@ -162,6 +172,14 @@ class _OptionsMonitor(MockMonitor):
             else None,
         }
         return super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's method is unannotated
+
+    def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
+        # The root stack's outputs as the SDK sends them to the engine: what `pulumi stack output --json` gives
+        # (the SDK drops a top-level export whose value is None, so this is not build()'s dict).
+        if request.urn.split("::")[-2:-1] == [STACK_TOKEN]:
+            # set_mocks's own root Stack registers {} too, from another thread and in no fixed order: merge.
+            self.stack_outputs.update(json_format.MessageToDict(request.outputs))
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
 
 class _LogCollector:
@@ -213,12 +231,15 @@ def run(
         pulumi_settings.SETTINGS.outputs = set()
         logs = _LogCollector()
         pulumi.runtime.set_mocks(mocks, project="gpu-training", stack=config.name, preview=False, monitor=monitor, logger=logs)  # type: ignore[arg-type]
-        outputs: dict[str, Any] = {}
+        # set_mocks registers a root Stack and closes it at once; the program gets its own, as under `pulumi up`,
+        # whose outputs are registered when the program ends.
+        pulumi_settings.ROOT.set(None)
 
         def program() -> None:
-            outputs.update(build(config, tier, adopt=adopt))
+            for key, value in build(config, tier, adopt=adopt).items():  # as __main__.py exports them
+                pulumi.export(key, value)
 
-        _sync_await(run_pulumi_func(program))
+        _sync_await(run_in_stack(program))
     finally:
         pulumi_resource._get_stack_trace = stack_trace
         # Join the executor threads the mock monitor ran in, then close the loops it gave them.
@@ -232,4 +253,4 @@ def run(
     for key, rec in sorted(mocks.resources.items()):
         rec.options = monitor.options.get(key, {})
         (providers if rec.type == PROVIDER_TOKEN else resources).append(rec)
-    return Rendering(config, resources, mocks.reads, normalize(outputs), logs.lines, providers, mocks.read_inputs)
+    return Rendering(config, resources, mocks.reads, normalize(monitor.stack_outputs), logs.lines, providers, mocks.read_inputs)

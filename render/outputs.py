@@ -137,8 +137,9 @@ class StackOutputs(_Outputs):
     """Which part the Pulumi stack deploys: all, platform (cluster-admin objects) or project (the researchers')."""
     namespaces: list[Name]
     """User namespaces the stack deploys into."""
-    scc: str | None
-    """SecurityContextConstraints of the pods that need root capabilities or privileged containers; null when none does."""
+    scc: str | None = None
+    """SecurityContextConstraints of the pods that need root capabilities or privileged containers. Absent when none does:
+    Pulumi does not export a top-level null, so `pulumi stack output --json` has no such key."""
     scc_created: bool
     """True when this stack creates that SCC; false when it uses one that exists on the cluster."""
     unprivileged_scc: str

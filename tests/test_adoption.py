@@ -219,4 +219,4 @@ def test_rights_names_each_objects_tier_and_its_check(fixture_project: Any, caps
     assert "oc auth can-i bind clusterroles.rbac.authorization.k8s.io/system:openshift:scc:gpu-rdma -n team-a" in platform
     assert "oc auth can-i create statefulsets.apps -n team-b" in project
     assert "SecurityContextConstraints" not in project.split("\nreads", 1)[0]
-    assert "oc auth can-i get namespaces/team-a" in out and "if missing: create the project" in out
+    assert "oc auth can-i get namespaces/team-a -n team-a" in out and "if missing: create the project" in out

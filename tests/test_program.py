@@ -218,6 +218,31 @@ def test_the_provider_takes_nothing_from_the_environment(monkeypatch: pytest.Mon
     assert provider.inputs["kubeconfig"] == ""  # client-go's own loading: $KUBECONFIG lists work
 
 
+def test_hostile_provider_variables_change_nothing_the_program_declares(monkeypatch: pytest.MonkeyPatch) -> None:
+    # With PULUMI_K8S_SKIP_UPDATE_UNREACHABLE=true a read against a dead cluster returns what it asked for, and
+    # every prerequisite passes: each setting the SDK would fill from the environment is set by the program.
+    calm = run(fixtures.config("tcp")).providers[0].inputs
+    for name in ("DELETE_UNREACHABLE", "SKIP_UPDATE_UNREACHABLE", "ENABLE_SECRET_MUTABLE", "ENABLE_CONFIGMAP_MUTABLE",
+                 "SUPPRESS_DEPRECATION_WARNINGS", "SUPPRESS_HELM_HOOK_WARNINGS", "ENABLE_SERVER_SIDE_APPLY"):  # fmt: skip
+        monkeypatch.setenv(f"PULUMI_K8S_{name}", "false" if name in ("ENABLE_CONFIGMAP_MUTABLE", "ENABLE_SERVER_SIDE_APPLY") else "true")
+    monkeypatch.setenv("PULUMI_K8S_CLIENT_TIMEOUT", "1")
+    monkeypatch.setenv("PULUMI_K8S_CLIENT_QPS", "0.01")
+    hostile = run(fixtures.config("tcp")).providers[0].inputs
+    assert hostile == calm
+    assert calm["skipUpdateUnreachable"] == "false" and calm["deleteUnreachable"] == "false"
+
+
+def test_a_claim_both_mounted_and_patched_is_read_once() -> None:
+    # The engine rejects two reads with one URN; the mock runtime now does too.
+    def edit(d: dict[str, Any]) -> None:
+        d["volumes"].append({"name": "nfs-server-root", "namespace": "nfs", "mount_path": "/nfsroot", "existing": True})
+        d["namespaces"].append("nfs")
+
+    r = run(fixtures.config("ib", edit))
+    claims = [x for x in r.reads if x.name == "nfs/nfs-server-root"]
+    assert len(claims) == 1
+
+
 def test_one_launcher_configmap_per_namespace_that_runs_pods() -> None:
     r = rendered_fixture("roce")
     launchers = [o for o in r.objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpu-training-launcher"]

@@ -1,0 +1,282 @@
+"""A real Kubernetes control plane on loopback, one per cluster the stacks name.
+
+etcd, kube-apiserver (RBAC, service-account tokens, every admission plugin it enables by default, privileged
+containers allowed as OpenShift's SCCs may allow them) and kube-controller-manager (StatefulSet, Job,
+ServiceAccount, PersistentVolume binder, RBAC aggregation and the rest of its defaults), with no kubelet and no
+scheduler: pods stay Pending, which is what a stack must survive. A small provisioner stands in for the
+storage classes' CSI drivers: it makes a PersistentVolume for each claim of a class it serves, and the
+controller-manager's binder binds them, as on a cluster.
+
+Only loopback addresses are used. Each control plane has its own etcd and ports, so Barcelona's and Cairo's
+namespaces of the same name never meet.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import ssl
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+ADMIN_USER = "live-admin"
+# The provisioner name the live tier's storage classes carry: the stand-in for nfs-csi, ceph-rbd, cephfs.
+PROVISIONER = "live.gpu-training.local/hostpath"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class ControlPlane:
+    """One cluster's control plane: start() it, use `kubeconfig` (context `name`), stop() it."""
+
+    name: str
+    workdir: Path
+    bin: dict[str, Path]
+    procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+    port: int = 0
+    token: str = ""
+    _stop: threading.Event = field(default_factory=threading.Event)
+
+    @property
+    def server(self) -> str:
+        return f"https://127.0.0.1:{self.port}"
+
+    @property
+    def kubeconfig(self) -> Path:
+        return self.workdir / "kubeconfig"
+
+    def _spawn(self, name: str, args: list[str]) -> None:
+        log = (self.workdir / f"{name}.log").open("ab")
+        self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
+
+    def _keys(self) -> tuple[Path, Path]:
+        key, pub = self.workdir / "sa.key", self.workdir / "sa.pub"
+        if not key.exists():
+            subprocess.run(["openssl", "genrsa", "-out", str(key), "2048"], check=True, capture_output=True)
+            subprocess.run(["openssl", "rsa", "-in", str(key), "-pubout", "-out", str(pub)], check=True, capture_output=True)
+        return key, pub
+
+    def start(self, timeout: float = 120) -> ControlPlane:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        key, pub = self._keys()
+        self.token = secrets.token_hex(16)
+        tokens = self.workdir / "tokens.csv"
+        tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
+        etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
+        self._spawn("etcd", [
+            str(self.bin["etcd"]), "--data-dir", str(self.workdir / "etcd"),
+            "--listen-client-url", f"http://127.0.0.1:{etcd_port}", "--listen-peer-url", f"http://127.0.0.1:{peer_port}",
+        ])  # fmt: skip
+        self._spawn("kube-apiserver", [
+            str(self.bin["kube-apiserver"]),
+            f"--etcd-servers=http://127.0.0.1:{etcd_port}",
+            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+            f"--cert-dir={self.workdir / 'certs'}",
+            f"--token-auth-file={tokens}",
+            "--authorization-mode=RBAC",
+            "--allow-privileged=true",
+            "--service-account-issuer=https://kubernetes.default.svc",
+            f"--service-account-key-file={pub}", f"--service-account-signing-key-file={key}",
+            "--service-cluster-ip-range=10.96.0.0/16",
+            "--enable-priority-and-fairness=false",
+            "--profiling=false",
+        ])  # fmt: skip
+        self._write_kubeconfig()
+        self._wait_ready(timeout)
+        self._spawn("kube-controller-manager", [
+            str(self.bin["kube-controller-manager"]),
+            f"--kubeconfig={self.workdir / 'admin.kubeconfig'}",
+            f"--service-account-private-key-file={key}",
+            "--leader-elect=false", "--secure-port=0",
+            "--controllers=*",
+            "--use-service-account-credentials=false",
+        ])  # fmt: skip
+        threading.Thread(target=self._provision_forever, name=f"provisioner-{self.name}", daemon=True).start()
+        self._wait_for(
+            lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout, "the controller-manager"
+        )
+        return self
+
+    def _write_kubeconfig(self) -> None:
+        # The context carries the cluster's name, as the stack files expect (kubernetes:context).
+        def config(context: str) -> dict[str, Any]:
+            return {
+                "apiVersion": "v1",
+                "kind": "Config",
+                "clusters": [{"name": context, "cluster": {"server": self.server, "insecure-skip-tls-verify": True}}],
+                "users": [{"name": f"{context}-admin", "user": {"token": self.token}}],
+                "contexts": [{"name": context, "context": {"cluster": context, "user": f"{context}-admin"}}],
+                "current-context": context,
+            }
+
+        self.kubeconfig.write_text(yaml.safe_dump(config(self.name)))
+        (self.workdir / "admin.kubeconfig").write_text(yaml.safe_dump(config(self.name)))
+
+    def _wait_for(self, ready: Any, timeout: float, what: str) -> None:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            for p in self.procs:
+                if p.poll() is not None:
+                    raise RuntimeError(f"{self.name}: {Path(str(p.args[0])).name} exited ({p.returncode}); see {self.workdir}")  # type: ignore[index]
+            try:
+                if ready():
+                    return
+            except (OSError, urllib.error.URLError):
+                pass
+            time.sleep(0.5)
+        raise RuntimeError(f"{self.name}: {what} not ready after {timeout:.0f} s; logs in {self.workdir}")
+
+    def _wait_ready(self, timeout: float) -> None:
+        self._wait_for(lambda: self.request("GET", "/readyz")[0] == 200, timeout, "kube-apiserver")
+
+    # --- the API, for fixtures and the provisioner (the tests drive kubectl and pulumi, not this) ----------
+
+    def request(self, method: str, path: str, body: Any = None, content_type: str = "application/json") -> tuple[int, Any]:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(self.server + path, data=data, method=method)
+        req.add_header("Authorization", f"Bearer {self.token}")
+        if data is not None:
+            req.add_header("Content-Type", content_type)
+        ctx = ssl.create_default_context()
+        ctx.check_hostname, ctx.verify_mode = False, ssl.CERT_NONE
+        try:
+            with urllib.request.urlopen(req, context=ctx, timeout=30) as resp:
+                raw = resp.read()
+                return resp.status, (json.loads(raw) if raw[:1] in (b"{", b"[") else raw.decode())
+        except urllib.error.HTTPError as err:
+            raw = err.read()
+            return err.code, (json.loads(raw) if raw[:1] == b"{" else raw.decode())
+
+    def get(self, path: str) -> Any:
+        status, body = self.request("GET", path)
+        return body if status == 200 else None
+
+    def apply(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """Server-side apply of one object as the fixture's field manager (what an admin or an operator made)."""
+        path = api_path(obj)
+        status, body = self.request(
+            "PATCH", f"{path}?fieldManager=live-fixture&force=true", obj, content_type="application/apply-patch+yaml"
+        )
+        if status not in (200, 201):
+            raise RuntimeError(f"{self.name}: applying {obj['kind']} {obj['metadata'].get('name')}: {status} {body}")
+        return dict(body)
+
+    def delete(self, obj: dict[str, Any]) -> None:
+        self.request("DELETE", api_path(obj))
+
+    def kubectl(
+        self, *args: str, token: str | None = None, check: bool = True, input: str | None = None
+    ) -> subprocess.CompletedProcess[str]:
+        cmd = [str(self.bin["kubectl"]), f"--kubeconfig={self.kubeconfig}", f"--context={self.name}"]
+        if token:
+            cmd.append(f"--token={token}")
+        return subprocess.run([*cmd, *args], capture_output=True, text=True, check=check, input=input, timeout=120)
+
+    def wait_crd(self, group: str, plural: str, timeout: float = 60) -> None:
+        self._wait_for(
+            lambda: (
+                self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}") is not None
+                and any(
+                    c["type"] == "Established" and c["status"] == "True"
+                    for c in (self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}") or {})
+                    .get("status", {})
+                    .get("conditions", [])
+                )
+            ),
+            timeout,
+            f"CRD {plural}.{group}",
+        )
+
+    # --- a stand-in for the storage classes' provisioners ----------------------------------------------
+
+    def _provision_forever(self) -> None:
+        while not self._stop.wait(1.0):
+            try:
+                self.provision_once()
+            except (OSError, urllib.error.URLError, KeyError, TypeError):
+                continue
+
+    def provision_once(self) -> None:
+        classes = {
+            c["metadata"]["name"]: c
+            for c in (self.get("/apis/storage.k8s.io/v1/storageclasses") or {}).get("items", [])
+            if c.get("provisioner") == PROVISIONER
+        }
+        for claim in (self.get("/api/v1/persistentvolumeclaims") or {}).get("items", []):
+            spec, meta = claim["spec"], claim["metadata"]
+            sc = classes.get(spec.get("storageClassName") or "")
+            if sc is None or spec.get("volumeName") or claim.get("status", {}).get("phase") == "Bound":
+                continue
+            if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
+                continue  # bound only once a pod is scheduled, and nothing schedules here
+            pv_name = f"pvc-{meta['uid']}"
+            self.request("POST", "/api/v1/persistentvolumes", {
+                "apiVersion": "v1", "kind": "PersistentVolume",
+                "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+                "spec": {
+                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                    "accessModes": spec["accessModes"],
+                    "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
+                    "storageClassName": sc["metadata"]["name"],
+                    "hostPath": {"path": f"/live/{meta['namespace']}/{meta['name']}"},
+                    "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
+                },
+            })  # fmt: skip
+
+    def stop(self) -> None:
+        self._stop.set()
+        for p in reversed(self.procs):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in self.procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+        self.procs.clear()
+
+
+CLUSTER_SCOPED = {"Namespace", "StorageClass", "SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding",
+                  "CustomResourceDefinition", "PersistentVolume", "MachineConfig"}  # fmt: skip
+PLURALS = {
+    "SecurityContextConstraints": "securitycontextconstraints",
+    "NetworkAttachmentDefinition": "network-attachment-definitions",
+    "StorageClass": "storageclasses",
+    "NetworkPolicy": "networkpolicies",
+}
+
+
+def api_path(obj: dict[str, Any]) -> str:
+    api, kind, meta = obj["apiVersion"], obj["kind"], obj["metadata"]
+    prefix = f"/api/{api}" if "/" not in api else f"/apis/{api}"
+    plural = PLURALS.get(kind) or kind.lower() + "s"
+    ns = "" if kind in CLUSTER_SCOPED else f"/namespaces/{meta.get('namespace', 'default')}"
+    return f"{prefix}{ns}/{plural}/{meta['name']}"
+
+
+def kubeconfig_of(planes: list[ControlPlane], path: Path) -> Path:
+    """One kubeconfig with every control plane's context (the stack files name them)."""
+    merged: dict[str, Any] = {"apiVersion": "v1", "kind": "Config", "clusters": [], "users": [], "contexts": []}
+    for p in planes:
+        one = yaml.safe_load(p.kubeconfig.read_text())
+        for key in ("clusters", "users", "contexts"):
+            merged[key] += one[key]
+    merged["current-context"] = planes[0].name if planes else ""
+    path.write_text(yaml.safe_dump(merged))
+    return path

@@ -1,0 +1,101 @@
+"""One real Pulumi operation on one stack of the project in the current folder, through the real CLI.
+
+    python -m live.drive STACK preview|up|refresh|destroy [--diff] [--expect-no-changes] [--target URN]...
+                         [--exclude-protected] [--report FILE]
+
+The program is the project's own `__main__.py`, run as a Pulumi Automation API inline program: no
+`pulumi-language-python` plugin can be built from the Go module proxy, and an inline program is the
+Python SDK hosting the language runtime itself, so the same `__main__.py`, `build()` and stack file run as
+under `pulumi up`. Everything else is the real engine: the `pulumi` CLI on PATH, its `file://` backend
+($PULUMI_BACKEND_URL, passphrase secrets), and the kubernetes provider plugin it finds on PATH.
+
+--report writes what happened as JSON: the result, each step the engine reported (urn, op, the properties
+it diffs), the outputs, and the timings (wall time, and the program's own time: loading, preflight and
+declaring every resource).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import runpy
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from pulumi import automation as auto
+
+PROJECT = "gpu-training"
+
+
+def main(argv: list[str]) -> int:
+    p = argparse.ArgumentParser(prog="python -m live.drive")
+    p.add_argument("stack")
+    p.add_argument("op", choices=["preview", "up", "refresh", "destroy"])
+    p.add_argument("--diff", action="store_true")
+    p.add_argument("--expect-no-changes", action="store_true")
+    p.add_argument("--target", action="append", default=[])
+    p.add_argument("--exclude-protected", action="store_true")
+    p.add_argument("--report", type=Path)
+    args = p.parse_args(argv)
+
+    root = Path.cwd()
+    program_time: list[float] = []
+
+    def program() -> None:
+        started = time.monotonic()
+        runpy.run_path(str(root / "__main__.py"), run_name="__main__")
+        program_time.append(time.monotonic() - started)
+
+    steps: list[dict[str, Any]] = []
+    diagnostics: list[str] = []
+
+    def on_event(event: auto.EngineEvent) -> None:
+        pre = event.resource_pre_event
+        if pre is not None:
+            m = pre.metadata
+            steps.append({"urn": m.urn, "op": str(m.op.value if hasattr(m.op, "value") else m.op), "type": m.type,
+                          "diffs": list(m.diffs or []), "at": time.monotonic() - started})  # fmt: skip
+        diag = event.diagnostic_event
+        if diag is not None and diag.severity in ("error", "warning"):
+            diagnostics.append(f"{diag.severity}: {diag.message.strip()}")
+
+    stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, work_dir=str(root))
+    output: list[str] = []
+    started = time.monotonic()
+    result: dict[str, Any] = {"stack": args.stack, "op": args.op, "ok": True}
+    try:
+        common: dict[str, Any] = {"on_output": output.append, "on_event": on_event, "color": "never"}
+        if args.op == "preview":
+            r = stack.preview(
+                diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None, **common
+            )
+            result["change_summary"] = dict(r.change_summary)
+        elif args.op == "up":
+            up = stack.up(diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None, **common)
+            result["change_summary"] = dict(up.summary.resource_changes or {})
+        elif args.op == "refresh":
+            rr = stack.refresh(expect_no_changes=args.expect_no_changes or None, **common)
+            result["change_summary"] = dict(rr.summary.resource_changes or {})
+        else:
+            dr = stack.destroy(exclude_protected=args.exclude_protected or None, **common)
+            result["change_summary"] = dict(dr.summary.resource_changes or {})
+    except auto.CommandError as err:
+        result["ok"] = False
+        result["error"] = str(err)
+    result["wall_seconds"] = round(time.monotonic() - started, 2)
+    result["program_seconds"] = round(program_time[-1], 2) if program_time else None
+    result["steps"] = steps
+    result["diagnostics"] = diagnostics
+    result["output"] = "".join(output)
+    if args.report:
+        args.report.write_text(json.dumps(result, indent=1))
+    print("".join(output)[-4000:])
+    if not result["ok"]:
+        print(result["error"][-4000:], file=sys.stderr)
+    return 0 if result["ok"] else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

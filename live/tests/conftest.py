@@ -1,0 +1,107 @@
+"""The live tier's fixtures: the real toolchain (live/toolchain.py), one real control plane per cluster
+(live/controlplane.py), seeded with what that cluster has (live/clusters.py), and a copy of the project for
+the real Pulumi CLI to run in (its stack files get the backend's encryption salt; the work tree is never
+touched).
+
+Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a build failure fails the
+tests. Level 2 (the Pulumi CLI and the kubernetes provider) skips, with the build's own error, where it could
+not be built.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+from live import clusters, toolchain  # noqa: E402
+from live.controlplane import ControlPlane, kubeconfig_of  # noqa: E402
+
+SHARED_SCHEMAS = clusters.SHARED_SCHEMAS
+
+
+@pytest.fixture(scope="session")
+def tools() -> dict[str, Path | str]:
+    built = toolchain.ensure(toolchain.LEVEL1)
+    missing = {n: w for n, w in built.items() if not isinstance(w, Path)}
+    if missing:
+        pytest.fail("the live tier's control plane could not be built: " + "; ".join(str(w) for w in missing.values()), pytrace=False)
+    return built
+
+
+@pytest.fixture(scope="session")
+def pulumi_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
+    """The real Pulumi CLI and kubernetes provider; the test skips, saying why, where they could not be built."""
+    tools = toolchain.ensure(toolchain.LEVEL2)
+    reasons = [str(tools[n]) for n in toolchain.LEVEL2 if not isinstance(tools[n], Path)]
+    if reasons:
+        pytest.skip("level 2 (the real Pulumi CLI and provider) is not available: " + "; ".join(reasons))
+    return {n: Path(tools[n]) for n in toolchain.LEVEL2}
+
+
+class Planes:
+    """One control plane per cluster, started on first use and kept for the session."""
+
+    def __init__(self, tools: dict[str, Path | str], workdir: Path) -> None:
+        self.bins = {n: Path(tools[n]) for n in toolchain.LEVEL1}
+        self.workdir = workdir
+        self.started: dict[str, ControlPlane] = {}
+
+    def __call__(self, cluster: str) -> ControlPlane:
+        if cluster not in self.started:
+            import stacks
+
+            if not SHARED_SCHEMAS.is_dir():
+                pytest.skip(f"../shared/schemas is absent ({SHARED_SCHEMAS}): the SCC and NAD CRDs come from there")
+            plane = ControlPlane(cluster, self.workdir / cluster, self.bins).start()
+            self.started[cluster] = plane
+            clusters.install_crds(plane)
+            clusters.seed(plane, stacks.load(cluster))
+        return self.started[cluster]
+
+    def stop(self) -> None:
+        for p in self.started.values():
+            p.stop()
+
+
+@pytest.fixture(scope="session")
+def planes(tools: dict[str, Path | str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Planes]:
+    p = Planes(tools, tmp_path_factory.mktemp("planes"))
+    yield p
+    p.stop()
+
+
+IGNORED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "rendered")
+
+
+def project_copy(dest: Path) -> Path:
+    """The project as committed to the work tree, for the Pulumi CLI to run in."""
+    shutil.copytree(ROOT, dest, ignore=IGNORED)
+    return dest
+
+
+def pulumi_env(bin_dirs: list[Path], kubeconfig: Path, state: Path, home: Path) -> dict[str, str]:
+    """The environment of a real Pulumi run: the built CLI and provider first on PATH (the provider as the
+    ambient plugin), a file:// backend with a passphrase, no Pulumi Cloud, no update checks, the kubeconfig
+    whose contexts carry the stack files' names. Nothing of the caller's PULUMI_*/KUBECONFIG leaks in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "KUBECONFIG"))}
+    env.update({
+        "PATH": os.pathsep.join([*map(str, bin_dirs), str(Path(sys.executable).parent), env.get("PATH", "")]),
+        "PULUMI_BACKEND_URL": f"file://{state}",
+        "PULUMI_CONFIG_PASSPHRASE": "live-tier",
+        "PULUMI_HOME": str(home),
+        "PULUMI_SKIP_UPDATE_CHECK": "true",
+        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
+        "KUBECONFIG": str(kubeconfig),
+    })  # fmt: skip
+    return env
+
+
+__all__ = ["Planes", "kubeconfig_of", "project_copy", "pulumi_env"]

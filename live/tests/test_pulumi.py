@@ -1,0 +1,208 @@
+"""Level 2: the real Pulumi CLI and kubernetes provider, running the project's own program against the control
+planes, every committed Pulumi stack in order (each cluster's platform tier before its project tier).
+
+The tests of this module share one deployment and run in order: up, then what must hold of it (no changes
+on a second preview, the outputs, a hostile environment), then edits, missing prerequisites, and destroy.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+import yaml
+
+from live.controlplane import ControlPlane
+from live.tests.conftest import kubeconfig_of, project_copy, pulumi_env
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+import stacks  # noqa: E402
+from components.program import layout  # noqa: E402
+from components.tiers import keep_for  # noqa: E402
+
+# Each cluster's stacks, the platform tier first (it makes the SCC and the grants the project tier reads).
+ORDER = {"platform": 0, "all": 1, "project": 2}
+PULUMI_STACKS = sorted(stacks.pulumi_stacks(), key=lambda s: (s.cluster, ORDER[s.tier]))
+STACK_IDS = [s.name for s in PULUMI_STACKS]
+UP_BOUND_SECONDS = 600  # lifecycle.py: nothing waits longer than 5 minutes; twice that is a failure
+
+
+@dataclass
+class Project:
+    """The project copied into a temporary folder, with the real CLI, a file:// backend and every cluster's context."""
+
+    root: Path
+    env: dict[str, str]
+    planes: dict[str, ControlPlane]
+    reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+
+    def drive(self, stack: str, op: str, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
+        report = self.root / f".live-{stack}-{op}-{time.monotonic_ns()}.json"
+        proc = subprocess.run(
+            [sys.executable, "-m", "live.drive", stack, op, *flags, "--report", str(report)],
+            cwd=self.root, env={**self.env, **(env or {}), "PYTHONPATH": str(self.root)},
+            capture_output=True, text=True, timeout=UP_BOUND_SECONDS + 120,
+        )  # fmt: skip
+        if not report.exists():
+            raise AssertionError(f"live.drive {stack} {op} wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        result: dict[str, Any] = json.loads(report.read_text())
+        self.reports.setdefault(stack, []).append(result)
+        return result
+
+    def pulumi(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["pulumi", *args], cwd=self.root, env={**self.env, **(env or {})}, capture_output=True, text=True,
+                              check=check, timeout=600)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def project(planes: Any, pulumi_tools: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Project:
+    clusters = sorted({s.cluster for s in PULUMI_STACKS})
+    started = {c: planes(c) for c in clusters}
+    work = tmp_path_factory.mktemp("pulumi")
+    kubeconfig = kubeconfig_of(list(started.values()), work / "kubeconfig")
+    (work / "state").mkdir()
+    env = pulumi_env([p.parent for p in pulumi_tools.values()], kubeconfig, work / "state", work / "home")
+    return Project(project_copy(work / "project"), env, started)
+
+
+def failure(result: dict[str, Any]) -> str:
+    return f"{result['stack']} {result['op']} failed:\n{result.get('error', '')[-6000:]}"
+
+
+def declared(stack: stacks.PulumiStack) -> list[dict[str, Any]]:
+    config = stacks.load(stack.cluster)
+    keep = keep_for(config, stack.tier)
+    return [d.object for d in layout(config) if keep(d.object) and not d.patch]
+
+
+@pytest.mark.parametrize("stack", PULUMI_STACKS, ids=STACK_IDS)
+def test_preview_then_up_of_every_stack(project: Project, stack: stacks.PulumiStack) -> None:
+    preview = project.drive(stack.name, "preview")
+    assert preview["ok"], failure(preview)
+    up = project.drive(stack.name, "up")
+    assert up["ok"], failure(up)
+    assert up["wall_seconds"] < UP_BOUND_SECONDS
+    # What lifecycle.py promises, with no kubelet and no scheduler: StatefulSets have their pods (Pending),
+    # Jobs are started, the stack's own claims on Immediate classes are bound.
+    plane = project.planes[stack.cluster]
+    for obj in declared(stack):
+        meta = obj["metadata"]
+        if obj["kind"] == "StatefulSet":
+            live = plane.get(f"/apis/apps/v1/namespaces/{meta['namespace']}/statefulsets/{meta['name']}")
+            assert live["status"].get("replicas", 0) == obj["spec"]["replicas"], f"StatefulSet {meta['name']}: {live['status']}"
+        elif obj["kind"] == "Job":
+            live = plane.get(f"/apis/batch/v1/namespaces/{meta['namespace']}/jobs/{meta['name']}")
+            assert live["status"].get("startTime"), f"Job {meta['name']} was not started: {live['status']}"
+        elif obj["kind"] == "PersistentVolumeClaim":
+            live = plane.get(f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}")
+            assert live["status"]["phase"] == "Bound", f"claim {meta['name']}: {live['status']}"
+
+
+@pytest.mark.parametrize("stack", PULUMI_STACKS, ids=STACK_IDS)
+def test_a_second_preview_has_nothing_to_do(project: Project, stack: stacks.PulumiStack) -> None:
+    again = project.drive(stack.name, "preview", "--expect-no-changes", "--diff")
+    assert again["ok"], failure(again)
+
+
+@pytest.mark.parametrize("stack", PULUMI_STACKS, ids=STACK_IDS)
+def test_stack_outputs_are_the_rendered_ones_and_valid(project: Project, stack: stacks.PulumiStack) -> None:
+    out = json.loads(project.pulumi("stack", "output", "--json", "-s", stack.name).stdout)
+    schema = json.loads((ROOT / "schemas" / "outputs.v2.json").read_text())
+    jsonschema.validate(out, schema)
+    from render.engine import run
+
+    assert out == run(stacks.load(stack.cluster), stack.tier).outputs
+    if stack.tier == "all" or stack.name == stack.cluster and len([s for s in PULUMI_STACKS if s.cluster == stack.cluster]) == 1:
+        assert out == json.loads((ROOT / "rendered" / stack.cluster / "outputs.json").read_text())
+
+
+HOSTILE = {
+    "PULUMI_K8S_SKIP_UPDATE_UNREACHABLE": "true",
+    "PULUMI_K8S_DELETE_UNREACHABLE": "true",
+    "PULUMI_K8S_ENABLE_SERVER_SIDE_APPLY": "false",
+    "PULUMI_K8S_ENABLE_CONFIGMAP_MUTABLE": "false",
+    "PULUMI_K8S_ENABLE_SECRET_MUTABLE": "true",
+    "PULUMI_K8S_UPSERT_EXISTING_OBJECTS": "true",
+    "PULUMI_K8S_ENABLE_PATCH_FORCE": "true",
+    "PULUMI_K8S_SUPPRESS_DEPRECATION_WARNINGS": "true",
+    "PULUMI_K8S_AWAIT_ALL": "true",
+    "PULUMI_K8S_CLIENT_TIMEOUT": "1",
+    "PULUMI_K8S_CLIENT_QPS": "0.5",
+    "PULUMI_K8S_CLIENT_BURST": "1",
+}
+
+
+@pytest.mark.parametrize("stack", PULUMI_STACKS, ids=STACK_IDS)
+def test_the_environment_cannot_change_the_provider(project: Project, stack: stacks.PulumiStack) -> None:
+    hostile = project.drive(stack.name, "preview", "--expect-no-changes", env=HOSTILE)
+    assert hostile["ok"], failure(hostile)
+
+
+def _yaml_config(project: Project, cluster: str, data: dict[str, Any]) -> None:
+    """Deploy an edited config: the YAML form of the stack (`python -m stacks config`), named by every stack file
+    of the cluster (README: "To deploy a config written as YAML")."""
+    (project.root / f"live-{cluster}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    for s in PULUMI_STACKS:
+        if s.cluster == cluster:
+            path = project.root / s.path.name
+            doc = yaml.safe_load(path.read_text())
+            doc["config"][stacks.CONFIG_FILE_KEY] = f"live-{cluster}.yaml"
+            path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def _config_data(cluster: str) -> dict[str, Any]:
+    return dict(yaml.safe_load(stacks.dump(stacks.load(cluster))))
+
+
+def _by_object(urn: str) -> str:
+    # urn:pulumi:STACK::PROJECT::...$kubernetes:apps/v1:StatefulSet::NS/NAME
+    typ, name = urn.split("::")[-2:]
+    return f"{typ.rsplit(':', 1)[-1]} {name}"
+
+
+def predicted(cluster: str, tier: str, before: dict[str, Any], after: dict[str, Any]) -> set[str]:
+    """What `python -m stacks diff` reports changed, as 'Kind NS/NAME', for the objects of one tier."""
+    from render import diff
+    from render.engine import run
+    from render.writer import write
+
+    def rendered(data: dict[str, Any], tmp: Path) -> dict[str, Any]:
+        return diff.read_folder(write(run(stacks.validate(data, "live")), tmp))
+
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:
+        changes = diff.diff_trees(rendered(before, Path(a)), rendered(after, Path(b)))
+    config = stacks.validate(after, "live")
+    keep = keep_for(config, tier)
+    out = set()
+    from components.lifecycle import held
+
+    for c in changes:
+        if not c.kind or c.patch:
+            continue
+        if c.status == "changed" and c.fields and all(held(c.kind, f.path) for f in c.fields):
+            continue  # held for the next run: not applied to the Job that exists
+        ns_name = c.label.split(" ", 1)[1] if " " in c.label else c.label
+        obj = {"kind": c.kind, "metadata": {"namespace": ns_name.split("/")[0] if "/" in ns_name else None}}
+        if keep(obj):
+            out.add(f"{c.kind} {ns_name}")
+    return out
+
+
+def actual(result: dict[str, Any]) -> set[str]:
+    """What the real preview says it would change, as 'Kind NS/NAME' (reads and components left out)."""
+    changing = {"create", "update", "delete", "replace", "create-replacement", "delete-replaced"}
+    return {
+        _by_object(s["urn"]) for s in result["steps"]
+        if s["op"] in changing and s["type"].startswith("kubernetes:") and not s["type"].startswith("pulumi:providers")
+    }  # fmt: skip
