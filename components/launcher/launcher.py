@@ -10,7 +10,11 @@ nobody noticed. Here each of those stops the pod at start with a message a user 
 trusts what it sees, not what the image says: NCCL settings baked into the image are checked too.
 
 Standard library only, Python 3.8+: the program ships this file verbatim in a ConfigMap and runs
-`python3 /opt/launcher/launcher.py` in whatever PyTorch image the workload uses.
+`python3 -I /opt/launcher/launcher.py` in whatever PyTorch image the workload uses. -I (isolated mode,
+Python 3.4+) keeps the user's Python environment away from the launcher: every PYTHON* variable
+(PYTHONPATH, PYTHONHOME and PYTHONSTARTUP included; checked on 3.8 and 3.11), the user's site-packages
+and the script's directory. What it cannot keep away is what the launcher passes on to the command
+(see "Python and unexpanded variables").
 
 Environment contract (rendered by the program; nothing else is read except sysfs, /proc and the
 kernel):
@@ -65,6 +69,10 @@ kernel):
   NCCL_*                     explicit or inherited, checked either way (see "NCCL variables")
   BASH_ENV                   an image's own BASH_ENV keeps working: the file the launcher exports in
                              its place reads it first (see "ulimit in the workload's scripts")
+  PYTHON*                    passed on to the command and reported; a PYTHONHOME that is not this
+                             interpreter's own prefix is refused (see "Python and unexpanded variables")
+  every variable             a value that names $PATH, ${PATH} or $(PATH), or its own variable, is
+                             refused (see "Python and unexpanded variables"); LAUNCHER_ARGS is exempt
 
 Numbers are plain ASCII decimal integers below 2**63. A NUL byte anywhere in the environment, or text
 the OS cannot encode, is a configuration error (exec could not pass it on).
@@ -115,7 +123,26 @@ root-sys-resource and privileged then ask for unlimited. Before mlock, the proof
 against the container's memory limit (<root>/fs/cgroup/memory.max, cgroup v2, "max" = none; else
 <root>/fs/cgroup/memory/memory.limit_in_bytes, cgroup v1): LAUNCHER_PIN_BYTES plus 64 MiB of headroom
 (the launcher's own interpreter and page tables) must fit, else the pod stops without pinning. mlock
-faults every page in, and the OOM killer would end the container with exit 137 and no message.
+faults every page in, and the OOM killer would end the container with exit 137 and no message. When
+the limit cannot be known (neither file exists or is readable, or it holds no number) that guard has
+nothing to check against: the proof then pins at most 16 MiB (twice CRI-O's 8 MiB default, so it still
+proves that default is not what limits pinning; far below what any PyTorch container holds), and a
+warning says the pinning ran without the out-of-memory guard.
+
+Python and unexpanded variables. -I protects the launcher only; the command it execs (torchrun, the
+training script) inherits the environment. Refused (a configuration error, exit 2), because they break
+every run and the cause is then far from the symptom:
+  PYTHONHOME set to anything but this interpreter's own prefix (empty counts as unset, as Python
+    reads it): every Python the command starts dies before running a line ("No module named
+    'encodings'"); the launcher ignores it under -I, so without this check the pod would get past it
+  a value naming $PATH, ${PATH} or $(PATH), or its own variable (LD_LIBRARY_PATH=/x:$LD_LIBRARY_PATH):
+    Kubernetes expands only $(NAME), and only for a NAME set earlier in the same env list, never the
+    image's ENV, so the literal text arrives and the image's directories are lost. LAUNCHER_ARGS is
+    exempt: it is the command line, where a `bash -c` expands it as meant
+Reported, and passed on unchanged (the "python" section and report key): every other PYTHON*. PYTHONPATH
+and PYTHONSTARTUP cannot reach an isolated launcher, and are the workload's to set: PYTHONPATH is how
+many trainings find their code, PYTHONSTARTUP is read by interactive interpreters only. A launcher
+started without -I says so (a warning when PYTHONPATH was on its own import path too).
 
 ulimit in the workload's scripts. Once pinning is proven (mlock succeeded, with IPC_LOCK effective and
 kept across exec, or within the current limit), the launcher writes a small bash file (--bash-env-file,
@@ -146,10 +173,12 @@ mapped_through, every_active_port, link_layer: LAUNCHER_LINK_LAYER or null, seen
 interfaces (expected, missing, in_pod), socket_ifname, nccl (the exported NCCL_*), explicit_nccl,
 overridden (name, inherited: the value found, new: null when removed, reason, explicit), pinning
 (strategy, ok, uid, cap_eff, ipc_lock, sys_resource, limit_at_start, limit, soft_raised_to_hard,
-raised_to_unlimited, effective_limit, limit_moot_by_ipc_lock, pin_bytes, result: ok | failed |
-not-checked | not-attempted, errno, ulimit_moot), container_memory, bash_env, deepspeed_hostfile,
-rendezvous, command. A configuration error gives only schema, verdict, errors and warnings.
---print-env logs the line but writes no file.
+raised_to_unlimited, effective_limit, limit_moot_by_ipc_lock, pin_bytes: LAUNCHER_PIN_BYTES, proof_bytes:
+what mlock was tried with, memory_guard: whether the container's memory limit was known, result: ok |
+failed | not-checked | not-attempted, errno, ulimit_moot), container_memory, python (isolated: started
+with -I, passed_on: the PYTHON* the command gets), bash_env, deepspeed_hostfile, rendezvous, command. A
+configuration error gives only schema, verdict, errors and warnings. --print-env logs the line but
+writes no file.
 
 Usage:
   launcher.py [--sysfs-root DIR] [--env-file PATH] [--bash-env-file PATH]
@@ -158,8 +187,11 @@ Usage:
                                                  would export), exit; writes no file
 
 Exit codes: 0 the pod would start (--print-env); 2 a check failed or the configuration is invalid
-(the diagnosis is on stderr); 127 the command could not be executed. Otherwise the process becomes
-the command, so signals reach the training process directly.
+(the diagnosis is on stderr); 3 the report (stderr), the --print-env output or --help (stdout) could
+not be written: the stream is closed (`>&-`), full (/dev/full) or a broken pipe. One line then says
+so on the other stream, with the verdict, if that one works; nothing is executed (the JSON report, when
+written, may say start); 127 the command could not be executed. Otherwise the process becomes the
+command, so signals reach the training process directly.
 """
 
 from __future__ import annotations
@@ -176,10 +208,11 @@ import shlex
 import stat
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Dict, FrozenSet, List, Mapping, Optional, Sequence, Tuple
+from typing import Any, Dict, FrozenSet, List, Mapping, NoReturn, Optional, Sequence, Tuple
 
 EXIT_OK = 0
 EXIT_WOULD_NOT_START = 2
+EXIT_OUTPUT_FAILED = 3
 EXIT_EXEC_FAILED = 127
 
 CAP_IPC_LOCK = 14
@@ -196,6 +229,12 @@ MAX_PIN_BYTES = 16 * GIB
 # What the container needs besides the pinned proof buffer while it is pinned: the launcher's own
 # interpreter, its page tables, the first pages of the image's files in the page cache.
 PIN_HEADROOM = 64 * MIB
+# The most the proof pins when the container's memory limit cannot be read, so nothing guards it
+# against the OOM killer. Twice CRI-O's 8 MiB default: a pass still proves that default is not what
+# limits pinning (and IPC_LOCK proves itself at any size); with the headroom, 80 MiB, which no container
+# that can import torch lacks. Refusing to pin at all would stop every RDMA pod on such a node for a
+# risk this size does not carry; pinning all of LAUNCHER_PIN_BYTES (up to 16 GiB) blind is the risk.
+UNGUARDED_PIN_BYTES = 16 * MIB
 # cgroup v1 writes "no limit" as PAGE_COUNTER_MAX pages (9223372036854771712 with 4 KiB pages).
 CGROUP_NO_LIMIT = 1 << 62
 INFINITY = resource.RLIM_INFINITY
@@ -299,6 +338,7 @@ class Config:
     report_json: str = DEFAULT_REPORT_JSON
     image_bash_env: str = ""  # the BASH_ENV the image set; the launcher's own file reads it first
     link_layer: str = ""  # "InfiniBand" or "Ethernet": only ports of this link layer are used; "": any
+    python_env: Dict[str, str] = field(default_factory=dict)  # every PYTHON* present: passed on, reported
 
 
 def shown(value: str, limit: int = 60) -> str:
@@ -353,10 +393,83 @@ def environment_problems(environ: Mapping[str, str]) -> List[str]:
     return problems
 
 
+# What the launcher refuses in the environment it passes on, and what it only reports (the module
+# docstring's "Python and unexpanded variables"). The line between them: refused is what breaks every
+# run of the command whatever the workload meant, far from its cause, and what the isolated launcher
+# would otherwise walk past (it ignores PYTHONHOME itself); reported is what cannot reach the launcher
+# under -I and is a working training's own business (PYTHONPATH is how many trainings find their code;
+# PYTHONSTARTUP is read by interactive interpreters only), so refusing it would stop working pods.
+REFERENCE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)[^}]{0,200}\}?|\(([A-Za-z_][A-Za-z0-9_]*)\)|([A-Za-z_][A-Za-z0-9_]*))")
+# The command line, not a value the command reads: `bash -c "export PATH=/x:$PATH; ..."` there is
+# expanded by the shell, as meant.
+REFERENCES_EXEMPT = ("LAUNCHER_ARGS",)
+NOT_EXPANDED = (
+    "Kubernetes never expands $NAME or ${NAME} in an env value, and $(NAME) only for a NAME set earlier "
+    "in the same env list (never the image's ENV), so the literal text reaches the command"
+)
+
+
+def unexpanded_references(key: str, value: str) -> List[Tuple[str, str]]:
+    """(text, name) of each reference to PATH, or to `key` itself, that `value` holds as text:
+    `PATH=/opt/venv/bin:$PATH` meant to extend the image's PATH, and replaces it with directories
+    that do not exist. Other names are left alone: a value may be a template some script expands."""
+    if key in REFERENCES_EXEMPT or "$" not in value:
+        return []
+    found: List[Tuple[str, str]] = []
+    for match in REFERENCE.finditer(value):
+        name = match.group(1) or match.group(2) or match.group(3)
+        if name in ("PATH", key) and (match.group(0), name) not in found:
+            found.append((match.group(0), name))
+    return found
+
+
+def reference_problems(environ: Mapping[str, str]) -> List[str]:
+    problems = []
+    for key, value in sorted(environ.items()):
+        refs = unexpanded_references(key, value)
+        if refs:
+            texts = ", ".join(text for text, _ in refs)
+            names = " and ".join(sorted({name for _, name in refs}, key=lambda n: (n != key, n)))
+            problems.append(
+                f"{key} is {shown(value)}, with {texts} as text: {NOT_EXPANDED}, in place of the image's {names}. "
+                f"Fix: write the value out in full in the workload's env (the image's {names} included), or let a shell "
+                f"expand it in the command (LAUNCHER_ARGS: bash -c 'export {key}=...; exec ...')"
+            )
+    return problems
+
+
+def _same_path(a: str, b: str) -> bool:
+    try:
+        return os.path.realpath(a) == os.path.realpath(b)
+    except (OSError, ValueError):
+        return False
+
+
+def pythonhome_problem(value: Optional[str]) -> str:
+    """PYTHONHOME, unless unset, empty (Python reads that as unset) or this interpreter's own
+    prefix[:exec_prefix], where it changes nothing."""
+    if not value:
+        return ""
+    prefix, _, exec_prefix = value.partition(":")
+    if _same_path(prefix, sys.base_prefix) and _same_path(exec_prefix or prefix, sys.base_exec_prefix):
+        return ""
+    return (
+        f"PYTHONHOME is {shown(value)}: the launcher (python3 -I) ignores it, but torchrun and the training script do not, "
+        f"and a PYTHONHOME other than their interpreter's own prefix ({sys.base_prefix} here) makes every Python they start "
+        "die before running a line (\"No module named 'encodings'\"). Fix: remove PYTHONHOME from the workload's env and the "
+        "image's ENV, or set it to an empty value in the workload's env (Python reads that as unset); choose the "
+        "interpreter with PATH or a virtualenv instead"
+    )
+
+
 def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None) -> Config:
     """Read the contract from `environ`; collect every problem before failing, so a user fixes
     the stack once rather than once per variable."""
     problems: List[str] = environment_problems(environ)
+    home = pythonhome_problem(environ.get("PYTHONHOME"))
+    if home:
+        problems.append(home)
+    problems += reference_problems(environ)
 
     def get(name: str, default: str = "") -> str:
         return environ.get(name, default).strip()
@@ -480,6 +593,7 @@ def load_config(environ: Mapping[str, str], sysfs_root_arg: Optional[str] = None
         report_json=get("LAUNCHER_REPORT_JSON") or DEFAULT_REPORT_JSON,
         image_bash_env=environ.get("BASH_ENV", ""),
         link_layer=link_layer,
+        python_env={k: v for k, v in sorted(environ.items()) if k.startswith("PYTHON")},
     )
 
 
@@ -571,12 +685,18 @@ class MemlockFacts:
     raise_target: Optional[Tuple[int, int]]  # the raise to unlimited setrlimit was asked for; None if not asked
     raise_error: Optional[str]  # the kernel's refusal; None if accepted or not asked
     limit_after: Tuple[int, int]
-    pin_bytes: int
+    pin_bytes: int  # the proof buffer mlock is tried with
     pin_errno: Optional[int]  # None: not attempted; 0: mlock succeeded; else errno
     cap_last: int = DEFAULT_CAP_LAST  # highest capability this kernel knows; privileged holds 0..cap_last
     soft_raise_target: Optional[Tuple[int, int]] = None  # soft up to hard, asked first; None if soft was at hard
     soft_raise_error: Optional[str] = None
     pin_blocked: str = ""  # why the proof was not attempted (the container's memory limit), with the fix
+    requested_bytes: Optional[int] = None  # LAUNCHER_PIN_BYTES when the proof is smaller (limit unknown)
+
+    @property
+    def asked_bytes(self) -> int:
+        """What the workload asked to be proven (LAUNCHER_PIN_BYTES)."""
+        return self.pin_bytes if self.requested_bytes is None else self.requested_bytes
 
     @property
     def holds_every_cap(self) -> bool:
@@ -613,6 +733,7 @@ class Facts:
     cgroup: CgroupMemory = CgroupMemory(None, "", "not read")
     odd_entries: Tuple[str, ...] = ()  # sysfs entries ignored because their names are not plausible
     links: Tuple[InterfaceLink, ...] = ()  # one per LAUNCHER_RDMA_INTERFACES entry present in the pod
+    isolated: bool = True  # the launcher runs under python3 -I (sys.flags.isolated)
 
 
 def natural_key(name: str) -> List[object]:
@@ -851,6 +972,13 @@ def pin_blocked_reason(pin_bytes: int, cgroup: CgroupMemory) -> str:
     )
 
 
+def proof_bytes(pin_bytes: int, cgroup: CgroupMemory) -> int:
+    """The size of the mlock proof: LAUNCHER_PIN_BYTES, which pin_blocked_reason checks against the
+    container's memory limit; at most UNGUARDED_PIN_BYTES when that limit is unknown, since a blind
+    mlock of more could get the container OOM-killed (exit 137, no message) before it says anything."""
+    return pin_bytes if cgroup.known else min(pin_bytes, UNGUARDED_PIN_BYTES)
+
+
 def raise_memlock(target: Tuple[int, int]) -> Optional[str]:
     try:
         resource.setrlimit(resource.RLIMIT_MEMLOCK, target)
@@ -890,8 +1018,9 @@ def gather_memlock(cfg: Config, cgroup: CgroupMemory) -> MemlockFacts:
     raise_error = raise_memlock(target) if target else None
     after = resource.getrlimit(resource.RLIMIT_MEMLOCK)
     prove = should_prove_pinning(cfg.mode, cfg.strategy)
-    blocked = pin_blocked_reason(cfg.pin_bytes, cgroup) if prove else ""
-    pin = prove_pinning(cfg.pin_bytes) if prove and not blocked else None
+    size = proof_bytes(cfg.pin_bytes, cgroup) if prove else cfg.pin_bytes
+    blocked = pin_blocked_reason(size, cgroup) if prove else ""
+    pin = prove_pinning(size) if prove and not blocked else None
     cap_last = parse_decimal(_read("/proc/sys/kernel/cap_last_cap") or "")
     return MemlockFacts(
         os.geteuid(),
@@ -901,12 +1030,13 @@ def gather_memlock(cfg: Config, cgroup: CgroupMemory) -> MemlockFacts:
         target,
         raise_error,
         after,
-        cfg.pin_bytes,
+        size,
         pin,
         cap_last if cap_last is not None and 0 <= cap_last < 64 else DEFAULT_CAP_LAST,
         soft_target,
         soft_error,
         blocked,
+        cfg.pin_bytes if size != cfg.pin_bytes else None,
     )
 
 
@@ -922,6 +1052,7 @@ def gather_facts(cfg: Config) -> Facts:
         cgroup=cgroup,
         odd_entries=tuple(odd),
         links=read_interface_links(cfg.sysfs_root, [i for i in cfg.rdma_interfaces if i in net_names]),
+        isolated=bool(sys.flags.isolated),
     )
 
 
@@ -979,6 +1110,11 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
         lines.append(f"RLIMIT_MEMLOCK now: soft {fmt_limit(soft)}, hard {fmt_limit(hard)}")
     lines.append("effective pinning limit: " + effective_pin_limit(f)[1])
     size = fmt_bytes(f.pin_bytes)
+    if f.requested_bytes is not None:
+        lines.append(
+            f"proof buffer: {size}, not LAUNCHER_PIN_BYTES {fmt_bytes(f.requested_bytes)}: the container's memory limit is "
+            "unknown, so nothing guards a bigger mlock against the OOM killer"
+        )
     if f.pin_blocked:
         lines.append(f"mlock of {size}: not attempted (the container's memory limit cannot hold it)")
         return MemlockVerdict(False, lines, "cannot prove memory pinning: " + f.pin_blocked)
@@ -994,7 +1130,7 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
 
     how = "IPC_LOCK is effective, so RLIMIT_MEMLOCK does not apply" if ipc else f"within RLIMIT_MEMLOCK ({fmt_limit(soft)})"
     lines.append(f"mlock of {size}: ok ({how})")
-    if f.uid != 0 and ipc and not has_cap(f.cap_amb, CAP_IPC_LOCK) and limit_value(soft) < f.pin_bytes:
+    if f.uid != 0 and ipc and not has_cap(f.cap_amb, CAP_IPC_LOCK) and limit_value(soft) < f.asked_bytes:
         # A non-root process keeps only ambient capabilities across execve: torchrun would lose
         # IPC_LOCK and fall back to the low limit.
         problem = (
@@ -1690,7 +1826,10 @@ class Plan:
 
 def cgroup_line(cgroup: CgroupMemory) -> str:
     if not cgroup.known:
-        return f"container memory limit: unknown ({cgroup.note}); the proof buffer is not checked against it"
+        return (
+            f"container memory limit: unknown ({cgroup.note}); no out-of-memory guard, so the proof pins at most "
+            f"{fmt_bytes(UNGUARDED_PIN_BYTES)}"
+        )
     if cgroup.limit is None:
         return f"container memory limit: none ({cgroup.source})"
     return f"container memory limit: {fmt_bytes(cgroup.limit)} ({cgroup.source}); the proof buffer plus {fmt_bytes(PIN_HEADROOM)} must fit"
@@ -1762,7 +1901,25 @@ def json_limit(value: int) -> Any:
     return "unlimited" if value == INFINITY else value
 
 
-def pinning_summary(strategy: str, f: MemlockFacts, ok: bool, moot: str) -> Dict[str, Any]:
+def unguarded_warning(f: MemlockFacts, cgroup: CgroupMemory) -> str:
+    """Said whenever the proof runs with the container's memory limit unknown."""
+    if cgroup.known or f.pin_errno is None:
+        return ""
+    size = fmt_bytes(f.pin_bytes)
+    if f.requested_bytes is not None:
+        what = f"the proof pinned {size} instead of LAUNCHER_PIN_BYTES {fmt_bytes(f.requested_bytes)}, so it proves less than asked"
+    elif f.pin_bytes <= UNGUARDED_PIN_BYTES:
+        what = f"LAUNCHER_PIN_BYTES ({size}) is within the {fmt_bytes(UNGUARDED_PIN_BYTES)} the launcher pins unguarded"
+    else:
+        what = f"the {size} proof was not checked against it"
+    return (
+        f"memory pinning ran without the out-of-memory guard: the container's memory limit is unknown ({cgroup.note}); {what}. "
+        "Fix: make the container's own cgroup readable where the launcher looks (memory.max, cgroup v2, or "
+        "memory/memory.limit_in_bytes, v1, under <sysfs>/fs/cgroup)"
+    )
+
+
+def pinning_summary(strategy: str, f: MemlockFacts, ok: bool, moot: str, memory_guard: bool = True) -> Dict[str, Any]:
     effective, _ = effective_pin_limit(f)
     if f.pin_blocked:
         result = "not-attempted"
@@ -1783,7 +1940,9 @@ def pinning_summary(strategy: str, f: MemlockFacts, ok: bool, moot: str) -> Dict
         "raised_to_unlimited": None if f.raise_target is None else f.raise_error is None,
         "effective_limit": "unlimited" if effective is None else effective,
         "limit_moot_by_ipc_lock": ipc_lock_survives_exec(f),
-        "pin_bytes": f.pin_bytes,
+        "pin_bytes": f.asked_bytes,
+        "proof_bytes": f.pin_bytes,
+        "memory_guard": memory_guard,
         "result": result,
         "errno": errno_name(f.pin_errno) if f.pin_errno else None,
         "ulimit_moot": moot or None,
@@ -1804,6 +1963,9 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
     memlock = judge_memlock(cfg.strategy, facts.memlock)
     if should_prove_pinning(cfg.mode, cfg.strategy):
         memlock.lines.insert(0, cgroup_line(facts.cgroup))
+    unguarded = unguarded_warning(facts.memlock, facts.cgroup)
+    if unguarded:
+        warnings.append(unguarded)
     moot = ulimit_moot_reason(facts.memlock) if memlock.ok else ""
     if moot:
         memlock.lines.append(
@@ -1847,6 +2009,10 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
         chained = cfg.image_bash_env if cfg.image_bash_env != bash_env_file else ""
         bash_env = (bash_env_file, bash_env_text(moot, chained))
         env["BASH_ENV"] = bash_env_file
+
+    python_lines, python_warnings = describe_python(cfg.python_env, facts.isolated)
+    sections.append(("python", python_lines))
+    warnings += python_warnings
 
     hostfile = None
     if cfg.deepspeed_hostfile:
@@ -1901,12 +2067,13 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
         "nccl": {k: v for k, v in sorted(env.items()) if k.startswith("NCCL_")},
         "explicit_nccl": sorted(cfg.explicit_nccl),
         "overridden": nccl.overrides,
-        "pinning": pinning_summary(cfg.strategy, facts.memlock, memlock.ok, moot),
+        "pinning": pinning_summary(cfg.strategy, facts.memlock, memlock.ok, moot, facts.cgroup.known),
         "container_memory": {
             "known": facts.cgroup.known,
             "limit": None if not facts.cgroup.known else "none" if facts.cgroup.limit is None else facts.cgroup.limit,
             "source": facts.cgroup.source or None,
         },
+        "python": {"isolated": facts.isolated, "passed_on": dict(cfg.python_env)},
         "bash_env": bash_env_file if bash_env else None,
         "deepspeed_hostfile": {"path": cfg.deepspeed_hostfile, "hosts": list(cfg.hosts), "slots": cfg.gpus_per_node} if hostfile else None,
         "rendezvous": rendezvous,
@@ -1914,6 +2081,34 @@ def decide(cfg: Config, facts: Facts, bash_env_file: str = DEFAULT_BASH_ENV_FILE
     }
     removed = [o["name"] for o in nccl.overrides if o["new"] is None]
     return Plan(env, argv, sections, warnings, errors, hostfile, bash_env, summary, removed)
+
+
+PYTHON_NOTES = {
+    "PYTHONPATH": "torchrun and the training script import from it first",
+    "PYTHONSTARTUP": "read by interactive interpreters only, not by torchrun or a training script",
+    "PYTHONHOME": "empty or this interpreter's own prefix: changes nothing",
+}
+
+
+def describe_python(python_env: Mapping[str, str], isolated: bool) -> Tuple[List[str], List[str]]:
+    """The PYTHON* variables the command inherits (refused ones never get here), and whether the
+    launcher itself was kept out of their reach."""
+    if isolated:
+        lines = ["launcher: isolated (python3 -I): no PYTHON* variable, user site-packages or script directory reaches it"]
+    else:
+        lines = ["launcher: NOT isolated (started without python3 -I, as the pod's command does it)"]
+    warnings = []
+    for key, value in python_env.items():
+        note = PYTHON_NOTES.get(key, "")
+        lines.append(f"{key}={shown(value)}: passed on to the command" + (f"; {note}" if note else ""))
+    if not python_env:
+        lines.append("no PYTHON* variable set")
+    if not isolated and python_env.get("PYTHONPATH"):
+        warnings.append(
+            f"the launcher was started without python3 -I, so PYTHONPATH={shown(python_env['PYTHONPATH'])} was on its own import "
+            "path too: a module there named like a standard library one would replace it. Start it with python3 -I"
+        )
+    return lines, warnings
 
 
 def describe_port(p: RdmaPort, sel: DeviceSelection) -> str:
@@ -2018,30 +2213,118 @@ def write_file(path: str, text: str, make_parents: bool = False) -> Optional[str
         return str(exc)
 
 
-def write_stderr(text: str) -> None:
-    """The report. A process's stderr escapes what it cannot encode; a replaced sys.stderr (tests,
-    embedding) may not, and a report must never become a traceback."""
+class OutputFailed(Exception):
+    """stdout or stderr cannot take what the launcher has to say: closed (`>&-`; Python then sets
+    sys.stdout or sys.stderr to None), full (/dev/full: ENOSPC), a pipe nobody reads (EPIPE)."""
+
+    def __init__(self, stream: str, what: str, reason: str) -> None:
+        super().__init__(f"could not write {what} to {stream} ({reason})")
+        self.stream = stream
+
+
+def _stream(name: str, what: str) -> Any:
+    stream = getattr(sys, name)
+    if stream is None:
+        raise OutputFailed(name, what, "it is closed")
+    return stream
+
+
+def _drain(stream: Any) -> None:
+    """After a failed write, point the stream's descriptor at /dev/null: what is still buffered would
+    otherwise fail again when Python flushes at exit, print "Exception ignored" and exit 120."""
     try:
-        sys.stderr.write(text)
-    except UnicodeEncodeError:
-        sys.stderr.write(text.encode("ascii", errors="backslashreplace").decode("ascii"))
-    sys.stderr.flush()
+        fd = stream.fileno()
+        null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a replaced stream), or none to open
+        return
+    try:
+        os.dup2(null, fd)
+    except OSError:
+        pass
+    finally:
+        os.close(null)
 
 
-def write_stdout(text: str) -> None:
+def _failed(name: str, what: str, stream: Any, exc: Exception) -> OutputFailed:
+    _drain(stream)
+    reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc) or type(exc).__name__
+    return OutputFailed(name, what, reason)
+
+
+def write_stderr(text: str, what: str = "the report") -> None:
+    """The report. A process's stderr escapes what it cannot encode; a replaced sys.stderr (tests,
+    embedding) may not, and a report must never become a traceback. OutputFailed when stderr is
+    closed or full."""
+    stream = _stream("stderr", what)
+    try:
+        try:
+            stream.write(text)
+        except UnicodeEncodeError:
+            stream.write(text.encode("ascii", errors="backslashreplace").decode("ascii"))
+        stream.flush()
+    except (OSError, ValueError) as exc:  # ValueError: a closed file object
+        raise _failed("stderr", what, stream, exc) from None
+
+
+def write_stdout(text: str, what: str = "the environment (--print-env)") -> None:
     """Print --print-env output; values that were not UTF-8 go out as the bytes they were, where a
-    plain write would raise UnicodeEncodeError."""
-    buffer = getattr(sys.stdout, "buffer", None)
-    if buffer is None:
-        sys.stdout.write(text)
-    else:
-        sys.stdout.flush()
-        buffer.write(text.encode("utf-8", errors="surrogateescape"))
-    sys.stdout.flush()
+    plain write would raise UnicodeEncodeError. OutputFailed when stdout is closed or full."""
+    stream = _stream("stdout", what)
+    try:
+        buffer = getattr(stream, "buffer", None)
+        if buffer is None:
+            stream.write(text)
+        else:
+            stream.flush()
+            buffer.write(text.encode("utf-8", errors="surrogateescape"))
+        stream.flush()
+    except (OSError, ValueError) as exc:
+        raise _failed("stdout", what, stream, exc) from None
+
+
+def write_either(name: str, text: str) -> bool:
+    """Best effort, for the line that says the other stream failed: False when this one fails too."""
+    try:
+        (write_stderr if name == "stderr" else write_stdout)(text, "")
+        return True
+    except OutputFailed:
+        return False
+
+
+def flush_stdout() -> None:
+    """Before exec, whatever is buffered goes out; a closed or full stdout is the command's to meet."""
+    if sys.stdout is not None:
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):
+            _drain(sys.stdout)
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse writes --help and usage errors itself, and Python 3.8's does not catch a closed or full
+    stream (3.9+ drops the text silently, and exits 0 or 2 as if it had been read): both go through the
+    launcher's writers instead, so a failed write is OutputFailed like any other. error() is replaced
+    whole: argparse hands print_usage sys.stderr, which is None when stderr is closed, and None there
+    means stdout."""
+
+    def print_help(self, file: Any = None) -> None:
+        (write_stderr if file is not None and file is sys.stderr else write_stdout)(self.format_help(), "the help")
+
+    def print_usage(self, file: Any = None) -> None:
+        (write_stderr if file is not None and file is sys.stderr else write_stdout)(self.format_usage(), "the usage")
+
+    def error(self, message: str) -> NoReturn:
+        write_stderr(f"{self.format_usage()}{self.prog}: error: {message}\n", "the usage error")
+        sys.exit(2)
+
+    def exit(self, status: int = 0, message: Optional[str] = None) -> NoReturn:
+        if message:
+            write_stderr(message, "argparse's message")
+        sys.exit(status)
 
 
 def parse_cli(argv: Optional[Sequence[str]]) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser = Parser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--print-env", action="store_true", help="run every check, print the exported environment (KEY=VALUE) and exit")
     parser.add_argument("--sysfs-root", help="sysfs to read RDMA devices and interfaces from (default LAUNCHER_SYSFS_ROOT or /sys)")
     parser.add_argument(
@@ -2088,31 +2371,47 @@ def write_outputs(cli: argparse.Namespace, plan: Plan) -> None:
 
 
 def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, str]] = None) -> int:
+    context: List[str] = []  # what the line about a failed write adds: the verdict, where the JSON report is
+    try:
+        return run(argv, os.environ if environ is None else environ, context)
+    except OutputFailed as exc:
+        # The report (or --print-env's output, or --help) is what the launcher owes whoever started it;
+        # not delivered, nothing runs. One line on the other stream, if that one works; else the exit code.
+        other = "stdout" if exc.stream == "stderr" else "stderr"
+        write_either(other, f"launcher: {exc}" + "".join(f"; {c}" for c in context) + f"; exit {EXIT_OUTPUT_FAILED}\n")
+        return EXIT_OUTPUT_FAILED
+
+
+def run(argv: Optional[Sequence[str]], environ: Mapping[str, str], context: List[str]) -> int:
     cli = parse_cli(argv)
-    environ = os.environ if environ is None else environ
     try:
         cfg = load_config(environ, cli.sysfs_root)
     except ConfigError as exc:
         errors = str(exc).splitlines()
         data = report_data(None, errors)
+        context.append("verdict: would not start (the configuration is invalid)")
         if not cli.print_env:
             # Best effort: the configuration that names the path is what failed.
             path = environ.get("LAUNCHER_REPORT_JSON", "").strip() or DEFAULT_REPORT_JSON
-            write_file(path, json.dumps(data, indent=2) + "\n", make_parents=True)
+            if write_file(path, json.dumps(data, indent=2) + "\n", make_parents=True) is None:
+                context.append(f"the report is in {path}")
         write_stderr(render_report(None, None, errors) + report_line(data))
         return EXIT_WOULD_NOT_START
 
     plan = decide(cfg, gather_facts(cfg), cli.bash_env_file)
     if not plan.errors and not cli.print_env:
         write_outputs(cli, plan)
+    data = report_data(plan)
+    context.append(f"verdict: {'would not start' if plan.errors else 'start'}" + ("" if cli.print_env else ", but nothing was executed"))
     if not cli.print_env:
-        problem = write_file(cfg.report_json, json.dumps(report_data(plan), indent=2) + "\n", make_parents=True)
+        problem = write_file(cfg.report_json, json.dumps(data, indent=2) + "\n", make_parents=True)
         if problem:
             plan.warnings.append(
                 f"could not write the JSON report {cfg.report_json} (LAUNCHER_REPORT_JSON): {problem}; the LAUNCHER_REPORT log line has it"
             )
         else:
             plan.sections.append(("json report", [f"{cfg.report_json}; the same as the LAUNCHER_REPORT line below"]))
+            context.append(f"the report is in {cfg.report_json}")
     write_stderr(render_report(cfg, plan) + report_line(report_data(plan)))
     if plan.errors:
         return EXIT_WOULD_NOT_START
@@ -2121,13 +2420,13 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
         return EXIT_OK
 
     child_env = child_environment(environ, plan)
-    sys.stdout.flush()
+    flush_stdout()
     try:
         # exec, not a child: the command keeps the launcher's PID (PID 1 in the container), so the
         # kubelet's SIGTERM reaches torchrun, which forwards it to the training processes.
         os.execvpe(plan.argv[0], plan.argv, child_env)
     except (OSError, ValueError) as exc:
-        write_stderr(f"launcher: cannot execute {plan.argv[0]}: {exc}\n")
+        write_either("stderr", f"launcher: cannot execute {plan.argv[0]}: {exc}\n")
         return EXIT_EXEC_FAILED
 
 
