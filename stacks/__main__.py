@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import stacks
+from stacks import _process
 from stacks.model import BandwidthCheck, ClusterConfig
 
 STACK_HELP = "a stack name (python -m stacks list); none, or --all, means every stack"
@@ -113,6 +114,7 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
             os._exit(0)
         os.close(write_end)
         children.append((pid, read))
+        _process.CHILDREN.add(pid)  # an interrupted command ends them too, and waits for them
     try:
         answers = [jobs[0]()]
     finally:  # the children are always waited for, even when the parent's own job failed
@@ -121,6 +123,7 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
             with os.fdopen(read, encoding="utf-8") as pipe:
                 replies.append(pipe.read())
             os.waitpid(pid, 0)
+            _process.CHILDREN.discard(pid)
     for answer in replies:
         if not answer.startswith("0"):
             raise stacks.ConfigError(answer[1:] or "a render worker died without an answer")
@@ -132,6 +135,8 @@ def cmd_render(args: argparse.Namespace) -> int:
     import render.engine  # noqa: F401  (imported before any fork, so each child starts warm)
     import render.writer  # noqa: F401
 
+    if not args.out:
+        raise stacks.ConfigError("--out '' names no folder: give the folder to render into (default: rendered/)")
     configs = _configs(args)
     cores = os.cpu_count() or 1
     # Stacks render independently, and a fresh `render --all` runs on every pull request and in `make test`:
@@ -377,6 +382,9 @@ if __name__ == "__main__":
     gc.disable()
     # Output piped into `head` ends quietly, as any command line tool's does, instead of a BrokenPipeError traceback.
     signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # Likewise Ctrl-C (exit 130) and SIGTERM (143) end it with one line, and a terminal that cannot show
+    # non-ASCII gets it escaped, never a UnicodeEncodeError (stacks/_process.py; already set up under -m).
+    _process.setup()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()
