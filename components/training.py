@@ -28,7 +28,7 @@ from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from stacks.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload
+from stacks.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload, kubelet_escape
 
 # One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
 # one object in a review, not one per workload, and (with the provider's enableConfigMapMutable) an
@@ -230,7 +230,9 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
 
     plain = {**launcher_env(config, w, names), **nccl_env(config, w), **{k: v for k, v in w.env.items() if not k.startswith("NCCL_")}}
     env_list: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    env_list += [{"name": k, "value": v} for k, v in plain.items()]
+    # The kubelet turns `$$` into `$` and `$(NAME)` into NAME's value: every `$` is doubled, so the process gets the
+    # config's text exactly (stacks/model.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
+    env_list += [{"name": k, "value": kubelet_escape(v)} for k, v in plain.items()]
     env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
 
     mounts: list[dict[str, Any]] = [
@@ -258,7 +260,8 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": w.image,
-        "command": ["python3", f"{LAUNCHER_DIR}/launcher.py"],
+        # -I: isolated, so the user's PYTHONPATH, PYTHONHOME, PYTHONSTARTUP and site-packages cannot reach the launcher.
+        "command": ["python3", "-I", f"{LAUNCHER_DIR}/launcher.py"],
         "env": env_list,
         "ports": [{"name": "rendezvous", "containerPort": w.master_port, "protocol": "TCP"}]
         + [{"name": p.name, "containerPort": p.port, "protocol": "TCP"} for p in w.ports],

@@ -14,9 +14,9 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from stacks.model import BandwidthCheck, ClusterConfig, Workload
+from stacks.model import BandwidthCheck, ClusterConfig, Workload, kubelet_expand
 
-Severity = Literal["error", "warning"]
+Severity = Literal["error", "warning", "info"]
 
 # Annotations the rules read (the same strings components/kube.py writes; repeated here because the
 # policy must not import components).
@@ -38,7 +38,8 @@ KNOWN_SCCS = {
 
 @dataclass(frozen=True)
 class Finding:
-    """One thing that would go wrong on the cluster (error) or that the stack accepts knowingly (warning)."""
+    """One thing that would go wrong on the cluster (error), that the stack accepts knowingly (warning), or that
+    a reviewer or a scanner would ask about and the stack answers (info: printed, never to accept)."""
 
     severity: Severity
     object: str
@@ -67,6 +68,10 @@ def error(obj: str, where: str, message: str, fix: str) -> Finding:
 
 def warning(obj: str, where: str, message: str, fix: str) -> Finding:
     return Finding("warning", obj, where, message, fix)
+
+
+def info(obj: str, where: str, message: str, fix: str) -> Finding:
+    return Finding("info", obj, where, message, fix)
 
 
 # --- the registry -------------------------------------------------------------------------------
@@ -157,8 +162,13 @@ class PodView:
 
     @staticmethod
     def env(container: dict[str, Any]) -> dict[str, str]:
-        """The container's literal environment values (valueFrom entries are not knowable here)."""
-        return {e["name"]: str(e["value"]) for e in container.get("env") or [] if "value" in e}
+        """The container's literal environment values as the process gets them: the kubelet's expansion of each
+        (`$$` is `$`, `$(NAME)` an earlier variable's value). valueFrom entries are not knowable here."""
+        out: dict[str, str] = {}
+        for e in container.get("env") or []:
+            if "value" in e:
+                out[e["name"]] = kubelet_expand(str(e["value"]), out)
+        return out
 
     def run_as_user(self, container: dict[str, Any]) -> int | None:
         """The uid the container asks for: its own securityContext wins over the pod's."""
@@ -362,7 +372,7 @@ def check(
                         f"remove the entry from accepted_warnings in stacks/{config.name}.py", rule="accepted-warnings",
                     )
                 )  # fmt: skip
-    order = {"error": 0, "warning": 1}
+    order = {"error": 0, "warning": 1, "info": 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.field, f.message))
 
 
@@ -372,8 +382,12 @@ def errors(findings: Iterable[Finding]) -> list[Finding]:
 
 def summary(name: str, findings: list[Finding]) -> str:
     n_err = len(errors(findings))
-    n_warn = len(findings) - n_err
+    n_warn = sum(1 for f in findings if f.severity == "warning")
     n_acc = sum(1 for f in findings if f.accepted)
+    n_info = sum(1 for f in findings if f.severity == "info")
     verdict = "FAIL" if n_err else "ok"
     accepted = f", {n_acc} accepted" if n_acc else ""
-    return f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{accepted} ({len(RULES)} rules)"
+    infos = f", {n_info} info" if n_info else ""
+    return (
+        f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{accepted}{infos} ({len(RULES)} rules)"
+    )

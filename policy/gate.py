@@ -5,9 +5,9 @@ Also what the kubernetes provider does not stop on: a stack file without a kube 
 the kubeconfig does not have (the provider then only marks the cluster unreachable and previews every
 create as if it would work).
 
-A warning goes to `pulumi.log.warn` (shown in the preview); errors raise `pulumi.RunError`, which the
-Pulumi CLI prints as a plain message, without a traceback. Only the Pulumi program imports this
-module: the rest of policy/ stays free of pulumi.
+A warning goes to `pulumi.log.warn` (shown in the preview), an info line to `pulumi.log.info`; errors
+raise `pulumi.RunError`, which the Pulumi CLI prints as a plain message, without a traceback. Only the
+Pulumi program imports this module: the rest of policy/ stays free of pulumi.
 """
 
 from __future__ import annotations
@@ -96,11 +96,13 @@ def check_kube_context(context: str | None, stack: str, environ: Mapping[str, st
 
 
 def preflight(config: ClusterConfig, objects: Iterable[dict[str, Any]], patches: Iterable[dict[str, Any]] = ()) -> list[Finding]:
-    """Log the warnings; on any error stop the program, naming every error."""
+    """Log the warnings (and infos); on any error stop the program, naming every error."""
     findings = check(config, objects, patches)
     for f in findings:
         if f.severity == "warning":
             pulumi.log.warn(f.line())
+        elif f.severity == "info":
+            pulumi.log.info(f.line())
     bad = errors(findings)
     if bad:
         lines = "\n".join(f.line() for f in bad)

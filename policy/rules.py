@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from policy.core import (
+    INSTANCE,
     NETWORKS,
     REQUIRED_SCC,
     RESOURCE_NAME,
@@ -21,12 +22,13 @@ from policy.core import (
     PodView,
     Stack,
     error,
+    info,
     ref,
     rule,
     warning,
 )
 from policy.placement import Group, place
-from stacks.model import BUILTIN_SCCS, INTERNAL_REGISTRY, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
+from stacks.model import BUILTIN_SCCS, INTERNAL_REGISTRY, MIB, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.
@@ -185,21 +187,34 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
             denied = [cap for cap in _added(c) if not scc.allows(cap)]
             if denied:
                 allowed = ", ".join(sorted(scc.allowed_capabilities or ())) or "none"
+                fix = (
+                    "run under an SCC that allows them (security.create: true makes one from the workloads' memlock "
+                    "strategies), or choose a memlock strategy that adds none (node-limit; see KNOWLEDGE.md)"
+                )
+                if not scc.created and name == stack.config.security.scc:
+                    # The stack's facts about an SCC it does not own: the admission error of seed 003, before preview reads it.
+                    fix = (
+                        f"SCC {name!r} exists on the cluster and the stack says it allows {allowed} "
+                        f"(security.existing_allowed_capabilities): have its admin add {', '.join(denied)} to its allowedCapabilities "
+                        f"and list them there, or let the stack create a least-privilege SCC (security.scc: another name, "
+                        "create: true), or use memlock node-limit (KNOWLEDGE.md)"
+                    )
                 yield error(
                     pod.ref,
                     f"{path}.securityContext.capabilities.add",
                     f"capability may not be added: {', '.join(denied)}: SCC {name!r} allows {allowed} ({scc.where})",
-                    "run under an SCC that allows them (security.create: true makes one from the workloads' memlock "
-                    "strategies), or choose a memlock strategy that adds none (node-limit; see KNOWLEDGE.md)",
+                    fix,
                 )
 
 
 @rule(
     "memlock-strategy",
     "The way the pod is meant to pin memory can work: added capabilities are effective only for "
-    "uid 0, privileged needs an SCC allowing it, RDMA without any strategy pins at most 8 MiB (KNOWLEDGE.md's table).",
+    "uid 0, privileged needs an SCC allowing it, RDMA without any strategy pins at most 8 MiB (KNOWLEDGE.md's table). "
+    "Once per stack, an info line says why a root strategy's pods run as root with capabilities (what scanners flag).",
 )
 def memlock_strategy(stack: Stack) -> Iterator[Finding]:
+    yield from _root_strategy_reason(stack)
     node_limit_real = stack.config.node_level.crio_memlock_unlimited
     for pod in stack.pods():
         scc = stack.scc(stack.scc_of(pod))
@@ -275,6 +290,34 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                     "set node_level.crio_memlock_unlimited: true (a MachineConfig the platform tier applies; it reboots the "
                     'pool), or have the admin write /etc/crio/crio.conf.d/99-memlock with default_ulimits = ["memlock=-1:-1"]',
                 )
+
+
+def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
+    """Once per stack and root strategy: why its pods run as root with capabilities. Scanners (checkov's root-container
+    and added-capability checks) flag every such pod; this is the answer, printed where they are reviewed."""
+    by_strategy: dict[str, list[str]] = {}
+    for pod in stack.pods():
+        for _, c in pod.containers():
+            strategy = _strategy(pod, c)
+            if strategy in STRATEGY_RUNS_AS_ROOT:
+                by_strategy.setdefault(strategy, []).append(pod.ref)
+    for strategy, pods in sorted(by_strategy.items()):
+        caps = " and ".join(STRATEGY_CAPABILITIES[strategy])
+        why = (
+            "with IPC_LOCK in its effective set a process may pin memory past RLIMIT_MEMLOCK (ibv_reg_mr, mlock), and added "
+            "capabilities reach the effective set only for uid 0 (CRI-O sets no ambient capabilities)"
+        )
+        if "SYS_RESOURCE" in STRATEGY_CAPABILITIES[strategy]:
+            why += "; SYS_RESOURCE lets `ulimit -l unlimited` raise the limit itself"
+        yield info(
+            f"Stack {stack.config.name}",
+            "defaults.memlock_rdma / workloads[].memlock",
+            f"{len(pods)} pod template(s) run as root with {caps} (memlock {strategy!r}: {', '.join(sorted(pods))}). Scanners "
+            f"such as checkov flag root with added capabilities on each of them: that is the memlock strategy working "
+            f"(KNOWLEDGE.md): {why}. Everything else is dropped (ALL), with no privilege escalation and RuntimeDefault seccomp.",
+            "nothing, for this strategy; to run the pods non-root, use memlock node-limit with node_level.crio_memlock_unlimited: "
+            "true (a MachineConfig that raises CRI-O's memlock limit on the GPU pool)",
+        )
 
 
 @rule(
@@ -680,7 +723,8 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
 @rule(
     "image",
     "Every container names an image, and an image from the internal registry comes from an ImageStream the stack "
-    "builds or declares as existing (existing.image_streams); images RDMA pods use carry RDMA userspace (rdma-core, libibverbs).",
+    "builds or declares as existing (existing.image_streams); images RDMA pods use carry RDMA userspace (rdma-core, libibverbs). "
+    "Warnings: an image not pinned by digest (a tag may move), and PYTHONPATH or PYTHONSTARTUP redirecting the image's Python.",
 )
 def image(stack: Stack) -> Iterator[Finding]:
     config = stack.config
@@ -692,6 +736,8 @@ def image(stack: Stack) -> Iterator[Finding]:
             if not ref_:
                 yield error(pod.ref, f"{path}.image", "the container names no image: the pod is never created", "set the workload's image")
                 continue
+            yield from _mutable_image(pod, path, ref_, built)
+            yield from _python_env(pod, path, c)
             if ref_.startswith(INTERNAL_REGISTRY + "/"):
                 ns, _, rest = ref_[len(INTERNAL_REGISTRY) + 1 :].partition("/")
                 stream = rest.split("@")[0].split(":")[0]
@@ -723,6 +769,53 @@ def image(stack: Stack) -> Iterator[Finding]:
                             "finds no IB provider and silently uses sockets",
                             f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{stream}]",
                         )
+
+
+def _mutable_image(pod: PodView, path: str, image: str, built: dict[tuple[str, str], Any]) -> Iterator[Finding]:
+    """A tag without a digest may move (`:latest` does on every push): pods of one workload, restarted or rescheduled
+    at different times, then run different code. An image the stack builds itself is left out: its tag is the one its
+    own BuildConfig moves, and its digest cannot be known before the build."""
+    if "@" in image:
+        return  # pinned: IMAGE@sha256:<64 hex digits> (the model checks the digest's form)
+    if image.startswith(INTERNAL_REGISTRY + "/"):
+        ns, _, rest = image[len(INTERNAL_REGISTRY) + 1 :].partition("/")
+        if (ns, rest.split(":")[0]) in built:
+            return
+    last = image.rsplit("/", 1)[-1]
+    tag = last.split(":", 1)[1] if ":" in last else None
+    shown = f"the tag {tag!r}" if tag and tag != "latest" else "`latest`" + ("" if tag else " (no tag means latest)")
+    yield warning(
+        pod.ref,
+        f"{path}.image",
+        f"image {image} names {shown} without a digest: the registry may move it, so pods started at different times "
+        "(a restart, a reschedule, a second node) may run different code",
+        f"pin it: {image.split('@')[0]}@sha256:<digest> (`skopeo inspect docker://{image}` prints it), or accept the warning "
+        "in accepted_warnings with the reason",
+    )
+
+
+# Python's environment variables that reach the training process (the launcher itself runs isolated: python3 -I).
+PYTHON_ENV = {
+    "PYTHONPATH": "puts its folders before the image's site-packages for every Python the command starts (torchrun and each "
+    "rank): a stray module there (a `torch/` or `json.py` in a workspace) shadows the image's, differently on each node",
+    "PYTHONSTARTUP": "is read by interactive Python only (an `oc exec` session), never by the training: in a workload's "
+    "environment it is almost certainly a leftover",
+}
+
+
+def _python_env(pod: PodView, path: str, container: dict[str, Any]) -> Iterator[Finding]:
+    if "LAUNCHER_MODE" not in pod.env(container):
+        return  # not a training container
+    for e in container.get("env") or []:
+        name = e.get("name")
+        if name in PYTHON_ENV:
+            yield warning(
+                pod.ref,
+                f"{path}.env[{name}]",
+                f"{name} {PYTHON_ENV[name]}",
+                "install the code into the image (or `pip install -e` it), or name paths in args; if it is meant, accept the "
+                "warning in accepted_warnings with the reason",
+            )
 
 
 @rule(
@@ -775,7 +868,7 @@ def route_port(stack: Stack) -> Iterator[Finding]:
 @rule(
     "shm-size",
     "/dev/shm (a memory emptyDir) fits in the container's memory limit: what is written there counts "
-    "against it, and a larger size is an OOM kill waiting to happen.",
+    "against it, and a larger size is an OOM kill waiting to happen. Below 64 MiB, the runtime's own size, it warns (NCCL).",
 )
 def shm_size(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
@@ -789,6 +882,14 @@ def shm_size(stack: Stack) -> Iterator[Finding]:
                     pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
                     f"/dev/shm may grow to {size}, more than the memory limit of the container: filling it gets the pod OOM-killed",
                     "set shm_size below the workload's memory limit",
+                )
+            if size and v.get("name") == "dshm" and quantity_value(str(size)) < 64 * MIB:
+                yield warning(
+                    pod.ref,
+                    pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
+                    f"/dev/shm is {size}, less than the 64 MiB a container gets without it: NCCL's shared-memory transport and "
+                    "DataLoader workers run out of it ('unhandled system error', bus errors)",
+                    "set shm_size to 1Gi or more (the seeds ran with 4Gi to 32Gi), or accept the warning with the reason",
                 )
 
 
@@ -916,17 +1017,20 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     "name, and the API server keeps only one of two objects with one name.",
 )
 def unique_objects(stack: Stack) -> Iterator[Finding]:
-    seen = Counter(
-        (o.get("apiVersion"), o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name"))
-        for o in stack.objects
-    )
-    for (_, kind, ns, name), n in sorted(seen.items(), key=str):
-        if n > 1:
+    seen: dict[tuple[Any, ...], list[str]] = {}
+    for o in stack.objects:
+        meta = o.get("metadata") or {}
+        key = (o.get("apiVersion"), o.get("kind"), meta.get("namespace"), meta.get("name"))
+        # The source of a derived object is its workload's instance label (NAME-PORT Routes, NAME-dev Services, ...).
+        seen.setdefault(key, []).append(str((meta.get("labels") or {}).get(INSTANCE) or "the stack"))
+    for (_, kind, ns, name), sources in sorted(seen.items(), key=str):
+        if len(sources) > 1:
             yield error(
                 f"{kind} {ns}/{name}" if ns else f"{kind} {name}",
                 "metadata.name",
-                f"declared {n} times: `pulumi up` stops with a duplicate URN",
-                "give each workload, volume and script a name unique in its namespace",
+                f"declared {len(sources)} times (from {', '.join(sources)}): `pulumi up` stops with a duplicate URN",
+                "give each workload, port, volume and script a name whose derived names (NAME-PORT, NAME-headless, "
+                "VOLUME-WORKLOAD-ORDINAL) are unique in its namespace",
             )
 
 

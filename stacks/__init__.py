@@ -9,8 +9,14 @@ Errors are ConfigError with a message that names the file and the field, never a
 
 from __future__ import annotations
 
+# First, before the slow imports: under `python -m stacks` Ctrl-C is quiet from here on (stacks/_process.py).
+from stacks import _process  # noqa: F401
+
+# isort: split
+
 import importlib
 import os
+import re
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,7 +26,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from stacks.model import IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors
+from stacks.model import IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
 """The project folder: Pulumi.yaml, the stack files, rendered/."""
@@ -185,12 +191,26 @@ def load_module(name: str) -> ClusterConfig:
     return config
 
 
+def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
+    """Where the loader kept a YAML 1.1 number reading (Yaml11Number), and which."""
+    if isinstance(data, Yaml11Number):
+        return [(loc, data)]
+    if isinstance(data, dict):
+        return [hit for k, v in data.items() for hit in _yaml11_numbers(v, (*loc, str(k)))]
+    if isinstance(data, list):
+        return [hit for i, v in enumerate(data) for hit in _yaml11_numbers(v, (*loc, i))]
+    return []
+
+
 def validate(data: Any, source: str) -> ClusterConfig:
     """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors."""
     if data is None:
         raise ConfigError(f"{source}: the file is empty: write the config (`python -m stacks config STACK` prints one)")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of fields, got {type(data).__name__}")
+    surprises = [f"{located(loc, data) or 'the file'}: {value.problem()}" for loc, value in _yaml11_numbers(data, ())]
+    if surprises:
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in surprises))
     try:
         return ClusterConfig.model_validate(data)
     except ValidationError as err:
@@ -198,6 +218,39 @@ def validate(data: Any, source: str) -> ClusterConfig:
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in lines)) from None
     except ModelError as err:  # a model built inside a validator
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+
+
+class Yaml11Number(str):
+    """A plain scalar YAML 1.1 reads as a number its writer almost certainly did not mean: `017` (octal: 15) or
+    `1:30` (base 60: 90). The loader keeps the text; `validate` refuses it, naming the field and the fix."""
+
+    @property
+    def reading(self) -> int:
+        """What YAML 1.1 makes of it."""
+        text = self.replace("_", "")
+        sign = -1 if text.startswith("-") else 1
+        text = text.lstrip("+-")
+        if ":" in text:
+            value = 0
+            for part in text.split(":"):
+                value = value * 60 + int(part)
+            return sign * value
+        return sign * int(text, 8)
+
+    def problem(self) -> str:
+        if ":" in self:
+            return (
+                f"{self} is a base-60 number in YAML 1.1 (it reads as {self.reading}): quote it ('{self}') if it is text, "
+                "or write the number"
+            )
+        digits = self.lstrip("+-").replace("_", "").lstrip("0") or "0"
+        return (
+            f"{self} is an octal number in YAML 1.1 (it reads as {self.reading}, not {digits}): write {digits}, or quote it "
+            f"('{self}') if it is text"
+        )
+
+
+_YAML11_SURPRISE = re.compile(r"[-+]?(0[0-7_]+|[1-9][0-9_]*(:[0-5]?[0-9])+)")
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
@@ -219,6 +272,15 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
                 )
             seen[key] = True
         return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+
+    def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
+        text = str(self.construct_scalar(node))
+        if _YAML11_SURPRISE.fullmatch(text):
+            return Yaml11Number(text)
+        return super().construct_yaml_int(node)
+
+
+_Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
 
 
 def read_text(path: Path) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Literal
@@ -39,9 +40,12 @@ _IMAGE = re.compile(
     r"^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*"
     r"(?::[0-9]+)?/)?"
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
-    r"(?::[\w][\w.-]{0,127})?"
-    r"(?:@[A-Za-z][A-Za-z0-9]*(?:[-_+.][A-Za-z][A-Za-z0-9]*)*:[0-9a-fA-F]{32,})?$"
+    r"(?::[\w][\w.-]{0,127})?$"
 )
+# The digests a registry and the container runtime verify (OCI image spec, go-digest): the algorithm's
+# lowercase hex encoding of exactly its length. Anything else fails the pull ("invalid checksum digest format",
+# "unsupported digest algorithm").
+DIGEST_HEX_LENGTH = {"sha256": 64, "sha512": 128}
 _TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
 INT32_MAX = 2**31 - 1
@@ -65,6 +69,16 @@ RESERVED_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "POD_NAME", "JOB_COMPLETION_INDEX", "NODE_RANK", "NNODES", "NPROC_PER_NODE", "WORLD_SIZE"}
 )
 RESERVED_ENV_PREFIX = "LAUNCHER_"
+# Limits of exec(2): the launcher execs the command with the pod's environment, so every `NAME=value` string and
+# every argument must fit MAX_ARG_STRLEN (32 pages), and all of them with their pointers ARG_MAX (a quarter of the
+# 8 MiB stack limit). EXEC_MARGIN is left for the image's own environment, what the launcher adds and torchrun's flags.
+EXEC_STRING_MAX = 131_072
+EXEC_TOTAL_MAX = 2 * 1024**2
+EXEC_MARGIN = 256 * 1024
+# The API server refuses a request larger than etcd takes (1.5 MiB); the pod template is most of a StatefulSet or Job.
+OBJECT_MAX = 1536 * 1024
+# What a training pod's template holds besides the environment (containers, volumes, affinity, labels): an upper bound.
+POD_TEMPLATE_BASE = 16 * 1024
 # The SCCs OpenShift ships. A stack that `create`s one of them would own, and on destroy delete,
 # the SCC every user of the cluster runs under.
 BUILTIN_SCCS = frozenset(
@@ -74,6 +88,14 @@ BUILTIN_SCCS = frozenset(
     }
 )  # fmt: skip
 INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"
+# Service accounts OpenShift makes in every project (the value: which part of it does).
+PROJECT_SERVICE_ACCOUNTS = {"default": "", "builder": "", "deployer": "", "pipeline": " that has OpenShift Pipelines"}
+# Machine config pools of the control plane: a MachineConfig there drains and reboots the API server's nodes in turn.
+CONTROL_PLANE_POOLS = frozenset({"master", "control-plane", "arbiter"})
+# The files components/launcher/launcher.py writes in every pod (DEFAULT_ENV_FILE, DEFAULT_BASH_ENV_FILE,
+# DEFAULT_REPORT_JSON; tests hold them equal): a DeepSpeed hostfile must not be one of them, and /tmp must be writable.
+LAUNCHER_FILES = ("/tmp/launcher.env", "/tmp/launcher-bash-env.sh", "/tmp/launcher-report.json")
+NAME_MAX = 255  # bytes of one path component (Linux NAME_MAX)
 
 
 def _label(value: str) -> str:
@@ -133,6 +155,51 @@ def _positive(value: str) -> str:
     return value
 
 
+# Bounds of a pod's CPU and memory and of a claim: far above any node or volume, and far below where the API
+# server's int64 arithmetic overflows (8Ei); a value beyond them is a unit typo, not a wish.
+MAX_CPU = 4096  # cores
+MAX_MEMORY = 64 * 2**40  # 64Ti
+MIN_MEMORY = 12 * 2**20  # CRI-O refuses a memory limit below 12 MiB
+MAX_VOLUME = 16 * 2**50  # 16Pi
+
+
+def _cpu(value: str) -> str:
+    if quantity_value(value) > MAX_CPU:
+        raise ValueError(f"{value!r} is more CPU than any node has (at most {MAX_CPU} cores here): a unit typo? (e.g. 32, or 500m)")
+    return value
+
+
+def _binary(amount: int) -> str:
+    """A byte count in the largest binary unit that divides it (16Pi, 12Mi)."""
+    for unit, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if amount >= size and amount % size == 0:
+            return f"{amount // size}{unit}"
+    return str(amount)
+
+
+def _bytes(value: str, low: int, high: int, what: str) -> str:
+    if value.endswith("m"):
+        raise ValueError(f"{value!r}: 'm' is milli, so this is {quantity_value(value)} bytes: write Mi (mebibytes) or M (megabytes)")
+    amount = quantity_value(value)
+    if amount > high:
+        raise ValueError(f"{value!r} is more than {_binary(high)} of {what}: a unit typo? (the API server overflows at 8Ei)")
+    if amount < low:
+        raise ValueError(f"{value!r} is {amount} bytes of {what}, below {_binary(low)}: a unit typo? (64 is 64 bytes; write 64Gi)")
+    return value
+
+
+def _memory(value: str) -> str:
+    return _bytes(value, MIN_MEMORY, MAX_MEMORY, "memory")
+
+
+def _shm(value: str) -> str:
+    return _bytes(value, 1, MAX_MEMORY, "/dev/shm")  # below 64Mi is the preflight's warning (rule shm-size)
+
+
+def _volume_size(value: str) -> str:
+    return _bytes(value, 1, MAX_VOLUME, "storage")
+
+
 def _resource(value: str) -> str:
     if len(value) > 253 or not _RESOURCE.match(value):
         raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
@@ -165,11 +232,31 @@ def _label_key(value: str) -> str:
 
 
 def _image(value: str) -> str:
-    if not value or len(value) > 512 or not _IMAGE.match(value) or len(value.split("@")[0].rsplit(":", 1)[0]) > 255:
+    name, at, digest = value.partition("@")
+    if not name or len(value) > 512 or not _IMAGE.match(name) or len(name.rsplit(":", 1)[0]) > 255:
         raise ValueError(
             f"{value!r} is not an image reference (registry/path[:tag][@sha256:digest], lowercase path, e.g. "
             "nvcr.io/nvidia/pytorch:25.08-py3)"
         )
+    first, slash, _ = name.partition("/")
+    if slash and ":" in first:  # a registry host with a port: registry.example.org:5000/team/image
+        port = first.rsplit(":", 1)[1]
+        if not 1 <= int(port) <= 65535:
+            raise ValueError(f"{value!r}: the registry port {port} is not a TCP port (1..65535): fix the registry address")
+    if at:
+        algorithm, colon, encoded = digest.partition(":")
+        if algorithm not in DIGEST_HEX_LENGTH or not colon:
+            raise ValueError(
+                f"{value!r}: the digest algorithm {algorithm!r} is not one a registry verifies: pin IMAGE@sha256:<64 hex digits> "
+                "(`skopeo inspect docker://IMAGE` prints it)"
+            )
+        want = DIGEST_HEX_LENGTH[algorithm]
+        if len(encoded) != want or not re.fullmatch(r"[0-9a-f]+", encoded):
+            shown = "uppercase hex" if re.fullmatch(r"[0-9a-fA-F]+", encoded) and len(encoded) == want else f"{len(encoded)} characters"
+            raise ValueError(
+                f"{value!r}: a {algorithm} digest is exactly {want} lowercase hex digits, this one has {shown}: the pull fails "
+                f"with 'invalid checksum digest format'. Copy the digest as the registry prints it ({algorithm}:<{want} hex digits>)"
+            )
     return value
 
 
@@ -177,12 +264,23 @@ def _mount_path(value: str) -> str:
     parts = value.split("/")
     if not value.startswith("/") or ".." in parts or ":" in value or "\x00" in value or len(value) > 1024:
         raise ValueError(f"{value!r} is not a mount path: an absolute path without '..' or ':'")
+    long = next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > NAME_MAX), None)
+    if long is not None:
+        raise ValueError(
+            f"the path component {long[:40]!r}... is {len(long.encode('utf-8', 'surrogatepass'))} bytes: a file name is at most "
+            f"{NAME_MAX} bytes (NAME_MAX), so the runtime cannot create it. Shorten that component"
+        )
     return "/" + "/".join(p for p in parts if p)  # normalised: no trailing or double slashes
 
 
 def _file_key(value: str) -> str:
-    if len(value) > 253 or not _FILE_KEY.match(value) or value in (".", ".."):
-        raise ValueError(f"{value!r} is not a ConfigMap/Secret key (letters, digits, '-', '_', '.')")
+    # The API server's key grammar (IsConfigMapKey): [-._a-zA-Z0-9]+, at most 253 characters, not `.` or `..`, and
+    # not starting with `..` (the kubelet's atomic writer keeps its own `..data` and `..TIMESTAMP` entries there).
+    if len(value) > 253 or not _FILE_KEY.match(value) or value in (".", "..") or value.startswith(".."):
+        raise ValueError(
+            f"{value!r} is not a ConfigMap/Secret key: the API server takes letters, digits, '-', '_' and '.', at most 253 "
+            "characters, not '.' or '..' and not starting with '..'. Rename the key (e.g. train.sh, HF_TOKEN)"
+        )
     return value
 
 
@@ -218,6 +316,12 @@ ObjectName = Annotated[str, AfterValidator(_subdomain)]
 Quantity = Annotated[str, AfterValidator(_quantity)]
 Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]
 """A quantity greater than zero: volume sizes, CPU, memory."""
+Cpu = Annotated[Size, AfterValidator(_cpu)]
+"""An amount of CPU: cores (32) or millicores (500m), at most MAX_CPU."""
+Memory = Annotated[Size, AfterValidator(_memory)]
+"""An amount of memory in bytes (256Gi), between MIN_MEMORY and MAX_MEMORY; never milli (m)."""
+ShmSize = Annotated[Size, AfterValidator(_shm)]
+VolumeSize = Annotated[Size, AfterValidator(_volume_size)]
 ResourceName = Annotated[str, AfterValidator(_resource)]
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
@@ -230,7 +334,9 @@ PortName = Annotated[str, AfterValidator(_port_name)]
 Text = Annotated[str, AfterValidator(_text)]
 CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]
 """A CNI config: a JSON object, as a NetworkAttachmentDefinition's spec.config holds it."""
-Port = Annotated[int, Field(ge=1, le=65535)]
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
+# Every integer field is strict: a YAML `true` (or `yes`, `on`) is a boolean, not 1, and a quoted "4" is text.
+# (The YAML loader refuses YAML 1.1's octal and base-60 readings, `017` = 15, before validation: stacks.read_yaml.)
 
 Transport = Literal["rdma", "tcp"]
 LinkLayer = Literal["roce-v2", "infiniband"]
@@ -257,6 +363,66 @@ RDMA_ONLY_NCCL = ("NCCL_IB_", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_
 STRATEGY_RUNS_AS_ROOT = frozenset({"root-ipc-lock", "root-sys-resource"})
 # Strategies that need more than the unprivileged SCC (restricted-v2) allows.
 STRATEGY_NEEDS_SCC = STRATEGY_RUNS_AS_ROOT | {"privileged"}
+
+
+# --- what the kubelet does to environment values --------------------------------------------------
+
+# The kubelet rewrites a container's env values (and its command and args) before the process sees them: `$(NAME)`
+# becomes NAME's value where the container defines NAME (earlier in its env), and `$$` becomes `$`; so `pa$$word`
+# arrives as `pa$word`. A config is literal text: the program renders every `$` of a literal env value as `$$`
+# (kubelet_escape), so the process receives exactly what the config says, `$(NAME)` and `$$` included. The one
+# ambiguous case is refused (Workload._dollars): `$(NAME)` naming a variable the pod defines, which its writer
+# almost certainly meant as the kubelet's reference and which would arrive as that text instead.
+_REFERENCE = re.compile(r"\$\(([^)]*)\)")
+# Kubernetes expands nothing else: `$PATH` in an env value reaches the process as those five characters.
+_SHELL_PATH = re.compile(r"\$(?:\{(PATH|LD_LIBRARY_PATH)\}|(PATH|LD_LIBRARY_PATH)(?![A-Za-z0-9_]))")
+
+
+def kubelet_escape(value: str) -> str:
+    """A literal value as an env value the kubelet leaves alone: every `$` doubled."""
+    return value.replace("$", "$$")
+
+
+def kubelet_expand(value: str, defined: Mapping[str, str]) -> str:
+    """What the kubelet makes of an env value (or an argument): `$$` is `$`, `$(NAME)` is NAME's value where
+    `defined` has it and stays as written where not, `$(` without `)` and any other `$` stay."""
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        if value[i] != "$" or i + 1 == len(value):
+            out.append(value[i])
+            i += 1
+        elif value[i + 1] == "$":
+            out.append("$")
+            i += 2
+        elif value[i + 1] == "(" and (close := value.find(")", i + 2)) >= 0:
+            name = value[i + 2 : close]
+            out.append(defined[name] if name in defined else f"$({name})")
+            i = close + 1
+        else:
+            out.append(value[i : i + 2])
+            i += 2
+    return "".join(out)
+
+
+def pod_variable(name: str, own: Iterable[str] = ()) -> bool:
+    """Whether a training pod's container defines `name` in its env: the launcher's contract, NCCL_* (the stack's
+    and the program's), and the workload's own names (`own`)."""
+    return name in RESERVED_ENV or name == "POD_NAME" or name.startswith((RESERVED_ENV_PREFIX, "NCCL_")) or name in own
+
+
+def _dollar_problem(value: str, own: Iterable[str], where: str) -> str | None:
+    """Why a literal value would not reach the process as its writer meant, or None."""
+    for m in _REFERENCE.finditer(value):
+        if pod_variable(m.group(1), own):
+            name = m.group(1)
+            return (
+                f"$({name}) in {where} is the kubelet's reference syntax, but the program passes the config's text as it is "
+                f"(every $ rendered as $$), so the process would get the text $({name}), not {name}'s value. Read {name} in the "
+                f"process (it is in the pod's environment), or in a shell command write ${{{name}}} "
+                f'(run: command, args: ["bash", "-c", "... ${{{name}}} ..."])'
+            )
+    return None
 
 
 # --- errors that name the object ----------------------------------------------------------------
@@ -294,8 +460,12 @@ def located(loc: tuple[str | int, ...], data: Any) -> str:
                 node = node[part]
             except (IndexError, KeyError, TypeError):
                 node = None
+        elif part == "[key]":
+            continue  # pydantic's mark of a dict's key: the message says it is the key
         else:
-            out += f".{part}" if out else str(part)
+            # A dict key that is not a plain name (`..data`, `kubernetes.io/hostname`) is quoted, so the path stays readable.
+            shown = str(part) if re.fullmatch(r"[A-Za-z0-9_-]+", str(part)) else f"[{str(part)!r}]"
+            out += shown if shown.startswith("[") or not out else f".{shown}"
             node = node.get(part) if isinstance(node, dict) else getattr(node, str(part), None)
     return out
 
@@ -311,6 +481,13 @@ def describe_errors(err: ValidationError, data: Any, prefix: str = "") -> list[s
             loc, msg = loc + cause.path, cause.message
         if e["type"] == "extra_forbidden":
             msg = "unknown field (check the spelling; `python -m stacks schema` lists the fields)"
+        elif e["type"] == "int_type" and isinstance(e.get("input"), bool):
+            msg = (
+                f"Input should be a valid integer, not the boolean {str(e['input']).lower()} (YAML reads true, false, yes, no, on "
+                "and off as booleans): write the number"
+            )
+        elif e["type"] == "int_type" and isinstance(e.get("input"), str):
+            msg += ": write the number without quotes"
         where = located(loc, data)
         where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
         lines.append(f"{where}: {msg}" if where else msg)
@@ -395,12 +572,26 @@ class NodeSet(Strict):
     """Name of the set (workloads name it in node_set)."""
     nodes: list[LabelValue] = Field(default=[], max_length=MAX_NODE_SET_SIZE)
     """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them."""
-    count: int | None = Field(default=None, ge=1, le=MAX_NODE_SET_SIZE)
+    count: int | None = Field(strict=True, default=None, ge=1, le=MAX_NODE_SET_SIZE)
     """For nodes not known by name: how many the stack may count on. Pods are not pinned."""
-    gpus_per_node: int = Field(ge=1, le=MAX_GPUS)
+    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
     """GPUs each node offers as nvidia.com/gpu."""
+    allocatable_cpu: Cpu | None = None
+    """CPU each node offers to pods (`oc describe node`, Allocatable: cpu). None: not known, not checked."""
+    allocatable_memory: Memory | None = None
+    """Memory each node offers to pods (`oc describe node`, Allocatable: memory). None: not known, not checked."""
     source: str = ""
     """Where the stack knows this from."""
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name != name.lower():
+                # Node names are DNS subdomains: the kubelet registers the host's name lowercased, so `oc get nodes`
+                # never shows an uppercase letter, and a pin to one matches no node.
+                raise ValueError(f"{name!r}: node names are lowercase (kubernetes.io/hostname); write {name.lower()!r}")
+        return value
 
     @model_validator(mode="after")
     def _named_or_counted(self) -> NodeSet:
@@ -455,7 +646,7 @@ class RdmaFabric(Strict):
     """roce-v2 (Ethernet) or infiniband."""
     nic: str
     """Adapter model, for the record."""
-    link_gbps: int = Field(gt=0, le=10_000)
+    link_gbps: int = Field(strict=True, gt=0, le=10_000)
     """Line rate of one port in Gb/s."""
     devices: list[str] = Field(min_length=1)
     """RDMA devices (ports) the stack treats as live on every GPU node: the list static checks use."""
@@ -474,7 +665,7 @@ class RdmaFabric(Strict):
     static_hca: bool = False
     """Pin NCCL_IB_HCA to `devices` in the rendered environment. Off: the launcher detects the ACTIVE
     ports behind the pod's interfaces, which is right on nodes whose device names differ."""
-    gid_index: int | None = Field(default=None, ge=0, le=255)
+    gid_index: int | None = Field(strict=True, default=None, ge=0, le=255)
     """Pin NCCL_IB_GID_INDEX. None: the launcher picks the RoCE v2 IPv4 index per port (and NCCL 2.21.5+
     does so itself). InfiniBand needs none."""
     gdr_level: GdrLevel = "SYS"
@@ -531,7 +722,7 @@ class Volume(Strict):
     """Namespace of the PVC."""
     mount_path: MountPath
     """Where workloads mount it."""
-    size: Size | None = None
+    size: VolumeSize | None = None
     """Requested size (required unless the claim exists already)."""
     storage_class: ObjectName | None = None
     """Storage class. None leaves it to the cluster default, which the preflight flags."""
@@ -552,6 +743,8 @@ class Volume(Strict):
             raise FieldError(
                 ("mount_path",), f"{self.mount_path} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path"
             )
+        if problem := system_path_problem(self.mount_path):
+            raise FieldError(("mount_path",), problem)
         if self.name in RESERVED_VOLUMES:
             raise FieldError(("name",), f"{self.name!r} is the name of a volume the program adds to every pod: choose another")
         return self
@@ -584,6 +777,17 @@ class ServiceAccount(Strict):
     """Service account name."""
     namespace: K8sName
     """Its namespace (one of namespaces)."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_openshifts(cls, value: str) -> str:
+        if value in PROJECT_SERVICE_ACCOUNTS:
+            raise ValueError(
+                f"OpenShift creates service account {value!r} in every project{PROJECT_SERVICE_ACCOUNTS[value]}: a stack that "
+                "declares it would take it over, and delete it on `pulumi destroy` from under everything that runs as it. "
+                "Give the training pods their own (e.g. trainer-sa)"
+            )
+        return value
 
 
 class Security(Strict):
@@ -705,6 +909,20 @@ class NodeLevel(Strict):
     to ACS/IOMMU)."""
     reason: str = ""
     """Why the stack asks for them (printed)."""
+    control_plane_reason: str | None = None
+    """Required when `pool` is a control-plane pool (master, control-plane, arbiter): each MachineConfig drains and
+    reboots the API server's nodes one by one. Right only where they are the GPU nodes too (a compact cluster)."""
+
+    @model_validator(mode="after")
+    def _not_the_control_plane(self) -> NodeLevel:
+        if self.pool in CONTROL_PLANE_POOLS and not self.control_plane_reason:
+            raise FieldError(
+                ("pool",),
+                f"{self.pool!r} is the control plane's pool: its MachineConfigs would drain and reboot the API server's nodes one "
+                "by one. Name the GPU nodes' pool (`oc get machineconfigpool`, usually worker or a gpu pool), or set "
+                "node_level.control_plane_reason if the control-plane nodes really are the GPU nodes (a compact cluster)",
+            )
+        return self
 
 
 # --- workloads --------------------------------------------------------------------------------
@@ -784,7 +1002,7 @@ class Workload(Strict):
     state: State = "running"
     """running, or stopped: a StatefulSet at 0 replicas (its claims and Services stay); a Job not declared
     (stopping a running Job ends its run; starting it creates it from the config of that moment)."""
-    run_number: int = Field(default=1, ge=1, le=999_999)
+    run_number: int = Field(strict=True, default=1, ge=1, le=999_999)
     """Jobs: the run. The Job is named NAME-rRUN_NUMBER: raise it to run the training again (a new Job).
     Nothing else re-runs it: an existing Job never takes a change of its template (it waits for the next run)."""
     image: ImageRef
@@ -793,9 +1011,9 @@ class Workload(Strict):
     """Service account of the pods (listed in security.service_accounts, same namespace)."""
     service_account_token: bool = False
     """Mount the service account's API token in the pods (off: training pods never call the API)."""
-    nodes: int = Field(default=1, ge=1, le=MAX_NODES)
+    nodes: int = Field(strict=True, default=1, ge=1, le=MAX_NODES)
     """Pods, one per node."""
-    gpus_per_node: int = Field(ge=1, le=MAX_GPUS)
+    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
     """GPUs each pod requests (and processes torchrun starts per pod)."""
     node_set: K8sName | None = None
     """Which node set the pods run on (None: the first of node_sets)."""
@@ -815,15 +1033,15 @@ class Workload(Strict):
     launcher_strict: bool = False
     """Stop the pod when an NCCL setting inherited from the image would break NCCL (a wrong device, interface or
     GID index), instead of overriding it. Harmless ones (RDMA-only settings in TCP mode) are overridden either way."""
-    cpu: Size = "32"
+    cpu: Cpu = "32"
     """CPU request of each pod."""
-    cpu_limit: Size | None = None
+    cpu_limit: Cpu | None = None
     """CPU limit (None: the request)."""
-    memory: Size = "256Gi"
+    memory: Memory = "256Gi"
     """Memory request of each pod."""
-    memory_limit: Size | None = None
+    memory_limit: Memory | None = None
     """Memory limit (None: the request). The launcher's pinning proof and /dev/shm count against it."""
-    shm_size: Size = "32Gi"
+    shm_size: ShmSize = "32Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
     mounts: list[Mount] = []
     """Volumes of the stack every pod mounts."""
@@ -846,7 +1064,7 @@ class Workload(Strict):
     """Environment from Secrets (declared in existing.secrets), e.g. HF_TOKEN from hf-secret."""
     deepspeed_hostfile: MountPath | None = None
     """Write a DeepSpeed hostfile here at start (one line `POD.SERVICE slots=GPUS` per pod)."""
-    backoff_limit: int = Field(default=0, ge=0, le=100)
+    backoff_limit: int = Field(strict=True, default=0, ge=0, le=100)
     """Jobs: retries of a failed pod before the Job fails."""
     tcp_variants: list[TcpVariant] = []
     """TCP copies derived from this definition (alternatives, stopped unless they say otherwise)."""
@@ -874,13 +1092,56 @@ class Workload(Strict):
     def _not_the_launchers(cls, value: dict[str, Any]) -> dict[str, Any]:
         for k, v in value.items():
             if k.startswith(RESERVED_ENV_PREFIX) or k in RESERVED_ENV:
-                raise ValueError(
+                raise FieldError(
+                    (k,),
                     f"{k} is set by the program for the launcher (its contract: LAUNCHER_*, {', '.join(sorted(RESERVED_ENV))}): "
-                    "change the workload's fields instead"
+                    "change the workload's fields instead",
                 )
             if isinstance(v, str) and ("\x00" in v or len(v) > 65536):
-                raise ValueError(f"the value of {k} holds a NUL byte or is longer than 65536 characters")
+                raise FieldError((k,), f"the value of {k} holds a NUL byte or is longer than 65536 characters")
+            if k == "PYTHONHOME":
+                raise FieldError(
+                    (k,),
+                    "PYTHONHOME replaces the image's Python installation for the Python the launcher execs (torchrun, the "
+                    "command): it stops at start with 'Fatal Python error: init_fs_encoding'. Remove it; to use another "
+                    "interpreter, name it in args (e.g. /opt/conda/bin/python)",
+                )
+            if isinstance(v, str) and (m := _SHELL_PATH.search(v)):
+                name = m.group(1) or m.group(2)
+                raise FieldError(
+                    (k,),
+                    f"the value of {k} holds {m.group(0)}, which Kubernetes never expands (nor does it see the image's {name}): "
+                    f"the process would get the text {m.group(0)}. Write the whole value (`oc run --rm -it --image IMAGE -- "
+                    f"printenv {name}` shows the image's), or extend it in a shell command "
+                    f'(run: command, args: ["bash", "-c", "export {name}=...:${name}; exec ..."])',
+                )
+            if isinstance(v, str) and (size := len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1) > EXEC_STRING_MAX:
+                raise FieldError(
+                    (k,),
+                    f"{k}=... is {size} bytes: the kernel passes at most {EXEC_STRING_MAX} bytes per environment string "
+                    "(MAX_ARG_STRLEN), so exec fails with 'Argument list too long'. Put the text in a file (scripts) and pass its path",
+                )
         return value
+
+    @model_validator(mode="after")
+    def _dollars(self) -> Workload:
+        """`$(NAME)` of a pod variable is ambiguous (see kubelet_escape): refused, in env values and in args."""
+        own = [*self.env, *self.secret_env]
+        for k, v in self.env.items():
+            if problem := _dollar_problem(v, own, f"the value of {k}"):
+                raise FieldError(("env", k), problem)
+        for i, a in enumerate(self.args):
+            if problem := _dollar_problem(a, own, "an argument"):
+                raise FieldError(("args", i), problem)
+        launcher_args = len("LAUNCHER_ARGS=" + json.dumps(self.args)) + 1
+        if launcher_args > EXEC_STRING_MAX:
+            raise FieldError(
+                ("args",),
+                f"the arguments take {launcher_args} bytes as the launcher's LAUNCHER_ARGS (JSON): the kernel passes at most "
+                f"{EXEC_STRING_MAX} bytes per environment string (MAX_ARG_STRLEN), so the pod fails with 'Argument list too "
+                "long'. Put long text in a script (scripts) and pass its path",
+            )
+        return self
 
     @model_validator(mode="after")
     def _shape(self) -> Workload:
@@ -938,6 +1199,11 @@ def _check_pod_paths(w: Any, where: tuple[str | int, ...]) -> None:
     for p in [m.mount_path for m in w.mounts if m.mount_path] + [s.mount_path for s in w.scripts]:
         if p in RESERVED_PATHS or p.startswith(LAUNCHER_DIR + "/"):
             raise FieldError(where, f"{p} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path")
+    placed = [(("mounts", k, "mount_path"), m.mount_path) for k, m in enumerate(w.mounts) if m.mount_path]
+    placed += [(("scripts", k, "mount_path"), s.mount_path) for k, s in enumerate(w.scripts)]
+    for field, p in placed:
+        if problem := system_path_problem(p):
+            raise FieldError(field, problem)
     volumes = [m.volume for m in w.mounts]
     if len(set(volumes)) != len(volumes):
         raise FieldError(where, "a volume is mounted twice")
@@ -971,17 +1237,17 @@ class BandwidthCheck(Strict):
     """Namespace it runs in (one of namespaces)."""
     enabled: bool = True
     """Deploy and run it. Off: nothing of it is deployed, and nothing waits for it."""
-    run_number: int = Field(default=1, ge=1, le=999_999)
+    run_number: int = Field(strict=True, default=1, ge=1, le=999_999)
     """Raise it to run the check again with nothing else changed."""
     service_account: K8sName
     """Service account of the pods (listed in security.service_accounts, same namespace)."""
     image: ImageRef
     """A PyTorch image (tool torch) or one with nccl-tests' all_reduce_perf on PATH (tool nccl-tests)."""
-    nodes: int = Field(default=2, ge=1, le=MAX_NODES)
+    nodes: int = Field(strict=True, default=2, ge=1, le=MAX_NODES)
     """Pods, one per node. Two or more measure the fabric between nodes. One node measures its own
     NICs: the check then disables NCCL's NVLink/PCIe (P2P) and shared-memory transports
     (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1), so that every hop goes through the network."""
-    gpus_per_node: int = Field(ge=1, le=MAX_GPUS)
+    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
     """GPUs each pod requests; one benchmark process per GPU."""
     node_set: K8sName | None = None
     """Which node set it runs on (None: the first of node_sets)."""
@@ -999,14 +1265,14 @@ class BandwidthCheck(Strict):
     """The line rate in Gb/s the bus bandwidth is held against. None: from the fabric for rdma (see
     ClusterConfig.bandwidth_line_rate_gbps); for tcp the seeds give no line rate, so a tcp check
     without this value reports the bandwidth without a threshold (it fails only on errors)."""
-    min_bytes: int = Field(default=1024 * 1024, ge=4, le=64 * GIB)
+    min_bytes: int = Field(strict=True, default=1024 * 1024, ge=4, le=64 * GIB)
     """Smallest message in bytes (all_reduce_perf -b); sizes double up to max_bytes."""
-    max_bytes: int = Field(default=1024 * 1024 * 1024, ge=4, le=64 * GIB)
+    max_bytes: int = Field(strict=True, default=1024 * 1024 * 1024, ge=4, le=64 * GIB)
     """Largest message in bytes (all_reduce_perf -e): its bus bandwidth decides the verdict, so make
     it large enough to leave the latency-bound range (hundreds of MiB and up)."""
-    iterations: int = Field(default=20, ge=1, le=100_000)
+    iterations: int = Field(strict=True, default=20, ge=1, le=100_000)
     """Timed all-reduces per message size (all_reduce_perf -n)."""
-    warmup_iterations: int = Field(default=5, ge=0, le=100_000)
+    warmup_iterations: int = Field(strict=True, default=5, ge=0, le=100_000)
     """Untimed all-reduces before them (all_reduce_perf -w)."""
     memlock: MemlockStrategy | None = None
     """How the pods get to pin memory, as a workload's: None takes the cluster default for the transport."""
@@ -1014,15 +1280,15 @@ class BandwidthCheck(Strict):
     """Required when the memlock strategy is privileged: why the check needs a privileged container."""
     env: dict[EnvName, str] = {}
     """Extra environment (NCCL_* here wins over the rendered values)."""
-    cpu: Size = "16"
+    cpu: Cpu = "16"
     """CPU request and limit of each pod."""
-    memory: Size = "64Gi"
+    memory: Memory = "64Gi"
     """Memory request and limit of each pod."""
-    shm_size: Size = "16Gi"
+    shm_size: ShmSize = "16Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
     master_port: Port = 29500
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
-    deadline_minutes: int = Field(default=30, ge=1, le=7 * 24 * 60)
+    deadline_minutes: int = Field(strict=True, default=30, ge=1, le=7 * 24 * 60)
     """activeDeadlineSeconds of the Job: Pending time for free GPUs counts. `pulumi up` waits a little
     longer than this for the verdict, then fails."""
 
@@ -1030,6 +1296,13 @@ class BandwidthCheck(Strict):
     @classmethod
     def _not_the_launchers(cls, value: dict[str, str]) -> dict[str, str]:
         return Workload._not_the_launchers(value)  # the same rule as a workload's env
+
+    @model_validator(mode="after")
+    def _dollars(self) -> BandwidthCheck:
+        for k, v in self.env.items():
+            if problem := _dollar_problem(v, self.env, f"the value of {k}"):
+                raise FieldError(("env", k), problem)
+        return self
 
     @model_validator(mode="after")
     def _shape(self) -> BandwidthCheck:
@@ -1058,7 +1331,7 @@ class Defaults(Strict):
     """Memlock strategy of TCP workloads that do not name one."""
     tcp_socket_ifname: str = Field(default="^lo,docker0", min_length=1, max_length=256)
     """NCCL_SOCKET_IFNAME for TCP workloads (the seeds' value)."""
-    pin_bytes: int = Field(default=256 * MIB, gt=8 * MIB, le=16 * GIB)
+    pin_bytes: int = Field(strict=True, default=256 * MIB, gt=8 * MIB, le=16 * GIB)
     """Size of the buffer the launcher pins to prove memory locking works (must exceed 8 MiB, and stay
     below every RDMA pod's memory limit with room for the process itself)."""
     nccl_env_rdma: dict[EnvName, str] = {}
@@ -1332,7 +1605,11 @@ def _references(c: ClusterConfig) -> None:
             raise FieldError(("scripts", i, "name"), "gpu-training-launcher is the program's own ConfigMap")
         total = sum(len(k) + len(t.encode("utf-8", "surrogatepass")) for k, t in s.files.items())
         if total > 1000 * 1024:
-            raise FieldError(("scripts", i, "files"), f"{total} bytes: a ConfigMap holds at most 1 MiB")
+            raise FieldError(
+                ("scripts", i, "files"),
+                f"{total} bytes of keys and files: the API server refuses a ConfigMap over 1 MiB of data (and etcd a request over "
+                "1.5 MiB). Split the files over several entries of scripts, or put large files on a volume",
+            )
         script_maps.add((s.namespace, s.name))
     for i, b in enumerate(c.images):
         in_namespaces(("images", i, "namespace"), f"image {b.name!r}", b.namespace)
@@ -1342,6 +1619,19 @@ def _references(c: ClusterConfig) -> None:
         for i, o in enumerate(getattr(existing, field)):
             in_namespaces(("existing", field, i, "namespace"), f"{what} {o.name!r}", o.namespace)
             unique(f"existing {what}", o.namespace, o.name, ("existing", field, i, "name"))
+    built = {(b.namespace, b.name) for b in c.images}
+    for field, what, declared, by in (
+        ("config_maps", "ConfigMap", script_maps, "scripts"),
+        ("image_streams", "ImageStream", built, "images"),
+    ):
+        for i, o in enumerate(getattr(existing, field)):
+            if (o.namespace, o.name) in declared or (field == "config_maps" and o.name == "gpu-training-launcher"):
+                owner = f"{by}[{o.name}]" if o.name != "gpu-training-launcher" else "the program (the launcher's ConfigMap)"
+                raise FieldError(
+                    ("existing", field, i, "name"),
+                    f"{what} {o.namespace}/{o.name} is created by this stack ({owner}) and listed as existing (made by its owner): "
+                    "both cannot be true. Drop it from existing if the stack makes it, or rename the stack's own",
+                )
     maps = script_maps | {(o.namespace, o.name) for o in existing.config_maps}
     secrets = {(o.namespace, o.name) for o in existing.secrets}
     accounts = {(sa.namespace, sa.name) for sa in c.security.service_accounts}
@@ -1372,6 +1662,7 @@ def _references(c: ClusterConfig) -> None:
             )
         if w.nodes > node_set.size:
             raise FieldError(src + ("nodes",), f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)")
+        _fits_nodes(c, w, src, node_set)
         strategy = c.memlock_of(w)
         if strategy in STRATEGY_NEEDS_SCC and c.security.scc is None:
             raise FieldError(
@@ -1423,6 +1714,9 @@ def _references(c: ClusterConfig) -> None:
         paths_in_pod += [script.mount_path for script in w.scripts]
         if len(set(paths_in_pod)) != len(paths_in_pod):
             raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
+        if path == src:  # a variant mounts what its source mounts
+            _mount_targets(c, w, src)
+        _exec_and_object_budget(c, w, src)
         for k, port in enumerate(w.ports):
             # The router names a Route without a host ROUTE-NAMESPACE.DOMAIN: that first label is at most 63 characters.
             if port.route and len(f"{w.name}-{port.name}-{w.namespace}") > 63:
@@ -1454,3 +1748,209 @@ def _references(c: ClusterConfig) -> None:
     for i, chk in enumerate(c.bandwidth_checks):
         path = ("bandwidth_checks", i)
         pod_refs("bandwidth check", path, path, chk)
+    _derived_names(c, paths)
+
+
+def _fits_nodes(c: ClusterConfig, w: Workload | BandwidthCheck, src: tuple[str | int, ...], node_set: NodeSet) -> None:
+    """A pod's requests fit one node of its set (where the stack knows the node's allocatable CPU and memory), and
+    its node selector agrees with the set's pins and with the stack's GPU node selector."""
+    for field, have in (("cpu", node_set.allocatable_cpu), ("memory", node_set.allocatable_memory)):
+        want = getattr(w, field)
+        if have is not None and quantity_value(want) > quantity_value(have):
+            raise FieldError(
+                src + (field,),
+                f"each pod requests {field} {want}, but the nodes of {node_set.name!r} offer {have} (allocatable_{field}): the pods "
+                f"stay Pending ('Insufficient {field}'). Request at most {have}",
+            )
+    own: dict[str, str] = getattr(w, "node_selector", {}) or {}
+    for key, value in own.items():
+        if key in c.gpu_node_selector and c.gpu_node_selector[key] != value:
+            raise FieldError(
+                src + ("node_selector", key),
+                f"{key}={value} contradicts the stack's gpu_node_selector {key}={c.gpu_node_selector[key]}: the workload's value "
+                "replaces it, so the pods leave the GPU nodes the stack counts on. Remove it, or change gpu_node_selector",
+            )
+    host_key = "kubernetes.io/hostname"
+    host = {**c.gpu_node_selector, **own}.get(host_key)
+    if host is None:
+        return
+    where = src + ("node_selector", host_key) if host_key in own else ("gpu_node_selector", host_key)
+    named = {n for s in c.node_sets for n in s.nodes}
+    if node_set.nodes and host not in node_set.nodes:
+        problem = f"pins the pods to {host}, which is not a node of their node set {node_set.name!r} ({', '.join(node_set.nodes)})"
+    elif not node_set.nodes and host in named:
+        problem = f"pins the pods to {host}, a named node of another set, while the pods of {node_set.name!r} avoid named nodes"
+    elif w.nodes > 1:
+        problem = f"pins all {w.nodes} pods to {host}, but the pods of a workload take one node each"
+    else:
+        return
+    raise FieldError(
+        where, f"{host_key}: {problem}: they never schedule. Choose the nodes with node_set (and the set's nodes), not node_selector"
+    )
+
+
+# Where a volume hides what the container needs: the image's programs and libraries, the kernel's files,
+# the files the kubelet writes into every container.
+SYSTEM_DIRS = frozenset({"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/lib"})
+KERNEL_DIRS = ("/dev", "/proc", "/sys")
+KUBELET_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log"})
+
+
+def system_path_problem(path: str) -> str | None:
+    """Why nothing may be mounted at `path`, or None."""
+    if path in SYSTEM_DIRS:
+        return (
+            f"a volume mounted at {path} hides the image's own files there (python3, the shell, their libraries): the "
+            "launcher cannot start. Mount it elsewhere (e.g. /workspace, /data)"
+        )
+    kernel = next((d for d in KERNEL_DIRS if path == d or path.startswith(d + "/")), None)
+    if kernel is not None:
+        return (
+            f"{path} is under {kernel}, which the runtime fills ({kernel} holds the devices, /dev/shm and the kernel's "
+            "files the launcher reads): a volume there hides them or is refused. Mount it elsewhere"
+        )
+    if path in KUBELET_FILES:
+        return f"the kubelet mounts {path} into every container itself: a volume there conflicts with it. Mount it elsewhere"
+    return None
+
+
+def _mount_targets(c: ClusterConfig, w: Workload, src: tuple[str | int, ...]) -> None:
+    """Every mount point can be made and every file the launcher writes can be written: no read-only mount is a
+    parent of another mount (the runtime cannot make a mount point inside it), /tmp stays writable, and the
+    DeepSpeed hostfile is a writable file of its own."""
+    mounts: list[tuple[str, bool, tuple[str | int, ...], str]] = [
+        (LAUNCHER_DIR, True, (), "the launcher's own mount"),
+        ("/dev/shm", False, (), "the program's /dev/shm"),
+    ]
+    for k, m in enumerate(w.mounts):
+        v = c.volume(w.namespace, m.volume)
+        where = src + ("mounts", k, "mount_path" if m.mount_path else "volume")
+        mounts.append((m.mount_path or v.mount_path, m.read_only, where, f"volume {m.volume!r}"))
+    for k, sm in enumerate(w.scripts):
+        mounts.append((sm.mount_path, True, src + ("scripts", k, "mount_path"), f"ConfigMap {sm.config_map!r} (always read-only)"))
+    for path, read_only, where, what in mounts:
+        if not where or not read_only:
+            continue
+        if path == "/tmp" or "/tmp".startswith(path.rstrip("/") + "/"):
+            raise FieldError(
+                where,
+                f"{what} is mounted read-only at {path}, but the launcher writes {', '.join(LAUNCHER_FILES)} at start: it "
+                "could not. Mount it elsewhere, or read-write",
+            )
+        inside = [(p, wh) for p, _, _, wh in mounts if p != path and p.startswith(path.rstrip("/") + "/")]
+        if inside:
+            other, other_what = inside[0]
+            raise FieldError(
+                where,
+                f"{what} is mounted read-only at {path}, a parent of {other} ({other_what}): the runtime cannot make that mount "
+                "point inside a read-only mount, so the container is never created. Mount one of them elsewhere",
+            )
+    hostfile = w.deepspeed_hostfile
+    if hostfile is None:
+        return
+    where = src + ("deepspeed_hostfile",)
+    if hostfile in LAUNCHER_FILES:
+        raise FieldError(
+            where, f"{hostfile} is a file the launcher itself writes at start: the two would overwrite each other. Choose another path"
+        )
+    if problem := system_path_problem(hostfile):
+        raise FieldError(where, f"the hostfile cannot be written there: {problem}")
+    for path, read_only, _, what in mounts:
+        if hostfile == path:
+            raise FieldError(where, f"{hostfile} is where {what} is mounted (a directory), not a file. Name a file inside it")
+        if read_only and hostfile.startswith(path.rstrip("/") + "/"):
+            raise FieldError(
+                where, f"{hostfile} is inside {path}, where {what} is mounted read-only: the launcher cannot write it and the pod stops"
+            )
+
+
+def _exec_and_object_budget(c: ClusterConfig, w: Workload, src: tuple[str | int, ...]) -> None:
+    """The environment and the arguments fit exec(2) (the launcher execs the command with them) and the pod
+    template fits the API server's request limit."""
+    env = {**(c.defaults.nccl_env_rdma if w.transport == "rdma" else c.defaults.nccl_env_tcp), **w.env}
+    args_json = json.dumps(w.args)
+    hosts = w.nodes * (2 * len(w.name) + len(w.namespace) + 64) if w.deepspeed_hostfile else 0  # LAUNCHER_HOSTS
+    pointer = 8
+    env_bytes = sum(len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1 + pointer for k, v in env.items())
+    env_bytes += sum(len(k) + 2 + pointer for k in w.secret_env)  # and the Secret's value, which the config does not know
+    args_bytes = len(args_json) + len("LAUNCHER_ARGS=") + 1 + sum(len(a.encode("utf-8", "surrogatepass")) + 1 + pointer for a in w.args)
+    blame = ("args",) if args_bytes > env_bytes else ("env",)
+    total = env_bytes + args_bytes + hosts + EXEC_MARGIN
+    if total > EXEC_TOTAL_MAX:
+        raise FieldError(
+            src + blame,
+            f"the environment and arguments of {w.name!r} take about {total} bytes with the program's own (and {EXEC_MARGIN} "
+            f"left for the image's): over the kernel's {EXEC_TOTAL_MAX} (ARG_MAX), so exec fails with 'Argument list too long'. "
+            "Put long values in a script or a file on a volume and pass its path",
+        )
+
+    def rendered(k: str, v: str) -> int:
+        return len(json.dumps({"name": k, "value": kubelet_escape(v)}, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+    size = POD_TEMPLATE_BASE + hosts + sum(rendered(k, v) for k, v in env.items()) + rendered("LAUNCHER_ARGS", args_json)
+    if size > OBJECT_MAX:
+        raise FieldError(
+            src + blame,
+            f"the pod template of {w.name!r} takes about {size} bytes (its environment, each $ rendered as $$, and its arguments): "
+            f"the API server refuses an object over {OBJECT_MAX} bytes (etcd's request limit). Put long values in a script "
+            "or a file on a volume and pass its path",
+        )
+
+
+def _derived_names(c: ClusterConfig, paths: list[tuple[tuple[str | int, ...], tuple[str | int, ...]]]) -> None:
+    """The names the program derives never meet: Services NAME-headless and NAME-dev, Routes NAME-PORT (and their
+    hosts ROUTE-NAMESPACE.<domain>, which the router gives across namespaces), claims (shared ones, existing ones,
+    and a StatefulSet's per-pod VOLUME-WORKLOAD-ORDINAL). Two entries that make one object would be one object with
+    two owners (`pulumi up` stops on a duplicate URN; the router admits one Route; two StatefulSets share a claim)."""
+    owners: dict[tuple[str, str, str], tuple[tuple[str | int, ...], str]] = {}
+
+    def own(kind: str, namespace: str, name: str, where: tuple[str | int, ...], what: str) -> None:
+        first = owners.setdefault((kind, namespace, name), (where, what))
+        if first != (where, what):
+            place = f" in namespace {namespace!r}" if namespace else ""
+            raise FieldError(
+                where,
+                f"{what} makes {kind} {name!r}{place}, and so does {first[1]} ({located(first[0], c)}): one object with two owners. "
+                "Rename one of them",
+            )
+
+    for i, v in enumerate(c.volumes):
+        if v.shared or v.existing:
+            own("claim", v.namespace, v.name, ("volumes", i, "name"), f"volume {v.name!r}")
+    for (src, path), w in zip(paths, c.all_workloads(), strict=True):
+        label = f"workload {w.name!r}"
+        own("Service", w.namespace, f"{w.name}-headless", path + ("name",), label)
+        routed = [(k, p) for k, p in enumerate(w.ports) if p.route]
+        if routed:
+            own("Service", w.namespace, f"{w.name}-dev", path + ("name",), label)
+        for k, port in routed:
+            where = src + ("ports", k, "name") if path == src else path + ("name",)
+            what = f"port {port.name!r} of {label}"
+            own("Route", w.namespace, f"{w.name}-{port.name}", where, what)
+            own("Route host", "", f"{w.name}-{port.name}-{w.namespace}", where, f"{what} (namespace {w.namespace})")
+        if w.kind != "statefulset":
+            continue
+        for k, m in enumerate(w.mounts):
+            v = c.volume(w.namespace, m.volume)
+            if v.shared or v.existing:
+                continue
+            where = src + ("mounts", k, "volume") if path == src else path + ("name",)
+            for r in range(w.nodes):
+                own("claim", w.namespace, f"{v.name}-{w.name}-{r}", where, f"the per-pod claim of {label} on volume {v.name!r}")
+    for i, chk in enumerate(c.bandwidth_checks):
+        own("Service", chk.namespace, f"{chk.name}-headless", ("bandwidth_checks", i, "name"), f"bandwidth check {chk.name!r}")
+    patched: dict[tuple[str, str], int] = {}
+    for i, f in enumerate(c.pvc_fixes):
+        where = ("pvc_fixes", i, "pvc")
+        if (f.namespace, f.pvc) in patched:
+            first = patched[(f.namespace, f.pvc)]
+            raise FieldError(where, f"claim {f.namespace}/{f.pvc} is patched twice (also pvc_fixes[{first}]): keep one of the two")
+        patched[(f.namespace, f.pvc)] = i
+        owner = owners.get(("claim", f.namespace, f.pvc))
+        volume = next((v for v in c.volumes if v.namespace == f.namespace and v.name == f.pvc), None)
+        if owner is not None and not (volume is not None and volume.existing and owner[1] == f"volume {volume.name!r}"):
+            raise FieldError(
+                where,
+                f"claim {f.namespace}/{f.pvc} is created by this stack ({owner[1]}, {located(owner[0], c)}): a pvc_fixes patch is for a "
+                "claim that exists without a storage class. Set the volume's storage_class instead, and drop the patch",
+            )

@@ -5,6 +5,7 @@ Runs at once: deepti-nerc on the one H100 node the stack counts on. Her other po
 """
 
 from stacks.model import (
+    AcceptedWarning,
     ClusterConfig,
     ContainerPort,
     ExistingObjects,
@@ -101,6 +102,15 @@ CONFIG = ClusterConfig(
             f"seed 000: pod-debug-deepti-nerc.yaml; {FACTS}: 4 GPUs, debugpy on 5678",
             args=["python", "-m", "debugpy", "--listen", "0.0.0.0:5678", "--wait-for-client", "/scripts/deepti.py"],
             ports=[ContainerPort(name="debugpy", port=5678)],  # oc port-forward deepti-debug-0 5678
+        ),
+    ],
+    accepted_warnings=[
+        # The image rule warns on every image not pinned by digest. Pin it (IMAGE@sha256:..., `skopeo inspect
+        # docker://IMAGE`) once its digest is read, and drop this entry.
+        AcceptedWarning(
+            rule="image",
+            object=f"StatefulSet {NS}/deepti-*",
+            reason=f"deepti's pods ran {IMAGE} ({FACTS} 'Images'), a tag; no digest is recorded",
         ),
     ],
     notes=[

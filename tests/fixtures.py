@@ -13,6 +13,7 @@ stack never has to change a program test.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -24,6 +25,9 @@ Data = dict[str, Any]
 
 RBD = "ceph-rbd"
 RWX = "cephfs"
+# Images the fixtures pull are pinned by digest (the image rule warns on a bare tag); the digests are made up.
+PYTORCH = "nvcr.io/nvidia/pytorch:25.08-py3@sha256:" + hashlib.sha256(b"nvcr.io/nvidia/pytorch:25.08-py3").hexdigest()
+EXAMPLE = "quay.io/example/pytorch:2.9@sha256:" + hashlib.sha256(b"quay.io/example/pytorch:2.9").hexdigest()
 
 
 def _attachment(i: int) -> Data:
@@ -119,7 +123,7 @@ def roce() -> Data:
                 "name": "solo",
                 "namespace": "team-b",
                 "user": "bob",
-                "image": "nvcr.io/nvidia/pytorch:25.08-py3",
+                "image": PYTORCH,
                 "service_account": "trainer",
                 "nodes": 1,
                 "gpus_per_node": 2,
@@ -187,7 +191,7 @@ def infiniband() -> Data:
                 "name": "env",
                 "namespace": "lab",
                 "user": "cy",
-                "image": "nvcr.io/nvidia/pytorch:25.08-py3",
+                "image": PYTORCH,
                 "service_account": "runner",
                 "nodes": 2,
                 "gpus_per_node": 4,
@@ -217,7 +221,7 @@ def tcp() -> Data:
                 "name": "one",
                 "namespace": "proj",
                 "user": "di",
-                "image": "quay.io/example/pytorch:2.9",
+                "image": EXAMPLE,
                 "service_account": "sa",
                 "gpus_per_node": 4,
                 "transport": "tcp",
@@ -232,7 +236,7 @@ def tcp() -> Data:
                 "namespace": "proj",
                 "user": "di",
                 "state": "stopped",
-                "image": "quay.io/example/pytorch:2.9",
+                "image": EXAMPLE,
                 "service_account": "sa",
                 "gpus_per_node": 4,
                 "transport": "tcp",

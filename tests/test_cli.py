@@ -507,17 +507,21 @@ def test_render_refuses_a_folder_it_did_not_write(tmp_path: Path, capsys: pytest
 
 
 def test_render_replaces_only_its_own_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A render replaces the folder whole, so a file of the user's in it is refused, not carried along
+    (tests/test_render_safety.py has the other cases)."""
     config = write(tmp_path, fixtures.tcp())
     out = tmp_path / "out"
     assert run(["render", "--config", str(config), "--out", str(out)], capsys)[0] == 0
-    mine = out / "tcp" / "notes.txt"
-    mine.write_text("mine", encoding="utf-8")
     data = fixtures.tcp()
     data["workloads"].pop()
     assert run(["render", "--config", str(write(tmp_path, data)), "--out", str(out)], capsys)[0] == 0
-    assert mine.read_text() == "mine"
     assert not (out / "tcp" / "proj" / "statefulset-two.yaml").exists()
     assert (out / "tcp" / "proj" / "statefulset-one.yaml").exists()
+    mine = out / "tcp" / "notes.txt"
+    mine.write_text("mine", encoding="utf-8")
+    code, _, err = run(["render", "--config", str(config), "--out", str(out)], capsys)
+    assert code == 2 and f"{mine} was not written by `python -m stacks render`" in err
+    assert mine.read_text() == "mine" and not (out / "tcp" / "proj" / "statefulset-two.yaml").exists()
 
 
 @pytest.mark.parametrize("target", ["/proc/nope", "FILE"])

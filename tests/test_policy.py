@@ -60,7 +60,8 @@ def w(name: str, **fields: Any) -> Edit:
 def test_the_fixtures_pass(name: str) -> None:
     findings = check(fixtures.config(name))
     assert policy.errors(findings) == []
-    assert [f for f in findings if not f.accepted] == []  # every warning they keep, they accept with a reason
+    # every warning they keep, they accept with a reason (an info line only explains, e.g. a root memlock strategy)
+    assert [f for f in findings if not f.accepted and f.severity != "info"] == []
 
 
 def test_findings_do_not_depend_on_the_order_of_the_config() -> None:
