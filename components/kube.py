@@ -99,7 +99,13 @@ class LiveObject(pulumi.CustomResource):
     resource's outputs keeps them (`getattr(obj, field)` is then an Output)."""
 
     def __init__(
-        self, api_version: str, kind: str, object_id: str, fields: tuple[str, ...], opts: pulumi.ResourceOptions | None = None
+        self,
+        api_version: str,
+        kind: str,
+        object_id: str,
+        fields: tuple[str, ...],
+        opts: pulumi.ResourceOptions | None = None,
+        name: str | None = None,
     ) -> None:
         typ = token({"apiVersion": api_version, "kind": kind})
         # Outputs only, no inputs: the provider's Read takes the kind from the type token and the namespace
@@ -107,4 +113,4 @@ class LiveObject(pulumi.CustomResource):
         # would look in `default`. The SDKs' own reads send nothing either.
         props: dict[str, Any] = {f: None for f in fields}
         read = pulumi.ResourceOptions(id=object_id)
-        super().__init__(typ, object_id, props, _with_version(pulumi.ResourceOptions.merge(opts, read)))
+        super().__init__(typ, name or object_id, props, _with_version(pulumi.ResourceOptions.merge(opts, read)))

@@ -50,6 +50,10 @@ class Requirement:
     fix: str
     expected: dict[str, Any]
     verify: Check | None = None
+    hint: str = ""
+    """The fix in a few words. The engine's own error for a missing object names only its id ("resource 'ID'
+    does not exist") and stops the program before it can add a word, so the read's logical name carries this:
+    the failure then shows `KIND (ID (if missing: HINT))`."""
     fields: tuple[str, ...] = ("metadata", "spec", "status")
     """The object's top-level fields the check reads (an SCC has no spec)."""
     tier: str = "project"
@@ -62,6 +66,7 @@ def _namespace(config: ClusterConfig, ns: str, tier: str) -> Requirement:
         fix=f"create the project (`oc new-project {ns}`), or remove it from namespaces in stacks/{config.name}.py",
         expected={"metadata": {"name": ns}, "status": {"phase": "Active"}},
         verify=lambda s: "the project is being deleted (Terminating)" if (s.get("status") or {}).get("phase") == "Terminating" else None,
+        hint=f"oc new-project {ns}, or remove it from namespaces in stacks/{config.name}.py",
         tier=tier,
     )  # fmt: skip
 
@@ -84,6 +89,7 @@ def _grant(config: ClusterConfig, ns: str, accounts: list[str]) -> Requirement:
         f"or `oc adm policy add-scc-to-user {scc} -z SA -n {ns}` for each service account",
         expected=use_binding(scc, ns, accounts),
         verify=verify,
+        hint=f"a cluster admin runs pulumi up -s {config.name}-platform",
         fields=("metadata", "subjects", "roleRef"),
     )  # fmt: skip
 
@@ -127,6 +133,7 @@ def _scc(config: ClusterConfig) -> Requirement:
             "runAsUser": {"type": "RunAsAny" if sec.existing_allows_root else "MustRunAsRange"},
         },
         verify=verify,
+        hint=f"create the SCC {sec.scc}, or correct security in stacks/{config.name}.py",
         fields=("metadata", "allowedCapabilities", "allowPrivilegedContainer", "runAsUser"),
         tier="platform",
     )  # fmt: skip
@@ -156,6 +163,7 @@ def _fixed_claim(fix: PvcStorageClassFix) -> Requirement:
             "status": {"phase": "Pending"},
         },
         verify=verify,
+        hint=f"remove the pvc_fixes entry of {fix.namespace}/{fix.pvc}",
         tier="platform",
     )  # fmt: skip
 
@@ -166,6 +174,7 @@ def _storage_class(config: ClusterConfig, name: str) -> Requirement:
         why="claims of the stack name it",
         fix=f"use a class `oc get storageclass` lists, and correct storage_classes in stacks/{config.name}.py",
         expected={"metadata": {"name": name}},
+        hint=f"correct storage_classes in stacks/{config.name}.py (oc get storageclass)",
         fields=("metadata",),
         tier="platform",
     )  # fmt: skip
@@ -206,6 +215,7 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
             "spec": {"config": att.cni_config or "{}"},
         },
         verify=verify,
+        hint=f"check the SriovNetwork objects (oc get net-attach-def -n {ns})",
         tier="platform",
     )  # fmt: skip
 
@@ -217,6 +227,7 @@ def _existing(config: ClusterConfig, api: str, kind: str, ns: str, name: str, fi
         f"{ns}/{name}",
         why="workloads of the stack use it; its owner made it",
         fix=fix,
+        hint=fix.split(" (`")[0] if " (`" in fix else fix,
         expected={"metadata": {"name": name, "namespace": ns}},
         fields=("metadata",),
     )
@@ -307,6 +318,7 @@ def _merged(reqs: list[Requirement]) -> list[Requirement]:
                 fix="; or ".join(dict.fromkeys(r.fix for r in group)),
                 expected=first.expected,
                 verify=verify if checks else None,
+                hint="; ".join(dict.fromkeys(r.hint for r in group if r.hint)),
                 fields=tuple(dict.fromkeys(f for r in group for f in r.fields)),
                 tier="platform" if any(r.tier == "platform" for r in group) else group[0].tier,
             )
@@ -327,7 +339,8 @@ class Prerequisites(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, None, opts)
         self.verdicts = []
         for req in requirements(config, tier):
-            live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, pulumi.ResourceOptions(parent=self))
+            name = f"{req.object_id} (if missing: {req.hint})" if req.hint else req.object_id
+            live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, pulumi.ResourceOptions(parent=self), name=name)
             if req.verify is None:
                 self.verdicts.append(live)
                 continue

@@ -106,12 +106,14 @@ def patches(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
     return [d.object for d in layout(config, tier) if d.patch]
 
 
-def build(config: ClusterConfig, tier: str = "all", context: str | None = None, adopt: bool = False) -> dict[str, Any]:
+def build(
+    config: ClusterConfig, tier: str = "all", context: str | None = None, adopt: bool = False, force: bool | None = None
+) -> dict[str, Any]:
     """Declare every resource of the stack's tier (`layout`, each under its component); returns the stack
     outputs. `adopt` is the first run of README "Adopting what exists": create-or-take-over every object,
     forcing the program's fields over other field managers (kubernetes:upsertExistingObjects and
     kubernetes:enablePatchForce in the stack file, which only this explicit provider can honour: the
-    default one is disabled)."""
+    default one is disabled). `force` alone (default: `adopt`) is the run after `pulumi import`."""
     # Every setting explicit: the SDK fills a setting left out from the environment (PULUMI_K8S_*, KUBECONFIG), so
     # an exported variable could take objects over without the stack file saying so, turn server-side apply off
     # under the claim patch, or make the provider differ between a laptop and the CI runner. An empty kubeconfig
@@ -128,7 +130,7 @@ def build(config: ClusterConfig, tier: str = "all", context: str | None = None, 
         enable_config_map_mutable=True,
         enable_secret_mutable=False,
         upsert_existing_objects=adopt,
-        enable_patch_force=adopt,
+        enable_patch_force=adopt if force is None else force,
         delete_unreachable=False,
         skip_update_unreachable=False,
         suppress_deprecation_warnings=False,

@@ -2,12 +2,17 @@
 
     python -m live.drive STACK preview|up|refresh|destroy [--diff] [--expect-no-changes] [--target URN]...
                          [--exclude-protected] [--report FILE]
+    python -m live.drive STACK import --file PLAN [--report FILE]
 
 The program is the project's own `__main__.py`, run as a Pulumi Automation API inline program: no
 `pulumi-language-python` plugin can be built from the Go module proxy, and an inline program is the
 Python SDK hosting the language runtime itself, so the same `__main__.py`, `build()` and stack file run as
 under `pulumi up`. Everything else is the real engine: the `pulumi` CLI on PATH, its `file://` backend
 ($PULUMI_BACKEND_URL, passphrase secrets), and the kubernetes provider plugin it finds on PATH.
+
+`import` runs `pulumi import --file PLAN --generate-code=false` itself. The CLI loads the project's language
+runtime even when it generates no code; here that runtime is the SDK's own language server (as for the inline
+program), named by a `client` runtime in Pulumi.yaml for the one command and restored after.
 
 --report writes what happened as JSON: the result, each step the engine reported (urn, op, the properties
 it diffs), the outputs, and the timings (wall time, and the program's own time: loading, preflight and
@@ -19,12 +24,19 @@ from __future__ import annotations
 import argparse
 import json
 import runpy
+import subprocess
 import sys
 import time
+from concurrent import futures
 from pathlib import Path
 from typing import Any
 
+import grpc  # type: ignore[import-untyped]
+import yaml
 from pulumi import automation as auto
+from pulumi.automation._cmd import CommandResult
+from pulumi.automation._server import LanguageServer
+from pulumi.runtime.proto import language_pb2_grpc
 
 PROJECT = "gpu-training"
 
@@ -32,7 +44,8 @@ PROJECT = "gpu-training"
 def main(argv: list[str]) -> int:
     p = argparse.ArgumentParser(prog="python -m live.drive")
     p.add_argument("stack")
-    p.add_argument("op", choices=["preview", "up", "refresh", "destroy"])
+    p.add_argument("op", choices=["preview", "up", "refresh", "destroy", "import"])
+    p.add_argument("--file", type=Path)
     p.add_argument("--diff", action="store_true")
     p.add_argument("--expect-no-changes", action="store_true")
     p.add_argument("--target", action="append", default=[])
@@ -61,7 +74,10 @@ def main(argv: list[str]) -> int:
         if diag is not None and diag.severity in ("error", "warning"):
             diagnostics.append(f"{diag.severity}: {diag.message.strip()}")
 
-    stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, work_dir=str(root))
+    # The project folder as the workspace (its Pulumi.yaml and stack files); `work_dir=` would make a local
+    # program instead, and an inline program without these options gets a temporary project with no config.
+    workspace = auto.LocalWorkspaceOptions(work_dir=str(root))
+    stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, opts=workspace)
     output: list[str] = []
     started = time.monotonic()
     result: dict[str, Any] = {"stack": args.stack, "op": args.op, "ok": True}
@@ -75,6 +91,10 @@ def main(argv: list[str]) -> int:
         elif args.op == "up":
             up = stack.up(diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None, **common)
             result["change_summary"] = dict(up.summary.resource_changes or {})
+        elif args.op == "import":
+            assert args.file is not None, "import needs --file PLAN"
+            result["change_summary"] = {}
+            output.append(_import(root, args.stack, args.file, program))
         elif args.op == "refresh":
             rr = stack.refresh(expect_no_changes=args.expect_no_changes or None, **common)
             result["change_summary"] = dict(rr.summary.resource_changes or {})
@@ -95,6 +115,27 @@ def main(argv: list[str]) -> int:
     if not result["ok"]:
         print(result["error"][-4000:], file=sys.stderr)
     return 0 if result["ok"] else 1
+
+
+def _import(root: Path, stack: str, plan: Path, program: Any) -> str:
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    language_pb2_grpc.add_LanguageRuntimeServicer_to_server(LanguageServer(program), server)
+    port = server.add_insecure_port("127.0.0.1:0")
+    server.start()
+    project = root / "Pulumi.yaml"
+    original = project.read_text()
+    settings = yaml.safe_load(original)
+    settings["runtime"] = {"name": "client", "options": {"address": f"127.0.0.1:{port}"}}
+    project.write_text(yaml.safe_dump(settings))
+    try:
+        cmd = ["pulumi", "import", "--file", str(plan), "--yes", "--generate-code=false", "--non-interactive", "--color=never", "-s", stack]
+        proc = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=False, timeout=600)
+    finally:
+        project.write_text(original)
+        server.stop(0)
+    if proc.returncode != 0:
+        raise auto.CommandError(CommandResult(proc.stdout, proc.stderr, proc.returncode))
+    return proc.stdout
 
 
 if __name__ == "__main__":

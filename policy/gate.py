@@ -24,14 +24,16 @@ from policy.core import Finding, check, errors
 from stacks.model import ClusterConfig
 
 
-def adopting() -> bool:
-    """Whether the stack file asks for the one-run takeover of existing objects (README "Adopting what exists").
-    Both settings are needed: upsert without force stops at every field another manager owns."""
+def adopting() -> tuple[bool, bool]:
+    """(take over what exists, force the program's fields): what the stack file asks of README "Adopting what
+    exists". Taking over needs forcing (upsert without force stops at every field another manager owns); forcing
+    alone is the one run after `pulumi import`, when objects made by `oc create`/`oc adm policy` hold fields the
+    program declares differently."""
     k8s = pulumi.Config("kubernetes")
-    upsert, force = k8s.get_bool("upsertExistingObjects"), k8s.get_bool("enablePatchForce")
-    if bool(upsert) != bool(force):
+    upsert, force = bool(k8s.get_bool("upsertExistingObjects")), bool(k8s.get_bool("enablePatchForce"))
+    if upsert and not force:
         raise pulumi.RunError(
-            f"Pulumi.{pulumi.get_stack()}.yaml sets only one of kubernetes:upsertExistingObjects and kubernetes:enablePatchForce: "
+            f"Pulumi.{pulumi.get_stack()}.yaml sets kubernetes:upsertExistingObjects without kubernetes:enablePatchForce: "
             "the takeover of existing objects needs both for one run (README 'Adopting what exists'), and neither afterwards"
         )
     if upsert:
@@ -39,7 +41,12 @@ def adopting() -> bool:
             "this run takes over every object of the stack that exists already and forces the program's fields over other "
             "field managers (kubernetes:upsertExistingObjects, kubernetes:enablePatchForce): remove both after it"
         )
-    return bool(upsert)
+    elif force:
+        pulumi.log.warn(
+            "this run forces the program's fields over other field managers (kubernetes:enablePatchForce), narrowing what "
+            "`python -m stacks adopt-diff` listed: remove it after this run"
+        )
+    return upsert, force
 
 
 def load_stack() -> tuple[ClusterConfig, str, str | None]:

@@ -38,8 +38,11 @@ class Recorded:
 
     type: str
     name: str
+    """Its logical name; for a read, the id it reads (NAMESPACE/NAME or NAME)."""
     inputs: dict[str, Any]
     options: dict[str, Any] = field(default_factory=dict)
+    urn_name: str = ""
+    """A read's logical name (the id and the fix, see components/prerequisites.py)."""
 
     @property
     def is_patch(self) -> bool:
@@ -115,10 +118,10 @@ class _Mocks(pulumi.runtime.Mocks):
             if state is None:
                 raise MissingObject(f"resource '{args.resource_id}' does not exist ({kind})")
             state = copy.deepcopy(state)
-            if any(r.type == args.typ and r.name == args.name for r in self.reads):
+            if any(r.type == args.typ and r.urn_name == args.name for r in self.reads):
                 # The engine refuses two reads of one URN (step_generator); the mock runtime would not.
                 raise DuplicateRead(f"two reads of {args.typ} {args.name}: the engine rejects a duplicate read URN")
-            self.reads.append(Recorded(args.typ, args.name, state))
+            self.reads.append(Recorded(args.typ, args.resource_id, state, urn_name=args.name))
             return args.resource_id, state
         key = f"{args.typ}::{args.name}"
         if key in self.resources:

@@ -104,4 +104,21 @@ def pulumi_env(bin_dirs: list[Path], kubeconfig: Path, state: Path, home: Path) 
     return env
 
 
-__all__ = ["Planes", "kubeconfig_of", "project_copy", "pulumi_env"]
+# (stack, operation, wall seconds, the program's own seconds) of every real Pulumi run, printed at the end.
+TIMINGS: list[tuple[str, str, float, float | None]] = []
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not TIMINGS:
+        return
+    terminalreporter.section("real pulumi runs: wall time and the program's own share (first run of each)")
+    seen: set[tuple[str, str]] = set()
+    terminalreporter.write_line(f"{'stack':<22} {'operation':<10} {'wall s':>8} {'program s':>10}")
+    for stack, op, wall, program in TIMINGS:
+        if (stack, op) in seen:
+            continue
+        seen.add((stack, op))
+        terminalreporter.write_line(f"{stack:<22} {op:<10} {wall:>8.1f} {program if program is not None else float('nan'):>10.2f}")
+
+
+__all__ = ["TIMINGS", "Planes", "kubeconfig_of", "project_copy", "pulumi_env"]

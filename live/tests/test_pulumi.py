@@ -20,7 +20,7 @@ import pytest
 import yaml
 
 from live.controlplane import ControlPlane
-from live.tests.conftest import kubeconfig_of, project_copy, pulumi_env
+from live.tests.conftest import TIMINGS, kubeconfig_of, project_copy, pulumi_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
@@ -56,6 +56,8 @@ class Project:
             raise AssertionError(f"live.drive {stack} {op} wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         result: dict[str, Any] = json.loads(report.read_text())
         self.reports.setdefault(stack, []).append(result)
+        if not env:
+            TIMINGS.append((stack, op, result["wall_seconds"], result["program_seconds"]))
         return result
 
     def pulumi(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
@@ -75,7 +77,9 @@ def project(planes: Any, pulumi_tools: dict[str, Path], tmp_path_factory: pytest
 
 
 def failure(result: dict[str, Any]) -> str:
-    return f"{result['stack']} {result['op']} failed:\n{result.get('error', '')[-6000:]}"
+    """The engine's errors first (the diagnostics), then the end of the CLI's output."""
+    errors = [d for d in result["diagnostics"] if d.startswith("error")]
+    return f"{result['stack']} {result['op']} failed:\n" + "\n".join(errors)[-4000:] + "\n...\n" + result.get("error", "")[-2000:]
 
 
 def declared(stack: stacks.PulumiStack) -> list[dict[str, Any]]:
@@ -121,8 +125,9 @@ def test_stack_outputs_are_the_rendered_ones_and_valid(project: Project, stack: 
     from render.engine import run
 
     assert out == run(stacks.load(stack.cluster), stack.tier).outputs
-    if stack.tier == "all" or stack.name == stack.cluster and len([s for s in PULUMI_STACKS if s.cluster == stack.cluster]) == 1:
-        assert out == json.loads((ROOT / "rendered" / stack.cluster / "outputs.json").read_text())
+    # rendered/CLUSTER/outputs.json is the whole cluster's (tier all); each tier's outputs differ from it in `tier` only.
+    committed = json.loads((ROOT / "rendered" / stack.cluster / "outputs.json").read_text())
+    assert {**out, "tier": "all"} == committed, f"pulumi stack output of {stack.name} differs from rendered/{stack.cluster}/outputs.json"
 
 
 HOSTILE = {
@@ -206,3 +211,121 @@ def actual(result: dict[str, Any]) -> set[str]:
         _by_object(s["urn"]) for s in result["steps"]
         if s["op"] in changing and s["type"].startswith("kubernetes:") and not s["type"].startswith("pulumi:providers")
     }  # fmt: skip
+
+
+def _stack(name: str) -> stacks.PulumiStack:
+    return next(s for s in PULUMI_STACKS if s.name == name)
+
+
+def _edit_workload(data: dict[str, Any], name: str, **fields: Any) -> None:
+    w = next(w for w in data["workloads"] if w["name"] == name)
+    w.update(fields)
+
+
+def _running_statefulset(cluster: str) -> str:
+    config = stacks.load(cluster)
+    return next(w.name for w in config.workloads if w.state == "running" and w.kind == "statefulset")
+
+
+def _workload(d: dict[str, Any], w: str) -> dict[str, Any]:
+    return dict(next(x for x in d["workloads"] if x["name"] == w))
+
+
+# Everyday edits of a cluster's config, each applied on top of the one before; (description, edit).
+EDITS: list[tuple[str, Any]] = [
+    ("stop a running workload", lambda d, w: _edit_workload(d, w, state="stopped")),
+    ("start it again", lambda d, w: _edit_workload(d, w, state="running")),
+    ("switch it to TCP", lambda d, w: _edit_workload(d, w, transport="tcp", tcp_variants=[])),
+    ("raise its run_number", lambda d, w: _edit_workload(d, w, run_number=(_workload(d, w).get("run_number") or 0) + 1)),
+    ("change its NCCL debug level", lambda d, w: _edit_workload(d, w, env={**(_workload(d, w).get("env") or {}), "NCCL_DEBUG": "WARN"})),
+]
+
+
+@pytest.mark.parametrize("cluster", ["nerc"])
+def test_everyday_edits_preview_what_stacks_diff_predicts_and_converge(project: Project, cluster: str) -> None:
+    """Each edit: `pulumi preview --diff` changes exactly the objects `python -m stacks diff` reports changed (a Job
+    template change held for the next run excepted), and `pulumi up` converges (a second preview is empty)."""
+    workload = _running_statefulset(cluster)
+    stack = next(s for s in PULUMI_STACKS if s.cluster == cluster and s.tier != "platform")
+    before = _config_data(cluster)
+    for what, edit in EDITS:
+        after = json.loads(json.dumps(before))
+        edit(after, workload)
+        if after == before:
+            continue
+        _yaml_config(project, cluster, after)
+        preview = project.drive(stack.name, "preview", "--diff")
+        assert preview["ok"], f"{what}: " + failure(preview)
+        want, got = predicted(cluster, stack.tier, before, after), actual(preview)
+        assert got == want, f"{what} ({workload} on {cluster}): pulumi preview changes {sorted(got)}, stacks diff predicted {sorted(want)}"
+        up = project.drive(stack.name, "up")
+        assert up["ok"], f"{what}: " + failure(up)
+        again = project.drive(stack.name, "preview", "--expect-no-changes")
+        assert again["ok"], f"{what}: a second preview is not empty: " + failure(again)
+        before = after
+
+
+def _fails_naming(result: dict[str, Any], *words: str) -> None:
+    assert not result["ok"], f"{result['stack']} {result['op']} passed; expected it to fail naming {words}"
+    text = result.get("error", "") + "\n".join(result["diagnostics"])
+    missing = [w for w in words if w not in text]
+    assert not missing, f"the failure does not name {missing}:\n{text[-4000:]}"
+
+
+def test_a_missing_source_nad_or_grant_fails_preview_with_the_fix(project: Project) -> None:
+    plane = project.planes["barcelona"]
+    config = stacks.load("barcelona")
+    assert config.fabric is not None and config.security.scc
+    nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
+           "metadata": {"name": config.fabric.attachments[0].network, "namespace": config.fabric.nad_source_namespace}}  # fmt: skip
+    kept = plane.get(
+        f"/apis/k8s.cni.cncf.io/v1/namespaces/{nad['metadata']['namespace']}/network-attachment-definitions/{nad['metadata']['name']}"
+    )
+    plane.delete(nad)
+    try:
+        result = project.drive("barcelona-platform", "preview")
+        _fails_naming(result, "NetworkAttachmentDefinition", nad["metadata"]["name"], "oc get net-attach-def")
+    finally:
+        kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k in ("name", "namespace", "annotations", "labels")}
+        plane.apply(kept)
+    ns = config.namespaces[0]
+    grant = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+             "metadata": {"name": f"system:openshift:scc:{config.security.scc}", "namespace": ns}}  # fmt: skip
+    kept = plane.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{grant['metadata']['name']}")
+    plane.delete(grant)
+    try:
+        result = project.drive("barcelona", "preview")
+        _fails_naming(result, "RoleBinding", grant["metadata"]["name"], "platform tier")
+    finally:
+        kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
+        plane.apply(kept)
+
+
+def test_destroy_stops_at_protected_claims_and_leaves_them(project: Project) -> None:
+    plane = project.planes["nerc"]
+    claims = [o for o in declared(_stack("nerc")) if o["kind"] == "PersistentVolumeClaim"]
+    assert claims, "the NERC stack declares a shared claim"
+    stopped = project.drive("nerc", "destroy")
+    _fails_naming(stopped, "protected")
+    done = project.drive("nerc", "destroy", "--exclude-protected")
+    assert done["ok"], failure(done)
+    for c in claims:
+        meta = c["metadata"]
+        live = plane.get(f"/api/v1/namespaces/{meta['namespace']}/persistentvolumeclaims/{meta['name']}")
+        assert live is not None and live["status"]["phase"] == "Bound", f"claim {meta['name']} after destroy: {live}"
+        assert plane.get(f"/api/v1/persistentvolumes/{live['spec']['volumeName']}") is not None
+    left = [o for o in declared(_stack("nerc")) if o["kind"] == "StatefulSet"]
+    for o in left:
+        meta = o["metadata"]
+        assert plane.get(f"/apis/apps/v1/namespaces/{meta['namespace']}/statefulsets/{meta['name']}") is None
+
+
+def test_a_missing_namespace_fails_preview_with_the_fix(project: Project) -> None:
+    plane = project.planes["cairo"]
+    ns = stacks.load("cairo").namespaces[0]
+    plane.delete({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}})
+    deadline = time.monotonic() + 120
+    while plane.get(f"/api/v1/namespaces/{ns}") is not None and time.monotonic() < deadline:
+        time.sleep(1)
+    result = project.drive("cairo", "preview")
+    _fails_naming(result, "Namespace", ns, "oc new-project")
