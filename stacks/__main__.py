@@ -85,11 +85,21 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
+    """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
+    finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
+    import policy
     from render.engine import run
     from render.writer import WriteError, write
 
+    rendering = run(config, tier)
+    findings = policy.check(
+        config, [r.object for r in rendering.resources if not r.is_patch], [r.object for r in rendering.resources if r.is_patch]
+    )
+    bad = policy.errors(findings)
+    if bad:
+        return "refused\t" + "\n".join(f"{config.name}: {f.line()}" for f in bad)
     try:
-        return str(write(run(config, tier), Path(out)))
+        return "wrote\t" + str(write(rendering, Path(out)))
     except WriteError as err:
         raise stacks.ConfigError(str(err)) from None
 
@@ -149,10 +159,17 @@ def cmd_render(args: argparse.Namespace) -> int:
         return lambda: "\0".join(_render_one(c, args.tier, args.out) for c in lane)
 
     answers = _in_children([lane_job(lane) for lane in lanes])
-    targets = {c.name: t for lane, answer in zip(lanes, answers, strict=True) for c, t in zip(lane, answer.split("\0"), strict=True)}
+    results = {c.name: t for lane, answer in zip(lanes, answers, strict=True) for c, t in zip(lane, answer.split("\0"), strict=True)}
+    refused = 0
     for config in configs:
-        print(f"{config.name}: wrote {targets[config.name]}")
-    return 0
+        verdict, detail = results[config.name].split("\t", 1)
+        if verdict == "wrote":
+            print(f"{config.name}: wrote {detail}")
+            continue
+        refused += 1
+        print(detail, file=sys.stderr)
+        print(f"{config.name}: not written: the preflight found errors (above; `python -m stacks check {config.name}`)", file=sys.stderr)
+    return 1 if refused else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:

@@ -10,8 +10,6 @@ not be built.
 
 from __future__ import annotations
 
-import os
-import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -22,7 +20,8 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
 
 from live import clusters, toolchain  # noqa: E402
-from live.controlplane import ControlPlane, kubeconfig_of  # noqa: E402
+from live.controlplane import ControlPlane  # noqa: E402
+from live.tests.harness import TIMINGS  # noqa: E402
 
 SHARED_SCHEMAS = clusters.SHARED_SCHEMAS
 
@@ -78,36 +77,6 @@ def planes(tools: dict[str, Path | str], tmp_path_factory: pytest.TempPathFactor
     p.stop()
 
 
-IGNORED = shutil.ignore_patterns(".git", ".venv*", "__pycache__", ".pytest_cache", ".mypy_cache", ".ruff_cache", ".hypothesis", "rendered")
-
-
-def project_copy(dest: Path) -> Path:
-    """The project as committed to the work tree, for the Pulumi CLI to run in."""
-    shutil.copytree(ROOT, dest, ignore=IGNORED)
-    return dest
-
-
-def pulumi_env(bin_dirs: list[Path], kubeconfig: Path, state: Path, home: Path) -> dict[str, str]:
-    """The environment of a real Pulumi run: the built CLI and provider first on PATH (the provider as the
-    ambient plugin), a file:// backend with a passphrase, no Pulumi Cloud, no update checks, the kubeconfig
-    whose contexts carry the stack files' names. Nothing of the caller's PULUMI_*/KUBECONFIG leaks in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PULUMI_", "KUBECONFIG"))}
-    env.update({
-        "PATH": os.pathsep.join([*map(str, bin_dirs), str(Path(sys.executable).parent), env.get("PATH", "")]),
-        "PULUMI_BACKEND_URL": f"file://{state}",
-        "PULUMI_CONFIG_PASSPHRASE": "live-tier",
-        "PULUMI_HOME": str(home),
-        "PULUMI_SKIP_UPDATE_CHECK": "true",
-        "PULUMI_DISABLE_AUTOMATIC_PLUGIN_ACQUISITION": "true",
-        "KUBECONFIG": str(kubeconfig),
-    })  # fmt: skip
-    return env
-
-
-# (stack, operation, wall seconds, the program's own seconds) of every real Pulumi run, printed at the end.
-TIMINGS: list[tuple[str, str, float, float | None]] = []
-
-
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if not TIMINGS:
         return
@@ -119,6 +88,3 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             continue
         seen.add((stack, op))
         terminalreporter.write_line(f"{stack:<22} {op:<10} {wall:>8.1f} {program if program is not None else float('nan'):>10.2f}")
-
-
-__all__ = ["TIMINGS", "Planes", "kubeconfig_of", "project_copy", "pulumi_env"]

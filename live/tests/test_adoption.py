@@ -22,8 +22,7 @@ from typing import Any
 import pytest
 
 from live.controlplane import ControlPlane
-from live.tests.conftest import kubeconfig_of, project_copy, pulumi_env
-from live.tests.test_pulumi import Project, failure
+from live.tests.harness import Project, failure, kubeconfig_of, project_copy, pulumi_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))

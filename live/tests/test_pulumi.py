@@ -8,10 +8,8 @@ on a second preview, the outputs, a hostile environment), then edits, missing pr
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -19,8 +17,7 @@ import jsonschema
 import pytest
 import yaml
 
-from live.controlplane import ControlPlane
-from live.tests.conftest import TIMINGS, kubeconfig_of, project_copy, pulumi_env
+from live.tests.harness import UP_BOUND_SECONDS, Project, failure, kubeconfig_of, project_copy, pulumi_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,36 +30,6 @@ from components.tiers import keep_for  # noqa: E402
 ORDER = {"platform": 0, "all": 1, "project": 2}
 PULUMI_STACKS = sorted(stacks.pulumi_stacks(), key=lambda s: (s.cluster, ORDER[s.tier]))
 STACK_IDS = [s.name for s in PULUMI_STACKS]
-UP_BOUND_SECONDS = 600  # lifecycle.py: nothing waits longer than 5 minutes; twice that is a failure
-
-
-@dataclass
-class Project:
-    """The project copied into a temporary folder, with the real CLI, a file:// backend and every cluster's context."""
-
-    root: Path
-    env: dict[str, str]
-    planes: dict[str, ControlPlane]
-    reports: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
-
-    def drive(self, stack: str, op: str, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
-        report = self.root / f".live-{stack}-{op}-{time.monotonic_ns()}.json"
-        proc = subprocess.run(
-            [sys.executable, "-m", "live.drive", stack, op, *flags, "--report", str(report)],
-            cwd=self.root, env={**self.env, **(env or {}), "PYTHONPATH": str(self.root)},
-            capture_output=True, text=True, timeout=UP_BOUND_SECONDS + 120,
-        )  # fmt: skip
-        if not report.exists():
-            raise AssertionError(f"live.drive {stack} {op} wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        result: dict[str, Any] = json.loads(report.read_text())
-        self.reports.setdefault(stack, []).append(result)
-        if not env:
-            TIMINGS.append((stack, op, result["wall_seconds"], result["program_seconds"]))
-        return result
-
-    def pulumi(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["pulumi", *args], cwd=self.root, env={**self.env, **(env or {})}, capture_output=True, text=True,
-                              check=check, timeout=600)  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -74,12 +41,6 @@ def project(planes: Any, pulumi_tools: dict[str, Path], tmp_path_factory: pytest
     (work / "state").mkdir()
     env = pulumi_env([p.parent for p in pulumi_tools.values()], kubeconfig, work / "state", work / "home")
     return Project(project_copy(work / "project"), env, started)
-
-
-def failure(result: dict[str, Any]) -> str:
-    """The engine's errors first (the diagnostics), then the end of the CLI's output."""
-    errors = [d for d in result["diagnostics"] if d.startswith("error")]
-    return f"{result['stack']} {result['op']} failed:\n" + "\n".join(errors)[-4000:] + "\n...\n" + result.get("error", "")[-2000:]
 
 
 def declared(stack: stacks.PulumiStack) -> list[dict[str, Any]]:
@@ -241,7 +202,7 @@ EDITS: list[tuple[str, Any]] = [
 ]
 
 
-@pytest.mark.parametrize("cluster", ["nerc"])
+@pytest.mark.parametrize("cluster", ["nerc", "barcelona"])
 def test_everyday_edits_preview_what_stacks_diff_predicts_and_converge(project: Project, cluster: str) -> None:
     """Each edit: `pulumi preview --diff` changes exactly the objects `python -m stacks diff` reports changed (a Job
     template change held for the next run excepted), and `pulumi up` converges (a second preview is empty)."""
