@@ -1,4 +1,6 @@
-"""Barcelona: H100 x4 per node, ConnectX-7, RoCE v2 through SR-IOV (seeds 000-003; CLUSTER-FACTS.md for
+"""The barcelona cluster's config, the file you edit: README "Edit a stack"; every field in `python -m stacks schema`.
+
+Barcelona: H100 x4 per node, ConnectX-7, RoCE v2 through SR-IOV (seeds 000-003; CLUSTER-FACTS.md for
 what the seeds leave out: nodes, namespaces, images, commands, storage classes, the NADs' config).
 
 Runs at once: h-kim's 2-node RDMA StatefulSet and deepti's 1-node pod on the three nairr nodes, yunshi's
@@ -303,7 +305,7 @@ CONFIG = ClusterConfig(
             min_fraction=0.8,
         ),
     ],
-    # What the seeds made by hand, adopted with `python -m stacks import-plan` (README "Adopting what exists").
+    # What the seeds made by hand, adopted with `python -m stacks import-plan` (docs/adoption.md).
     hand_made=[
         HandMade(kind="SecurityContextConstraints", name="nccl-rdma-scc", source="seed 002: oc apply -f nccl-rdma-scc.yaml"),
         HandMade(kind="ClusterRole", name="system:openshift:scc:nccl-rdma-scc", source="seeds 000/002: oc adm policy add-scc-to-user"),

@@ -1,4 +1,6 @@
-"""Cairo: 2 nodes x 4 H100, InfiniBand mlx5_2..mlx5_5 at 400 Gb/s, RWX on nfs-csi (seed 004; CLUSTER-FACTS.md for
+"""The cairo cluster's config, the file you edit: README "Edit a stack"; every field in `python -m stacks schema`.
+
+Cairo: 2 nodes x 4 H100, InfiniBand mlx5_2..mlx5_5 at 400 Gb/s, RWX on nfs-csi (seed 004; CLUSTER-FACTS.md for
 the ml-dev-env image, ports, Routes and hostfile).
 
 CLUSTER-FACTS.md: ml-dev-env commit 9466baf "Remove Cairo cluster references (cluster dismantled)"; its two hosts
@@ -180,7 +182,7 @@ CONFIG = ClusterConfig(
             privileged_reason=PRIVILEGED_RDMA,
         ),
     ],
-    # What seed 004 made by hand, adopted with `python -m stacks import-plan` (README "Adopting what exists").
+    # What seed 004 made by hand, adopted with `python -m stacks import-plan` (docs/adoption.md).
     hand_made=[
         HandMade(kind="ServiceAccount", name="ml-dev-sa", namespace=NS, source="seed 004: oc create serviceaccount ml-dev-sa"),
         HandMade(

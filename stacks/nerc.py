@@ -1,4 +1,6 @@
-"""NERC: TCP only (NCCL_IB_DISABLE=1), deepti's pods (seed 000; CLUSTER-FACTS.md for her project, image, script,
+"""The nerc cluster's config, the file you edit: README "Edit a stack"; every field in `python -m stacks schema`.
+
+NERC: TCP only (NCCL_IB_DISABLE=1), deepti's pods (seed 000; CLUSTER-FACTS.md for her project, image, script,
 resources, the GPU taint and the storage classes).
 
 Runs at once: deepti-nerc on the one H100 node the stack counts on. Her other pods are defined, stopped.
