@@ -214,7 +214,17 @@ EDITS: list[tuple[str, Any]] = [
     ("switch it to TCP", lambda d, w: _edit_workload(d, w, transport="tcp", tcp_variants=[])),
     ("raise its run_number", lambda d, w: _edit_workload(d, w, run_number=(_workload(d, w).get("run_number") or 0) + 1)),
     ("change its NCCL debug level", lambda d, w: _edit_workload(d, w, env={**(_workload(d, w).get("env") or {}), "NCCL_DEBUG": "WARN"})),
+    ("add a node to its node set", lambda d, w: _add_node(d, _workload(d, w).get("node_set"))),
 ]
+
+
+def _add_node(d: dict[str, Any], node_set: str | None) -> None:
+    """A named set gets one more node; a counted set counts one more."""
+    s = next(s for s in d["node_sets"] if node_set in (None, s["name"]))
+    if s.get("nodes"):
+        s["nodes"] = [*s["nodes"], "live-added-node"]
+    else:
+        s["count"] = (s.get("count") or 1) + 1
 
 
 @pytest.mark.parametrize("cluster", ["nerc", "barcelona"])
