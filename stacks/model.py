@@ -14,7 +14,10 @@ stack module or a YAML file: see `located` and `ModelError`.
 from __future__ import annotations
 
 import json
+import os
 import re
+import sys
+import weakref
 from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
@@ -386,6 +389,8 @@ def kubelet_escape(value: str) -> str:
 def kubelet_expand(value: str, defined: Mapping[str, str]) -> str:
     """What the kubelet makes of an env value (or an argument): `$$` is `$`, `$(NAME)` is NAME's value where
     `defined` has it and stays as written where not, `$(` without `)` and any other `$` stay."""
+    if "$" not in value:  # nearly every value: the preflight asks for each env value and argument of each pod
+        return value
     out: list[str] = []
     i = 0
     while i < len(value):
@@ -512,6 +517,34 @@ class ModelError(Exception):
 IN_STACK_MODULE: ContextVar[bool] = ContextVar("in_stack_module", default=False)
 """Set while a stack module runs (stacks.load_module): its models' errors then name their object."""
 _CONSTRUCTING: ContextVar[int] = ContextVar("constructing", default=0)
+
+# Where a stack module's code built a model (HandMade): kept beside the model, not in it, so two configs with the
+# same values stay equal whichever way they were built (a module, or its YAML dump).
+_SOURCE_LINES: dict[int, tuple[weakref.ReferenceType[Any], str, int]] = {}
+_NOT_A_STACK_MODULE = (os.path.join(os.path.dirname(__file__), "__init__.py"), __file__)  # stacks/__init__.py validates YAML
+
+
+def _remember_source_line(model: BaseModel, depth: int) -> None:
+    """Remember the file and line of the `Model(...)` call that built `model` (a comprehension's line, where one
+    makes it), when a stack module's own code built it: not when pydantic built it from plain data (a YAML file,
+    a dict inside another model), where the caller is pydantic or stacks/__init__.py."""
+    if depth or not IN_STACK_MODULE.get():
+        return
+    frame = sys._getframe(2)  # 0: here, 1: the model's __init__, 2: whoever called it
+    code = frame.f_code.co_filename
+    if code in _NOT_A_STACK_MODULE or "/pydantic/" in code.replace("\\", "/") or code.startswith("<"):
+        return
+    key = id(model)
+    _SOURCE_LINES[key] = (weakref.ref(model), code, frame.f_lineno)
+    weakref.finalize(model, _SOURCE_LINES.pop, key, None).atexit = False  # nothing to tidy at exit
+
+
+def source_line(model: BaseModel) -> tuple[str, int] | None:
+    """(file, line) of the call in a stack module that built `model`; None when a file's data or other code built it."""
+    known = _SOURCE_LINES.get(id(model))
+    if known is None or known[0]() is not model:
+        return None
+    return known[1], known[2]
 
 
 class Strict(BaseModel):
@@ -1354,6 +1387,11 @@ class HandMade(Strict):
     source: str
     """Who made it, and where that is recorded."""
 
+    def __init__(self, **data: Any) -> None:
+        depth = _CONSTRUCTING.get()
+        super().__init__(**data)
+        _remember_source_line(self, depth)  # the hand-made rule names the line of an entry the stack no longer declares
+
 
 class AcceptedWarning(Strict):
     """A preflight warning this stack accepts knowingly. `python -m stacks check` prints it with the
@@ -1369,7 +1407,7 @@ class AcceptedWarning(Strict):
 
 class ClusterConfig(Strict):
     """One OpenShift cluster: one Pulumi stack (or two, when its platform and project parts are run by
-    different people; see README "Tiers")."""
+    different people; see docs/deploy.md "Pulumi stacks, tiers and rights")."""
 
     name: K8sName
     """Stack name: the module stacks/NAME.py and the Pulumi stack NAME."""

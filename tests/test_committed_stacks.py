@@ -25,6 +25,15 @@ def workloads(name: str) -> Iterator[dict[str, Any]]:
     return (o for o in rendered_stack(name).objects() if o["kind"] in WORKLOAD_KINDS)
 
 
+def of_kind(name: str, kind: str) -> list[dict[str, Any]]:
+    return [o for o in rendered_stack(name).objects() if o["kind"] == kind]
+
+
+def ident(o: dict[str, Any]) -> str:
+    ns = o["metadata"].get("namespace")
+    return f"{o['kind']} {ns + '/' if ns else ''}{o['metadata']['name']}"
+
+
 def fix(name: str, what: str) -> str:
     return f"stacks/{name}.py: {what} (`python -m stacks check {name}` shows every finding)"
 
@@ -45,14 +54,20 @@ def test_every_tier_of_the_stack_has_a_pulumi_stack_file_that_deploys_it(name: s
 
     config = stacks.load(name)
     files = [s for s in stacks.pulumi_stacks() if s.cluster == name]
-    assert files, f"Pulumi.{name}.yaml is missing: every stack module has its Pulumi stack file (README 'Add a cluster')"
+    assert files, f"stacks/{name}.py: Pulumi.{name}.yaml is missing: every stack module has its Pulumi stack file (README 'Add a cluster')"
     tiers = {s.tier for s in files}
     needed = {tier_of(o, config) for o in objects(config) + patches(config)}
     uncovered = sorted(t for t in needed if t not in tiers and "all" not in tiers)
-    assert not uncovered, f"stack {name} declares {', '.join(uncovered)}-tier objects but no Pulumi.{name}*.yaml deploys that tier"
+    assert not uncovered, (
+        f"stacks/{name}.py declares {', '.join(uncovered)}-tier objects, but its stack files "
+        f"({', '.join(s.path.name for s in files)}) deploy only the {', '.join(sorted(tiers))} tier: "
+        "add a stack file for each (gpu-training:tier)"
+    )
     for s in files:
-        assert s.context, f"{s.path.name}: set kubernetes:context (the program never uses the current context)"
-        assert "kubernetes" in s.disabled_default_providers, f"{s.path.name}: set pulumi:disable-default-providers: [kubernetes]"
+        assert s.context, f"{s.path.name} (stack {name}): set kubernetes:context (the program never uses the current context)"
+        assert "kubernetes" in s.disabled_default_providers, (
+            f"{s.path.name} (stack {name}): set pulumi:disable-default-providers: [kubernetes]"
+        )
 
 
 # --- Barcelona: RoCE v2 through SR-IOV (seeds 000-003) --------------------------------------------------
@@ -66,88 +81,130 @@ def test_barcelona_rdma_pods_attach_the_four_sriov_networks_and_request_each_vf(
             continue
         ns = o["metadata"]["namespace"]
         nets = o["spec"]["template"]["metadata"]["annotations"]["k8s.v1.cni.cncf.io/networks"].split(",")
-        assert nets == [f"{ns}/{n}@net{i}" for i, n in enumerate(BARCELONA_NETWORKS, 1)], fix("barcelona", "fabric.attachments (seed 003)")
+        want = [f"{ns}/{n}@net{i}" for i, n in enumerate(BARCELONA_NETWORKS, 1)]
+        assert nets == want, fix("barcelona", f"{ident(o)}: expected networks {want} (seed 003, fabric.attachments), found {nets}")
         limits = container(o)["resources"]["limits"]
-        assert all(limits.get(f"openshift.io/{n.split('-')[0]}rdma") == 1 for n in BARCELONA_NETWORKS), fix("barcelona", "seed 003's VFs")
+        vfs = {f"openshift.io/{n.split('-')[0]}rdma": 1 for n in BARCELONA_NETWORKS}
+        found = {k: limits.get(k) for k in vfs}
+        assert found == vfs, fix("barcelona", f"{ident(o)}: expected one VF of each port {vfs} (seed 003), found {found}")
         # the pod's own namespace holds the copies it attaches
-        copies = {
-            x["metadata"]["name"]
-            for x in rendered_stack("barcelona").objects()
-            if x["kind"] == "NetworkAttachmentDefinition" and x["metadata"]["namespace"] == ns
-        }
-        assert copies >= set(BARCELONA_NETWORKS), fix("barcelona", f"fabric.attachments: copies in {ns}")
+        copies = {x["metadata"]["name"] for x in of_kind("barcelona", "NetworkAttachmentDefinition") if x["metadata"]["namespace"] == ns}
+        assert copies >= set(BARCELONA_NETWORKS), fix(
+            "barcelona", f"{ident(o)}: expected the NAD copies {BARCELONA_NETWORKS} in {ns} (fabric.attachments), found {sorted(copies)}"
+        )
 
 
 def test_barcelona_nad_copies_carry_the_real_sriov_config() -> None:
-    for nad in (o for o in rendered_stack("barcelona").objects() if o["kind"] == "NetworkAttachmentDefinition"):
+    for nad in of_kind("barcelona", "NetworkAttachmentDefinition"):
         cni = json.loads(nad["spec"]["config"])
-        assert cni["type"] == "sriov" and cni["mtu"] == 9000 and cni["ipam"]["type"] == "whereabouts", fix(
-            "barcelona", "cni_config: CLUSTER-FACTS 'Real NAD configuration'"
+        found = (cni.get("type"), cni.get("mtu"), cni.get("ipam", {}).get("type"))
+        assert found == ("sriov", 9000, "whereabouts"), fix(
+            "barcelona",
+            f"{ident(nad)}: expected type sriov, mtu 9000, ipam whereabouts (cni_config: CLUSTER-FACTS 'Real NAD configuration'), "
+            f"found {found}",
         )
-        assert "sriovnetwork.openshift.io/owner-ref" not in nad["metadata"].get("annotations", {})
+        owner = "sriovnetwork.openshift.io/owner-ref"
+        assert owner not in nad["metadata"].get("annotations", {}), fix(
+            "barcelona", f"{ident(nad)}: a copy carries no {owner} (the operator would delete it with its SriovNetwork)"
+        )
 
 
 def test_barcelona_scc_is_least_privilege() -> None:
-    (scc,) = [o for o in rendered_stack("barcelona").objects() if o["kind"] == "SecurityContextConstraints"]
-    assert scc["metadata"]["name"] == "nccl-rdma-scc", fix("barcelona", "seed 002 named the SCC nccl-rdma-scc")
-    assert not (scc["allowPrivilegedContainer"] or scc["allowHostIPC"] or scc["allowHostNetwork"] or scc["allowHostDirVolumePlugin"])
-    assert scc["requiredDropCapabilities"] == ["ALL"] and set(scc["allowedCapabilities"]) <= {"IPC_LOCK", "SYS_RESOURCE"}
+    sccs = {o["metadata"]["name"]: o for o in of_kind("barcelona", "SecurityContextConstraints")}
+    assert "nccl-rdma-scc" in sccs, fix("barcelona", f"expected the SCC nccl-rdma-scc (seed 002 named it), found {sorted(sccs) or 'none'}")
+    scc = sccs["nccl-rdma-scc"]
+    granted = [k for k in ("allowPrivilegedContainer", "allowHostIPC", "allowHostNetwork", "allowHostDirVolumePlugin") if scc[k]]
+    assert not granted, fix("barcelona", f"SCC nccl-rdma-scc: expected none of {granted} (least privilege, KNOWLEDGE.md)")
+    caps = (scc["requiredDropCapabilities"], sorted(scc["allowedCapabilities"]))
+    assert caps[0] == ["ALL"] and set(caps[1]) <= {"IPC_LOCK", "SYS_RESOURCE"}, fix(
+        "barcelona",
+        f"SCC nccl-rdma-scc: expected drop ALL and at most IPC_LOCK, SYS_RESOURCE (seed 002), found drop {caps[0]}, allow {caps[1]}",
+    )
 
 
 @pytest.mark.parametrize("name", ["barcelona", "cairo"])
 def test_gpu_pods_tolerate_nvidia_gpu_and_select_gpu_nodes(name: str) -> None:
+    toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
     for o in workloads(name):
         spec = pod_spec(o)
-        toleration = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
-        assert toleration in spec.get("tolerations", []), fix(name, "gpu_tolerations")
-        selected = spec.get("nodeSelector", {}).get("nvidia.com/gpu.present")
-        assert selected == "true", fix(name, "gpu_node_selector (CLUSTER-FACTS 'Scheduling')")
+        found = spec.get("tolerations", [])
+        assert toleration in found, fix(name, f"{ident(o)}: expected the toleration {toleration} (gpu_tolerations), found {found}")
+        selected = spec.get("nodeSelector", {})
+        assert selected.get("nvidia.com/gpu.present") == "true", fix(
+            name,
+            f"{ident(o)}: expected nodeSelector nvidia.com/gpu.present=true (gpu_node_selector, CLUSTER-FACTS 'Scheduling'), "
+            f"found {selected}",
+        )
 
 
 # --- Cairo: InfiniBand without SR-IOV, RWX on nfs-csi (seed 004) --------------------------------------------
 
 
 def test_cairo_rdma_pods_pin_the_four_400g_ports_in_exact_form() -> None:
+    hca = "=mlx5_2,mlx5_3,mlx5_4,mlx5_5"
     for o in workloads("cairo"):
         env = env_of(o)
         if env["LAUNCHER_MODE"] == "rdma":
-            assert env["NCCL_IB_HCA"] == "=mlx5_2,mlx5_3,mlx5_4,mlx5_5", fix("cairo", "seed 004's ACTIVE 400 Gb/s ports")
-            assert "NCCL_IB_GID_INDEX" not in env  # InfiniBand uses no GID index
+            assert env.get("NCCL_IB_HCA") == hca, fix(
+                "cairo", f"{ident(o)}: expected NCCL_IB_HCA={hca} (seed 004's ACTIVE 400 Gb/s ports), found {env.get('NCCL_IB_HCA')}"
+            )
+            assert "NCCL_IB_GID_INDEX" not in env, fix(
+                "cairo", f"{ident(o)}: InfiniBand uses no GID index (seed 004), found NCCL_IB_GID_INDEX={env['NCCL_IB_GID_INDEX']}"
+            )
         else:
-            assert container(o)["securityContext"]["runAsNonRoot"] is True  # only RDMA pods are privileged
+            non_root = container(o)["securityContext"].get("runAsNonRoot")
+            assert non_root is True, fix(
+                "cairo", f"{ident(o)} runs TCP: expected runAsNonRoot (only RDMA pods are privileged), found {non_root}"
+            )
 
 
 def test_cairo_fixes_the_nfs_server_claim_before_its_nfs_claims() -> None:
     r = rendered_stack("cairo")
-    (patch,) = [x for x in r.resources if x.is_patch]
-    assert (patch.object["metadata"]["namespace"], patch.object["metadata"]["name"]) == ("nfs", "nfs-server-root"), fix(
-        "cairo", "pvc_fixes"
+    root = ("nfs", "nfs-server-root")
+    fixes = {(x.object["metadata"]["namespace"], x.object["metadata"]["name"]): x for x in r.resources if x.is_patch}
+    assert root in fixes, fix("cairo", f"expected a pvc_fixes patch of nfs/nfs-server-root (seed 004), found {sorted(fixes) or 'none'}")
+    spec = fixes[root].object["spec"]
+    assert spec == {"storageClassName": "ocs-external-storagecluster-ceph-rbd"}, fix(
+        "cairo", f"pvc_fixes nfs/nfs-server-root: expected storageClassName ocs-external-storagecluster-ceph-rbd (seed 004), found {spec}"
     )
-    assert patch.object["spec"] == {"storageClassName": "ocs-external-storagecluster-ceph-rbd"}
     nfs_claims = [
         x for x in r.resources if x.type.endswith(":PersistentVolumeClaim") and x.inputs["spec"].get("storageClassName") == "nfs-csi"
     ]
-    assert nfs_claims, fix("cairo", "seed 004's RWX claims on nfs-csi")
+    assert nfs_claims, fix("cairo", "expected RWX claims on nfs-csi (seed 004's ml-dev-workspace, ml-datasets), found none")
     for claim in nfs_claims:
-        assert claim.inputs["spec"]["accessModes"] == ["ReadWriteMany"]
-        assert any(d.endswith("PersistentVolumeClaimPatch::nfs/nfs-server-root") for d in claim.options["depends_on"])
+        where = f"PersistentVolumeClaim {claim.inputs['metadata'].get('namespace')}/{claim.inputs['metadata']['name']}"
+        modes = claim.inputs["spec"]["accessModes"]
+        assert modes == ["ReadWriteMany"], fix("cairo", f"{where} on nfs-csi: expected ReadWriteMany (seed 004), found {modes}")
+        after = claim.options["depends_on"]
+        assert any(d.endswith("PersistentVolumeClaimPatch::nfs/nfs-server-root") for d in after), fix(
+            "cairo", f"{where} on nfs-csi: expected it to wait for the nfs/nfs-server-root fix (pvc_fixes), found depends_on {after}"
+        )
 
 
 # --- NERC: TCP only (seed 000) ------------------------------------------------------------------------------
 
 
 def test_nerc_runs_tcp_only_without_privilege() -> None:
-    objs = list(rendered_stack("nerc").objects())
-    assert not [o for o in objs if o["kind"] in ("NetworkAttachmentDefinition", "SecurityContextConstraints", "RoleBinding")], fix(
-        "nerc", "NERC has no RDMA: no NADs, no SCC, no grant"
-    )
+    privileged = [
+        ident(o)
+        for o in rendered_stack("nerc").objects()
+        if o["kind"] in ("NetworkAttachmentDefinition", "SecurityContextConstraints", "RoleBinding")
+    ]
+    assert not privileged, fix("nerc", f"NERC has no RDMA (seed 000): expected no NADs, no SCC, no grant, found {privileged}")
     for o in workloads("nerc"):
-        assert env_of(o)["NCCL_IB_DISABLE"] == "1"
-        assert container(o)["securityContext"]["runAsNonRoot"] is True
-        assert o["spec"]["template"]["metadata"]["annotations"]["openshift.io/required-scc"] == "restricted-v2"
+        env, security = env_of(o), container(o)["securityContext"]
+        scc = o["spec"]["template"]["metadata"]["annotations"].get("openshift.io/required-scc")
+        found = (env.get("NCCL_IB_DISABLE"), security.get("runAsNonRoot"), scc)
+        assert found == ("1", True, "restricted-v2"), fix(
+            "nerc", f"{ident(o)}: expected NCCL_IB_DISABLE=1, runAsNonRoot, required SCC restricted-v2 (seed 000: TCP only), found {found}"
+        )
 
 
 def test_nerc_gpu_pods_tolerate_the_h100_taint() -> None:
     taint = {"key": "nvidia.com/gpu.product", "operator": "Equal", "value": "NVIDIA-H100-80GB-HBM3", "effect": "NoSchedule"}
     for o in workloads("nerc"):
-        assert taint in pod_spec(o).get("tolerations", []), fix("nerc", "gpu_tolerations: CLUSTER-FACTS 'Scheduling' (NERC's GPU taint)")
+        found = pod_spec(o).get("tolerations", [])
+        assert taint in found, fix(
+            "nerc",
+            f"{ident(o)}: expected the toleration {taint} (gpu_tolerations: CLUSTER-FACTS 'Scheduling', NERC's GPU taint), found {found}",
+        )

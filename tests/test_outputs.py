@@ -75,8 +75,11 @@ def test_every_stack_outputs_validate(name: str):
     kind, _, which = name.partition(":")
     outputs = (rendered_stack if kind == "stack" else rendered_fixture)(which).outputs
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(outputs)]
-    assert errors == []
-    assert outputs["schema_version"] == SCHEMA_VERSION
+    where = f"stacks/{which}.py" if kind == "stack" else f"tests/fixtures.py {which}"
+    assert errors == [], f"{where}: its outputs do not validate against {SCHEMA_FILE}:\n" + "\n".join(errors)
+    assert outputs["schema_version"] == SCHEMA_VERSION, (
+        f"{where}: schema_version {outputs['schema_version']!r}, expected {SCHEMA_VERSION!r}"
+    )
 
 
 def _mutated(change: Any) -> dict[str, Any]:
@@ -102,9 +105,9 @@ def test_schema_rejects_what_a_consumer_could_not_rely_on(change: Any, complaint
     assert any(complaint in m for m in messages), messages
 
 
-def test_the_readme_consumer_example_reads_master_addr(tmp_path):
-    # The README's python one-liner, run as a consumer would, on a stack's outputs document.
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+def test_the_documented_consumer_example_reads_master_addr(tmp_path):
+    # The python one-liner of docs/outputs.md, run as a consumer would, on a stack's outputs document.
+    readme = (ROOT / "docs" / "outputs.md").read_text(encoding="utf-8")
     (line,) = [ln for ln in readme.splitlines() if ln.startswith("python3 -c ") and "master_addr" in ln]
     outputs = tmp_path / "outputs.json"
     outputs.write_text(json.dumps(rendered_fixture("roce").outputs), encoding="utf-8")

@@ -6,8 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import stacks
-from conftest import ROOT
-from render.engine import run
+from conftest import ROOT, rendered_stack
 from render.writer import write
 
 
@@ -19,7 +18,7 @@ def test_rendered_is_what_the_code_renders(tmp_path: Path) -> None:
     committed = ROOT / "rendered"
     stale = []
     for name in stacks.names():
-        fresh = _files(write(run(stacks.load(name)), tmp_path))
+        fresh = _files(write(rendered_stack(name), tmp_path))
         if not (committed / name).is_dir() or _files(committed / name) != fresh:
             stale.append(name)
     orphans = sorted(p.name for p in committed.iterdir() if p.is_dir() and p.name not in stacks.names()) if committed.is_dir() else []

@@ -8,17 +8,22 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator
+from functools import cache
 from typing import Any
 
 import fixtures
 import jsonschema
 import kubernetes_validate
+import kubernetes_validate.utils
 import pytest
 import yaml
 
 import stacks
 from conftest import ROOT, SHARED, rendered_fixture, rendered_stack
-from render.engine import run
+from render.engine import Rendering, run
+
+# kubernetes-validate reads and parses its JSON schema files (megabytes) on every call: parse each once per process.
+kubernetes_validate.utils.schema_contents = cache(kubernetes_validate.utils.schema_contents)
 
 K8S_VERSION = "1.30.0"
 CRD_KINDS = {
@@ -41,22 +46,33 @@ def openshift_schema(kind: str) -> dict[str, Any]:
     return json.loads((ROOT / "schemas" / "openshift" / f"{OPENSHIFT_KINDS[kind]}.schema.json").read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
+@cache
+def roce_with_node_level() -> Rendering:
+    return run(fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True, "iommu_passthrough": True})))
+
+
 def renderings() -> Iterator[tuple[str, Any]]:
     for name in stacks.names():
-        yield f"stack {name}", rendered_stack(name)
+        yield f"stacks/{name}.py", rendered_stack(name)
     for name in sorted(fixtures.FIXTURES):
         yield f"fixture {name}", rendered_fixture(name)
-    yield (
-        "fixture roce with node-level objects",
-        run(fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True, "iommu_passthrough": True}))),
-    )
+    yield "fixture roce with node-level objects", roce_with_node_level()
+
+
+@cache
+def schema_validator(kind: str) -> Any:
+    """What jsonschema.validate checks a CRD or OpenShift kind with, built (and the schema checked) once."""
+    schema = crd_schema(kind) if kind in CRD_KINDS else openshift_schema(kind)
+    checker = jsonschema.validators.validator_for(schema)
+    checker.check_schema(schema)
+    return checker(schema)
 
 
 def validate(obj: dict[str, Any]) -> None:
-    if obj["kind"] in CRD_KINDS:
-        jsonschema.validate(obj, crd_schema(obj["kind"]))
-    elif obj["kind"] in OPENSHIFT_KINDS:
-        jsonschema.validate(obj, openshift_schema(obj["kind"]))
+    if obj["kind"] in CRD_KINDS or obj["kind"] in OPENSHIFT_KINDS:
+        error = jsonschema.exceptions.best_match(schema_validator(obj["kind"]).iter_errors(obj))
+        if error is not None:
+            raise error
     else:
         kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
 
@@ -101,7 +117,7 @@ def test_scc_schema_rejects_the_seeds_scc() -> None:
     ],
 )
 def test_the_openshift_schemas_reject_what_the_api_server_would(kind: str, name: str | None, break_it: Any) -> None:
-    rendering = run(fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True})))
+    rendering = roce_with_node_level()
     obj = copy.deepcopy(next(o for o in rendering.objects() if o["kind"] == kind and (name is None or o["metadata"]["name"] == name)))
     jsonschema.validate(obj, openshift_schema(kind))
     break_it(obj)

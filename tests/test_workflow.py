@@ -27,7 +27,8 @@ def test_the_preview_matrix_is_read_from_the_stack_files() -> None:
     assert preview["strategy"]["matrix"]["include"] == "${{ fromJSON(needs.stacks.outputs.matrix) }}"
     text = WORKFLOW.read_text(encoding="utf-8")
     for name in stacks.names():
-        assert f"stack: {name}" not in text and f"KUBECONFIG_{name.upper()}" not in text, "the workflow names no stack"
+        for named in (f"stack: {name}", f"KUBECONFIG_{name.upper()}"):
+            assert named not in text, f"{WORKFLOW.relative_to(ROOT)} names stack {name} ({named!r}): its matrix comes from the stack files"
     assert "python -m stacks list --pulumi-stacks --json" in text
 
 
@@ -38,8 +39,12 @@ def test_every_matrix_value_the_preview_uses_is_in_the_stack_list() -> None:
         [sys.executable, "-m", "stacks", "list", "--pulumi-stacks", "--json"], cwd=ROOT, capture_output=True, text=True, check=True
     )
     rows = json.loads(out.stdout)
-    assert rows and all(used <= set(row) for row in rows), used - set(rows[0])
-    assert all(row["context"] for row in rows), "every committed stack file names its kube context"
+    assert rows, "`python -m stacks list --pulumi-stacks --json` lists no Pulumi stack file"
+    for row in rows:
+        assert used <= set(row), (
+            f"stack {row.get('stack', row)}: the workflow reads matrix.{sorted(used - set(row))}, the stack list lacks them"
+        )
+        assert row["context"], f"stack {row.get('stack', row)}: its Pulumi stack file names no kubernetes:context"
 
 
 def test_secrets_reach_only_the_steps_that_need_them() -> None:
