@@ -9,6 +9,6 @@ config, tier, context = load_stack()  # the cluster's module, or the YAML file n
 check_kube_context(context, pulumi.get_stack())  # no deploying to whatever kube context is current
 whole = layout(config)  # the whole stack's design, whichever tier runs: the preflight stops on any error in it
 preflight(config, [d.object for d in whole if not d.patch], [d.object for d in whole if d.patch])
-upsert, force = adopting()  # README "Adopting what exists": one run each, then removed from the stack file
+upsert, force = adopting()  # docs/adoption.md: one run each, then removed from the stack file
 for key, value in build(config, tier, context, upsert, force).items():
     pulumi.export(key, value)

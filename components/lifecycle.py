@@ -1,6 +1,6 @@
 """What `pulumi up` waits for, per kind, and which changes replace an object: one place, read by the
 components (the annotations they render), by `python -m stacks diff` (which marks replacements) and
-by the README's lifecycle section.
+by docs/lifecycle.md.
 
 The facts behind it are the kubernetes provider's (pulumi-kubernetes 4.33/4.34, provider/pkg/await
 and provider/pkg/provider/diff.go):
@@ -48,7 +48,7 @@ JOB_HELD_FIELDS = ("spec.template", "spec.completions", "spec.parallelism", "spe
 HELD = "not applied to the Job that exists (the record of its run): it takes effect when the next run starts (raise run_number)"
 
 
-# The README's "What pulumi up waits for" table, in the order it is shown.
+# The "what pulumi up waits for" table of docs/lifecycle.md, in the order it is shown.
 AWAITS: list[tuple[str, str]] = [
     (
         "StatefulSet",

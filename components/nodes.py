@@ -7,7 +7,7 @@
 
 The Machine Config Operator drains and reboots every node of the pool, one at a time, to apply each
 one (a file under /etc/crio is not covered by the default node-disruption policies; a kernel argument
-always reboots). Both are off by default; README says who applies them.
+always reboots). Both are off by default; docs/stacks.md says who applies them.
 """
 
 from __future__ import annotations

@@ -110,7 +110,7 @@ def build(
     config: ClusterConfig, tier: str = "all", context: str | None = None, adopt: bool = False, force: bool | None = None
 ) -> dict[str, Any]:
     """Declare every resource of the stack's tier (`layout`, each under its component); returns the stack
-    outputs. `adopt` is the first run of README "Adopting what exists": create-or-take-over every object,
+    outputs. `adopt` is the first run of docs/adoption.md ("The other first run"): create-or-take-over every object,
     forcing the program's fields over other field managers (kubernetes:upsertExistingObjects and
     kubernetes:enablePatchForce in the stack file, which only this explicit provider can honour: the
     default one is disabled). `force` alone (default: `adopt`) is the run after `pulumi import`."""

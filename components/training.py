@@ -364,7 +364,7 @@ def claim_templates(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
 
 
 def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
-    """NAMESPACE/NAME of the claims the StatefulSet makes (they outlive it; see Renames in README)."""
+    """NAMESPACE/NAME of the claims the StatefulSet makes (they outlive it; see "Rename a workload" in docs/lifecycle.md)."""
     if w.kind != "statefulset":
         return []
     out = []

@@ -1,15 +1,17 @@
 """What the rules read and what they report: findings, the rule registry, and views of the rendered
 objects (the pods inside StatefulSets, Jobs and Pods; the SCC a pod runs under).
 
-The policy reads two things only: the validated config and the Kubernetes objects the stack renders,
-as plain dicts. It never imports components/ or pulumi, so the same rules run in `python -m stacks
-check` (over the offline rendering) and inside the Pulumi program (over `components.program.objects`).
+The policy reads the validated config and the Kubernetes objects the stack renders, as plain dicts, and, for
+the rules that compare stacks, the configs of the project's other stacks (loaded through stacks/, which never
+imports policy/). It never imports components/ or pulumi, so the same rules run in `python -m stacks check`
+(over the offline rendering) and inside the Pulumi program (over `components.program.objects`).
 """
 
 from __future__ import annotations
 
 import fnmatch
 import json
+import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
@@ -17,6 +19,10 @@ from typing import Any, Literal
 from stacks.model import BandwidthCheck, ClusterConfig, Workload, kubelet_expand
 
 Severity = Literal["error", "warning", "info"]
+
+WIDTH = 160
+"""The longest line `python -m stacks check` (and `render`'s refusal) prints: a longer finding wraps (Finding.wrapped)."""
+INDENT = "    "
 
 # Annotations the rules read (the same strings components/kube.py writes; repeated here because the
 # policy must not import components).
@@ -60,6 +66,29 @@ class Finding:
         if self.accepted:
             text += f" [accepted: {self.accepted}]"
         return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
+
+    def wrapped(self, prefix: str = "", width: int = WIDTH) -> list[str]:
+        """The finding for a terminal, each line at most `width` characters: `prefix` + line() where that fits;
+        else severity, rule, object, field and message wrapped, then `Fix: ...` and the stack's `[accepted: ...]`
+        each starting a line of its own, every continuation line indented (INDENT). The words are line()'s, in
+        its order; only a word longer than a line (none in the committed stacks) is split."""
+        one = prefix + self.line()
+        if len(one) <= width:
+            return [one]
+        parts = [f"{prefix}{self.severity} {self.rule} {self.object} {self.field}: {self.message}", f"Fix: {self.fix}"]
+        if self.accepted:
+            parts.append(f"[accepted: {self.accepted}]")
+        out: list[str] = []
+        for i, part in enumerate(parts):
+            out += textwrap.wrap(
+                " ".join(part.split()),
+                width=width,
+                initial_indent=INDENT if i else "",
+                subsequent_indent=INDENT,
+                break_long_words=True,
+                break_on_hyphens=False,
+            )
+        return out
 
 
 def error(obj: str, where: str, message: str, fix: str) -> Finding:
@@ -275,6 +304,8 @@ class Stack:
     previous: dict[str, Any] | None = None
     """The stack outputs of the render committed before this change (rendered/STACK/outputs.json),
     when there is one: what the cluster holds now, as far as the repository knows."""
+    others: list[ClusterConfig] = field(default_factory=list)
+    """The configs of the project's other stacks (as `pulumi up` deploys them), for the rules that compare stacks."""
 
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
         return [o for o in self.objects if o.get("kind") == kind]
@@ -336,18 +367,23 @@ def check(
     patches: Iterable[dict[str, Any]] = (),
     only: Iterable[str] | None = None,
     previous: dict[str, Any] | None = None,
+    others: Iterable[ClusterConfig] | None = None,
 ) -> list[Finding]:
     """Run the rules (all, or the ids in `only`) over a config and the objects it renders. Warnings
     the config accepts carry its reason; an acceptance that matches nothing is itself a warning.
     Findings come sorted (severity, rule, object, field), so their order never depends on the order
-    of the config's lists."""
+    of the config's lists. `others` are the stacks the config is compared with (shared-projects); by
+    default the project's other stacks (`project_stacks`), so every caller (`python -m stacks check` and
+    `render`, the Pulumi program) compares with the same ones without passing them."""
     import policy.rules  # noqa: F401  (registers the rules)
 
-    stack = Stack(config, list(objects), list(patches), previous)
     wanted = set(only) if only is not None else None
     unknown = (wanted or set()) - set(RULES)
     if unknown:
         raise KeyError(f"unknown rule ids: {', '.join(sorted(unknown))} (known: {', '.join(RULES)})")
+    if others is None:  # loaded only for the rule that reads them
+        others = project_stacks(config.name) if wanted is None or "shared-projects" in wanted else []
+    stack = Stack(config, list(objects), list(patches), previous, [o for o in others if o.name != config.name])
     findings: list[Finding] = []
     for r in RULES.values():
         if wanted is None or r.id in wanted:
@@ -374,6 +410,29 @@ def check(
                 )  # fmt: skip
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.field, f.message))
+
+
+def project_stacks(exclude: str) -> list[ClusterConfig]:
+    """The configs of the project's stacks but `exclude`, each as `pulumi up` deploys it (`stacks.load`: its
+    gpu-training:configFile, else its module). A stack that does not load is left out: its own check reports why,
+    and one broken stack must not stop the check of another."""
+    import stacks  # the package, not only its model: policy/ sits above stacks/, which never imports policy/
+
+    try:
+        files = stacks.pulumi_stacks()  # read once: what each cluster's stack files deploy (stacks.config_file_of)
+    except stacks.ConfigError:
+        files = []
+    out = []
+    for name in stacks.names():
+        deployed = {(s.config_file, s.path.name) for s in files if s.cluster == name}
+        if name == exclude or len({f for f, _ in deployed}) > 1:  # stack files that disagree: its own check says so
+            continue
+        config_file, stack_file = min(deployed, default=(None, ""), key=str)
+        try:
+            out.append(stacks.load_deployed(name, config_file, stack_file))
+        except stacks.ConfigError:
+            continue
+    return out
 
 
 def errors(findings: Iterable[Finding]) -> list[Finding]:

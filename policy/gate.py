@@ -25,16 +25,16 @@ from stacks.model import ClusterConfig
 
 
 def adopting() -> tuple[bool, bool]:
-    """(take over what exists, force the program's fields): what the stack file asks of README "Adopting what
-    exists". Taking over needs forcing (upsert without force stops at every field another manager owns); forcing
-    alone is the one run after `pulumi import`, when objects made by `oc create`/`oc adm policy` hold fields the
-    program declares differently."""
+    """(take over what exists, force the program's fields): what the stack file asks of docs/adoption.md ("Adopting
+    what exists"). Taking over needs forcing (upsert without force stops at every field another manager owns);
+    forcing alone is the one run after `pulumi import`, when objects made by `oc create`/`oc adm policy` hold fields
+    the program declares differently."""
     k8s = pulumi.Config("kubernetes")
     upsert, force = bool(k8s.get_bool("upsertExistingObjects")), bool(k8s.get_bool("enablePatchForce"))
     if upsert and not force:
         raise pulumi.RunError(
             f"Pulumi.{pulumi.get_stack()}.yaml sets kubernetes:upsertExistingObjects without kubernetes:enablePatchForce: "
-            "the takeover of existing objects needs both for one run (README 'Adopting what exists'), and neither afterwards"
+            "the takeover of existing objects needs both for one run (docs/adoption.md), and neither afterwards"
         )
     if upsert:
         pulumi.log.warn(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 from policy.core import (
@@ -28,7 +29,16 @@ from policy.core import (
     warning,
 )
 from policy.placement import Group, place
-from stacks.model import BUILTIN_SCCS, INTERNAL_REGISTRY, MIB, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
+from stacks.model import (
+    BUILTIN_SCCS,
+    INTERNAL_REGISTRY,
+    MIB,
+    STRATEGY_CAPABILITIES,
+    STRATEGY_RUNS_AS_ROOT,
+    HandMade,
+    quantity_value,
+    source_line,
+)
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.
@@ -1089,17 +1099,200 @@ def _ordinal_kept(claim: str, workload: str, stack: Stack) -> bool:
     "Every object the stack lists as made by hand (hand_made) is one it declares, so the import plan adopts what is really there.",
 )
 def hand_made(stack: Stack) -> Iterator[Finding]:
+    """The finding names the line of the HandMade(...) call in the stack module where it is known (a stack built in
+    Python), says which change of the config left the object undeclared (a workload's switch to TCP, a namespace
+    without RDMA pods, ...), and gives a fix that fits a list comprehension, as the committed stacks write them."""
     declared = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in stack.objects}
-    for i, h in enumerate(getattr(stack.config, "hand_made", []) or []):
-        if (h.kind, h.namespace, h.name) not in declared:
-            where = f"{h.namespace}/{h.name}" if h.namespace else h.name
-            yield warning(
-                f"{h.kind} {where}",
-                f"hand_made[{i}]",
-                "the stack lists this object as made by hand but does not declare it: the import plan leaves it out, and "
-                "Pulumi neither adopts nor deletes it",
-                "remove the entry, or correct its kind, namespace or name",
-            )
+    entries: list[HandMade] = list(getattr(stack.config, "hand_made", []) or [])
+    origins = [source_line(h) for h in entries]
+    missing = {i for i, h in enumerate(entries) if (h.kind, h.namespace, h.name) not in declared}
+    for i in sorted(missing):
+        h, origin = entries[i], origins[i]
+        where = f"{h.namespace}/{h.name}" if h.namespace else h.name
+        at = _shown(origin)
+        because, temporary = _undeclared_because(stack, h)
+        listed = f"listed as made by hand at {at} (HandMade)" if at else "listed as made by hand (hand_made)"
+        yield warning(
+            f"{h.kind} {where}",
+            f"hand_made[{i}]",
+            f"{listed}, but the stack does not declare it: {because}. The import plan leaves it out, and Pulumi neither "
+            "adopts nor deletes it",
+            _hand_made_fix(entries, origins, missing, i)
+            + (", or, if the switch is temporary, accept this warning in accepted_warnings with that reason" if temporary else ""),
+        )
+
+
+def _shown(origin: tuple[str, int] | None) -> str:
+    """A source line as `stacks/NAME.py line N` (relative to the project when it is inside it)."""
+    if origin is None:
+        return ""
+    import stacks  # the package (its ROOT), loaded already: policy/ sits above stacks/
+
+    path = Path(origin[0])
+    try:
+        shown = path.resolve().relative_to(Path(stacks.ROOT).resolve()).as_posix()
+    except ValueError:
+        shown = str(path)
+    return f"{shown} line {origin[1]}"
+
+
+def _hand_made_fix(entries: list[HandMade], origins: list[tuple[str, int] | None], missing: set[int], i: int) -> str:
+    h, origin = entries[i], origins[i]
+    at = _shown(origin)
+    if origin is None:
+        return f"remove hand_made[{i}], or correct its kind, namespace or name"
+    loop = [j for j, o in enumerate(origins) if o == origin]
+    if len(loop) == 1:
+        return f"remove the HandMade(...) at {at}, or correct its kind, namespace or name"
+    # One call makes several entries: a comprehension (or a loop). Say what to leave out of what it iterates.
+    same_ns = [j for j in loop if entries[j].namespace == h.namespace]
+    same_name = [j for j in loop if entries[j].name == h.name]
+    if h.namespace and len({entries[j].namespace for j in loop}) > 1 and all(j in missing for j in same_ns):
+        return (
+            f"drop {h.namespace} from the namespaces the comprehension at {at} iterates (it makes {len(loop)} entries, "
+            f"{len(same_ns)} of them in {h.namespace}, none declared)"
+        )
+    if len({entries[j].name for j in loop}) > 1 and all(j in missing for j in same_name):
+        return f"drop what makes the name {h.name} from what the comprehension at {at} iterates (it makes {len(loop)} entries)"
+    return (
+        f"leave this one out of the comprehension at {at} (an `if` on its kind, namespace and name; it makes "
+        f"{len(loop)} entries), or correct its kind, namespace or name"
+    )
+
+
+def _undeclared_because(stack: Stack, h: HandMade) -> tuple[str, bool]:
+    """Why the stack does not declare a hand-made object, as far as its config says; and whether a workload's
+    transport switch is the reason (a switch back would declare it again)."""
+    c = stack.config
+    ns = h.namespace
+    if ns and ns not in c.namespaces:
+        return f"{ns} is not one of the stack's namespaces ({', '.join(c.namespaces)})", False
+    sec = c.security
+    if h.kind == "NetworkAttachmentDefinition" and ns:
+        fabric = c.fabric
+        if fabric is None:
+            return "the stack has no fabric, so no pod attaches an SR-IOV network", False
+        if h.name not in {a.network for a in fabric.attachments}:
+            return f"fabric.attachments names no network {h.name}", False
+        if fabric.device_access != "sriov" or fabric.nad_mode != "copy":
+            return f"fabric.nad_mode is {fabric.nad_mode} (device_access {fabric.device_access}): the stack makes no NAD copies", False
+        return _without_rdma(stack, ns, "the NAD copies")
+    scc = h.name.removeprefix(SCC_USE_ROLE_PREFIX)
+    if h.kind == "SecurityContextConstraints" or (h.kind == "ClusterRole" and h.name.startswith(SCC_USE_ROLE_PREFIX)):
+        if scc != sec.scc:
+            return f"the stack's SCC is {sec.scc or 'none'} (security.scc), not {scc}", False
+        if not sec.create:
+            return f"security.create is false: the stack uses the existing SCC {scc} and declares neither it nor its use-role", False
+    if h.kind == "RoleBinding" and h.name.startswith(SCC_USE_ROLE_PREFIX) and ns:
+        if scc != sec.scc:
+            return f"the stack grants its own SCC {sec.scc or '(none)'} (security.scc), not {scc}", False
+        if not sec.grant:
+            return "security.grant is false: the stack grants no SCC", False
+        return _without_scc(stack, ns, scc)
+    if h.kind == "ServiceAccount" and ns:
+        return f"security.service_accounts lists no {h.name} in {ns}", False
+    if h.kind == "PersistentVolumeClaim" and ns:
+        return f"volumes has no volume {h.name} in {ns}", False
+    return "nothing in its config renders this object (check its kind, namespace and name)", False
+
+
+def _was(stack: Stack, ns: str, key: str, value: str) -> list[str]:
+    """The workloads the committed render ran in `ns` with that output value (mode rdma, scc NAME)."""
+    before = (stack.previous or {}).get("workloads") or {}
+    return sorted(n for n, w in before.items() if isinstance(w, dict) and w.get("namespace") == ns and w.get(key) == value)
+
+
+def _names(kind: str, names: list[str]) -> str:
+    return f"{kind}{'s' * (len(names) != 1)} {', '.join(names)}"
+
+
+def _without_rdma(stack: Stack, ns: str, what: str) -> tuple[str, bool]:
+    """Why no pod in `ns` attaches the SR-IOV networks any more."""
+    specs = [w for w in stack.config.pod_specs() if w.namespace == ns]
+    tcp = sorted(w.name for w in specs if w.transport == "tcp")
+    now = {w.name for w in stack.config.all_workloads()}
+    was_rdma = _was(stack, ns, "mode", "rdma")
+    switched = [n for n in was_rdma if n in tcp]
+    if switched:
+        return f"the TCP switch of {_names('workload', switched)} no longer needs {what} in namespace {ns} (no RDMA pod left there)", True
+    gone = [n for n in was_rdma if n not in now]
+    if gone:
+        return f"{_names('workload', gone)}, the RDMA pods of namespace {ns} in the committed render, no longer exist", False
+    if tcp:
+        return f"no RDMA pod runs in namespace {ns}: {_names('workload', tcp)} use{'s' * (len(tcp) == 1)} transport tcp", True
+    off = sorted(b.name for b in stack.config.bandwidth_checks if b.namespace == ns and b.transport == "rdma" and not b.enabled)
+    if off:
+        return f"no RDMA pod runs in namespace {ns}: {_names('bandwidth check', off)} {'is' if len(off) == 1 else 'are'} disabled", False
+    return f"no workload or enabled bandwidth check runs in namespace {ns}", False
+
+
+def _without_scc(stack: Stack, ns: str, scc: str) -> tuple[str, bool]:
+    """Why no pod in `ns` runs under the stack's SCC any more (its use-grant is declared only where one does)."""
+    specs = [w for w in stack.config.pod_specs() if w.namespace == ns]
+    was = _was(stack, ns, "scc", scc)
+    tcp = {w.name for w in specs if w.transport == "tcp"}
+    switched = [n for n in was if n in tcp]
+    if switched:
+        return f"the TCP switch of {_names('workload', switched)} no longer needs the grant of SCC {scc} in namespace {ns}", True
+    if specs:
+        under = sorted({stack.config.scc_of(w) for w in specs})
+        why = f" ({_names('workload', sorted(tcp))} use{'s' * (len(tcp) == 1)} transport tcp)" if tcp else ""
+        return f"no pod in namespace {ns} runs under SCC {scc}: its pods run under {', '.join(under)}{why}", bool(tcp)
+    return f"no workload or enabled bandwidth check runs in namespace {ns}", False
+
+
+def cluster_host(api_host: str | None) -> str | None:
+    """The host an api_host names, compared between stacks: without scheme, path, port, case and trailing dot
+    (`https://API.example.org:6443/` and `api.example.org` are one API server); None when the stack names none."""
+    host = (api_host or "").strip().lower().split("://", 1)[-1].split("/", 1)[0]
+    if host.startswith("["):  # an IPv6 address, [::1]:6443
+        host = host[1:].split("]", 1)[0]
+    elif host.count(":") == 1:
+        host = host.split(":", 1)[0]
+    return host.rstrip(".") or None
+
+
+@rule(
+    "shared-projects",
+    "No two stacks of the project deploy to one API server (api_host), nor into one project on it: a copied stack "
+    "module that still names the cluster and the projects it was copied from declares its objects over another "
+    "team's, and each `pulumi up` (and `destroy`) acts on what it declares, whoever else declared it too.",
+)
+def shared_projects(stack: Stack) -> Iterator[Finding]:
+    """Two stacks are on the same cluster when both name an api_host and it is the same host (`cluster_host`). A
+    stack without api_host is compared with no other: the config alone cannot tell which cluster it reaches (its
+    Pulumi stack file's kubernetes:context decides), and a project name alone proves nothing, since project names
+    are per cluster: Barcelona and Cairo both deploy into a project named nccl-test, on two clusters, with two
+    API servers. So a shared namespace warns only on the same cluster; a shared api_host warns whatever the
+    namespaces (two stacks may share a cluster knowingly: accept the warning, with the reason)."""
+    host = cluster_host(stack.config.api_host)
+    if host is None:
+        return
+    name = stack.config.name
+    for other in sorted(stack.others, key=lambda c: c.name):
+        if other.name == name or cluster_host(other.api_host) != host:
+            continue
+        yield warning(
+            f"Stack {name}",
+            "api_host",
+            f"stack {other.name} deploys to the same API server ({host}): either this stack was copied from it and "
+            "still names that cluster, or both share the cluster and must keep out of each other's projects",
+            f"set api_host (and namespaces, node_sets, storage_classes, the Pulumi stack file's kubernetes:context: README "
+            f"'Add a cluster') to this stack's own cluster; if both really deploy to {host}, accept the warning in "
+            "accepted_warnings with the reason",
+        )
+        theirs = set(other.namespaces)
+        for i, ns in enumerate(stack.config.namespaces):
+            if ns in theirs:
+                yield warning(
+                    f"Namespace {ns}",
+                    f"namespaces[{i}]",
+                    f"stack {other.name} deploys into project {ns} on the same cluster ({host}) too: an object of one kind "
+                    "and name there is one object for both stacks, so the second stack's `pulumi up` fails on AlreadyExists "
+                    "(or, taking it over, both stacks own it), and either stack's destroy deletes it for both",
+                    "deploy this stack into its own projects: change namespaces and every namespace= of its service "
+                    "accounts, volumes, workloads, scripts, images, bandwidth checks, existing objects and hand_made entries",
+                )
 
 
 @rule(

@@ -7,7 +7,8 @@
   the entries use `logicalName` (3.98+); the stack's explicit provider must exist in the state first
   (`pulumi up --target` its URN; README "Adopting what exists").
 - `adopt_diff`: what adopting a live object (`oc get -o yaml`) changes, and whether it narrows it:
-  rights the live object grants that the stack's declaration takes away.
+  rights the live object grants that the stack's declaration takes away. A List (`oc get scc -o yaml`)
+  is diffed item by item; the items the stack does not declare are named. Values read as YAML.
 - `rights_report`: per object its tier and the `oc auth can-i` line that says whether you may
   declare it; per read, the line that says whether you may read it, and the fix when it is missing.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import yaml
 from pulumi_kubernetes import _utilities
 
 import stacks
@@ -146,6 +148,13 @@ RESTRICTING_LISTS = ("requiredDropCapabilities", "forbiddenSysctls")
 RESTRICTING_FLAGS = ("readOnlyRootFilesystem",)
 
 
+def _yaml(value: Any) -> str:
+    """A value as YAML writes it in flow style: null, false, 0, RunAsAny, 'true' (a string that would read as a
+    boolean is quoted), [a, b], {k: v}; never a Python repr (None, False, ['a'])."""
+    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1_000_000)
+    return text.removesuffix("\n").removesuffix("\n...").strip()
+
+
 def _narrowing(path: str, old: Any, new: Any) -> str | None:
     """How adopting narrows a field, or None when it does not."""
     leaf = path.rsplit(".", 1)[-1]
@@ -154,32 +163,92 @@ def _narrowing(path: str, old: Any, new: Any) -> str | None:
         return f"ADDS to {path}: {', '.join(added)}" if added else None
     if isinstance(old, list) and isinstance(new, list):
         removed = sorted(set(map(str, old)) - set(map(str, new)))
-        return f"REMOVES from {path}: {', '.join(removed)} (declared: {new!r})" if removed else None
+        return f"REMOVES from {path}: {', '.join(removed)} (declared: {_yaml(new)})" if removed else None
     if leaf in RESTRICTING_FLAGS:
-        return f"REQUIRES {path}: {old!r} -> {new!r}" if new is True and old is not True else None
+        return f"REQUIRES {path}: {_yaml(old)} -> {_yaml(new)}" if new is True and old is not True else None
     if old is True and new is False:
         return f"REMOVES {path}: true -> false"
     if leaf == "type" and old == "RunAsAny" and new != "RunAsAny":
-        return f"RESTRICTS {path}: 'RunAsAny' -> {new!r}"
+        return f"RESTRICTS {path}: RunAsAny -> {_yaml(new)}"
     return None
 
 
+def _is_object(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("metadata"), dict) and isinstance(value.get("kind"), str)
+
+
+def _is_list(value: Any) -> bool:
+    """`oc get KIND -o yaml` (kind: List), or a typed list the API returns (SecurityContextConstraintsList)."""
+    return isinstance(value, dict) and str(value.get("kind", "")).endswith("List") and isinstance(value.get("items"), list)
+
+
+def _label(obj: dict[str, Any]) -> str:
+    ns, name = obj["metadata"].get("namespace"), obj["metadata"].get("name")
+    return f"{obj['kind']} {ns}/{name}" if ns else f"{obj['kind']} {name}"
+
+
 def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool]:
-    """(report, whether adopting narrows the live object)."""
-    if not isinstance(live, dict) or not isinstance(live.get("metadata"), dict) or "kind" not in live:
-        raise stacks.ConfigError(f"{source}: not a Kubernetes object (expected the output of `oc get KIND NAME -o yaml`)")
-    kind, ns, name = live["kind"], live["metadata"].get("namespace"), live["metadata"].get("name")
-    declared = next((d.object for d in layout(config, "all") if _ref(d.object) == (kind, ns, name)), None)
-    where = f"{ns}/{name}" if ns else str(name)
+    """(report, whether adopting narrows the live object, or any object of a List)."""
+    if _is_list(live):
+        return _adopt_diff_list(config, live, source)
+    if not _is_object(live):
+        raise stacks.ConfigError(
+            f"{source}: not a Kubernetes object (expected the output of `oc get KIND NAME -o yaml`, or of `oc get KIND -o yaml`: a List)"
+        )
+    declared = _declared(config).get(_ref(live))
     if declared is None:
-        raise stacks.ConfigError(f"{source}: stack {config.name} declares no {kind} {where}: nothing would adopt it")
+        raise stacks.ConfigError(f"{source}: stack {config.name} declares no {_label(live)}: nothing would adopt it")
+    lines, narrows = _diff_one(config, live, declared, source)
+    return "\n".join(lines) + "\n", narrows
+
+
+def _declared(config: ClusterConfig) -> dict[tuple[str, str | None, str], dict[str, Any]]:
+    """What the stack declares (its patches too: a patch adopts the fields it sets), by kind, namespace and name."""
+    out: dict[tuple[str, str | None, str], dict[str, Any]] = {}
+    for d in layout(config, "all"):
+        out.setdefault(_ref(d.object), d.object)
+    return out
+
+
+def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -> tuple[str, bool]:
+    """Each item of a List the stack declares, diffed as one object; the others named."""
+    items = live["items"]
+    bad = [i for i, item in enumerate(items) if not _is_object(item) or not isinstance(item["metadata"].get("name"), str)]
+    if bad:
+        raise stacks.ConfigError(f"{source}: items[{bad[0]}] of the List is not a Kubernetes object (a kind and metadata.name)")
+    if not items:
+        raise stacks.ConfigError(f"{source}: the List holds no items: nothing to adopt")
+    declared = _declared(config)
+    ours = [item for item in items if _ref(item) in declared]
+    others = [_label(item) for item in items if _ref(item) not in declared]
+    if not ours:
+        raise stacks.ConfigError(
+            f"{source}: stack {config.name} declares none of the {len(items)} objects of the List: nothing would adopt them ("
+            + ", ".join(others)
+            + ")"
+        )
+    lines = [f"{source}: a List of {len(items)} object(s); stack {config.name} declares {len(ours)}, diffed one by one."]
+    narrowing = False
+    for item in ours:
+        one, narrows = _diff_one(config, item, declared[_ref(item)], source)
+        lines += ["", *one]
+        narrowing = narrowing or narrows
+    if others:
+        lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
+        lines += [f"  {label}" for label in others]
+    return "\n".join(lines) + "\n", narrowing
+
+
+def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, Any], source: str) -> tuple[list[str], bool]:
+    """The report on adopting one live object, and whether adopting narrows it."""
+    kind = live["kind"]
     before, after = _leaves(_clean(live)), _leaves(declared)
-    lines = [f"{kind} {where}: live ({source}) -> what stack {config.name} declares"]
+    lines = [f"{_label(live)}: live ({source}) -> what stack {config.name} declares"]
     narrows: list[str] = []
     for path in sorted(before.keys() | after.keys()):
         old, new = before.get(path), after.get(path)
         if path not in after:
-            lines.append(f"  = keeps {path}: {old!r} (not declared: it stays with the field manager that wrote it)")
+            lines.append(f"  = keeps {path}: {_yaml(old)} (not declared: it stays with the field manager that wrote it)")
             continue
         if old == new:
             continue
@@ -188,9 +257,9 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
             narrows.append(path)
             lines.append(f"  - {narrowing}")
         elif path not in before:
-            lines.append(f"  + sets {path}: {new!r}")
+            lines.append(f"  + sets {path}: {_yaml(new)}")
         else:
-            lines.append(f"  ~ changes {path}: {old!r} -> {new!r}")
+            lines.append(f"  ~ changes {path}: {_yaml(old)} -> {_yaml(new)}")
     if narrows:
         lines += [
             "",
@@ -199,11 +268,11 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
             "`ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
             "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
             f"declare what they need in stacks/{config.name}.py. Server-side apply reports each field another manager owns as a",
-            'conflict; `kubernetes:enablePatchForce` takes them over for one run (README "Adopting what exists").',
+            "conflict; `kubernetes:enablePatchForce` takes them over for one run (docs/adoption.md).",
         ]
     else:
         lines += ["", "Adopting takes nothing away from the live object."]
-    return "\n".join(lines) + "\n", bool(narrows)
+    return lines, bool(narrows)
 
 
 # --- rights ---------------------------------------------------------------------------------------

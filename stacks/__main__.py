@@ -60,7 +60,11 @@ def cmd_list(args: argparse.Namespace) -> int:
             }
             for s in stacks.pulumi_stacks()
         ]
-        print(json.dumps(rows) if args.json else "\n".join(f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{r['context']}" for r in rows))
+        if args.json:
+            print(json.dumps(rows))
+            return 0
+        # Tab-separated under a header line naming the columns (`column -t` aligns them); --json for scripts.
+        print("\n".join(["STACK\tCLUSTER\tTIER\tCONTEXT", *(f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{r['context']}" for r in rows)]))
         return 0
     names = stacks.names()
     print(json.dumps(names) if args.json else "\n".join(names))
@@ -97,7 +101,7 @@ def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
     )
     bad = policy.errors(findings)
     if bad:
-        return "refused\t" + "\n".join(f"{config.name}: {f.line()}" for f in bad)
+        return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
     try:
         return "wrote\t" + str(write(rendering, Path(out)))
     except WriteError as err:
@@ -187,7 +191,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             previous=_previous(config.name, args.against),
         )
         for f in findings:
-            print(f"{config.name}: {f.line()}")
+            print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
         print(policy.summary(config.name, findings))
         failed = failed or bool(policy.errors(findings))
     return 1 if failed else 0
@@ -237,6 +241,7 @@ def cmd_bandwidth_report(args: argparse.Namespace) -> int:
     from components.launcher import bandwidth
 
     mode, rate, fraction = args.mode, args.line_rate_gbps, args.min_fraction
+    nodes, gpus = args.nodes, args.gpus_per_node
     if args.stack or args.config:
         if args.stack and args.config:
             raise stacks.ConfigError("give either --stack STACK or --config FILE, not both")
@@ -245,6 +250,8 @@ def cmd_bandwidth_report(args: argparse.Namespace) -> int:
         mode = mode or check.transport
         rate = config.bandwidth_line_rate_gbps(check) if rate is None else rate
         fraction = check.min_fraction if fraction is None else fraction
+        nodes = check.nodes if nodes is None else nodes
+        gpus = check.gpus_per_node if gpus is None else gpus
     elif args.check:
         raise stacks.ConfigError("--check names a check of a stack: give --stack STACK or --config FILE too")
     if mode is None:
@@ -254,11 +261,14 @@ def cmd_bandwidth_report(args: argparse.Namespace) -> int:
     fraction = BandwidthCheck.model_fields["min_fraction"].default if fraction is None else fraction
     if not 0 < fraction <= 1:
         raise stacks.ConfigError(f"--min-fraction must be in (0, 1], got {fraction:g}")
+    for flag, value in (("--nodes", nodes), ("--gpus-per-node", gpus)):
+        if value is not None and value < 1:
+            raise stacks.ConfigError(f"{flag} must be a positive number of {flag[2:].replace('-', ' ')}, got {value}")
     try:
         text = bandwidth.read_log(args.log)
-    except OSError as err:
-        raise stacks.ConfigError(f"{args.log}: cannot read the log: {err.strerror or err}") from None
-    verdict = bandwidth.judge(text, mode, rate, fraction)
+    except bandwidth.LogError as err:
+        raise stacks.ConfigError(f"{args.log}: cannot read the log: {err}") from None
+    verdict = bandwidth.judge(text, mode, rate, fraction, nodes=nodes, gpus_per_node=gpus)
     sys.stdout.write(verdict.render())
     return 0 if verdict.ok else 1
 
@@ -311,7 +321,9 @@ def parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     ls = sub.add_parser("list", help="print the stack names")
-    ls.add_argument("--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead: stack, cluster, tier")
+    ls.add_argument(
+        "--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead (header line, then stack, cluster, tier, context)"
+    )
     ls.add_argument("--json", action="store_true", help="as JSON (the pull-request workflow's preview matrix reads it)")
     ls.set_defaults(func=cmd_list)
 
@@ -357,6 +369,10 @@ def parser() -> argparse.ArgumentParser:
     b.add_argument("--mode", choices=("rdma", "tcp"), help="transport the run had to use (default: the check's)")
     b.add_argument("--line-rate-gbps", type=float, metavar="X", help="line rate in Gb/s (default: the check's; none: report only)")
     b.add_argument("--min-fraction", type=float, metavar="F", help="fraction of the line rate that passes (default: the check's, or 0.8)")
+    b.add_argument(
+        "--nodes", type=int, metavar="N", help="nodes the check ran on (default: the check's; none: it gates the fabric, one node fails)"
+    )
+    b.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node (default: the check's): a world that size is one node")
     b.set_defaults(func=cmd_bandwidth_report)
 
     i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")

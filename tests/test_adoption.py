@@ -46,8 +46,16 @@ def renderings() -> list[tuple[str, Any, str]]:
 def test_the_import_entries_are_what_the_program_registers(label: str, config: Any, tier: str) -> None:
     entries = adoption.import_entries(config, tier)
     planned = {(e["type"], e["logicalName"], *e["component"]) for e in entries}
-    assert planned == registered(run(config, tier))
-    assert all(e["id"] == e["logicalName"] for e in entries)  # NAMESPACE/NAME, or NAME cluster-scoped
+    kind, name = label.split(" ", 1)
+    # the whole program is the session's rendering (conftest); a tier is rendered here
+    declared = registered((rendered_stack if kind == "stack" else rendered_fixture)(name) if tier == "all" else run(config, tier))
+    where = f"stacks/{name}.py" if kind == "stack" else f"tests/fixtures.py {name}"
+    assert planned == declared, (
+        f"{where}, tier {tier}: the import plan differs from what the program registers: "
+        f"planned only {sorted(planned - declared)}, registered only {sorted(declared - planned)}"
+    )
+    ids = [(e["id"], e["logicalName"]) for e in entries if e["id"] != e["logicalName"]]
+    assert not ids, f"{where}, tier {tier}: an import id is NAMESPACE/NAME (NAME cluster-scoped), its logical name: found {ids}"
 
 
 @pytest.mark.parametrize("name", stacks.names())
@@ -56,11 +64,16 @@ def test_each_stacks_import_plan_is_a_file_pulumi_import_reads(name: str) -> Non
     for tier in stacks.TIERS:
         plan = adoption.import_plan(config, f"{name}-{tier}", tier)
         jsonschema.validate(plan, IMPORT_SCHEMA)
+        where = f"stacks/{name}.py, import plan of tier {tier}"
         handles = [r["name"] for r in plan["resources"]]
-        assert len(handles) == len(set(handles)), "handles are unique"
+        assert len(handles) == len(set(handles)), (
+            f"{where}: handles are unique, found twice {sorted({h for h in handles if handles.count(h) > 1})}"
+        )
         parents = {r["parent"] for r in plan["resources"] if not r.get("component")}
-        assert parents <= {r["name"] for r in plan["resources"] if r.get("component")}
-        assert plan["nameTable"] == {"kubernetes": f"urn:pulumi:{name}-{tier}::gpu-training::pulumi:providers:kubernetes::{name}"}
+        components = {r["name"] for r in plan["resources"] if r.get("component")}
+        assert parents <= components, f"{where}: every parent is a component of the plan, found no {sorted(parents - components)}"
+        provider = f"urn:pulumi:{name}-{tier}::gpu-training::pulumi:providers:kubernetes::{name}"
+        assert plan["nameTable"] == {"kubernetes": provider}, f"{where}: expected the provider {provider}, found {plan['nameTable']}"
         declared = {(o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]) for o in objects(config)}
         made = {(h.kind, h.namespace, h.name) for h in config.hand_made} & declared  # the rest: a hand-made warning
         adopted = {
@@ -69,7 +82,10 @@ def test_each_stacks_import_plan_is_a_file_pulumi_import_reads(name: str) -> Non
             if not r.get("component")
         }
         if tier == "all":
-            assert adopted == made, "the plan adopts exactly what the stack lists as made by hand and declares"
+            assert adopted == made, (
+                f"{where}: the plan adopts exactly what the stack lists in hand_made and declares: "
+                f"adopted only {sorted(adopted - made, key=str)}, listed only {sorted(made - adopted, key=str)}"
+            )
 
 
 def _made_by_hand(*objects: tuple[str, str | None, str]) -> Any:
@@ -160,7 +176,7 @@ def test_adopt_diff_lists_what_taking_over_the_seeds_scc_removes(
         "REMOVES from volumes: hostPath",
     ):
         assert removed in out, removed
-    assert "RESTRICTS seLinuxContext.type: 'RunAsAny' -> 'MustRunAs'" in out
+    assert "RESTRICTS seLinuxContext.type: RunAsAny -> MustRunAs" in out  # values as YAML writes them
     assert "ADDS to requiredDropCapabilities: ALL" in out  # added restrictions narrow too
     assert "uid" not in out and "last-applied" not in out  # what the server sets is never a change
     assert "Adopting narrows this SecurityContextConstraints" in out and "ulimit -l unlimited" in out
@@ -194,18 +210,21 @@ def test_adopt_diff_input_errors(live: Any, phrase: str, fixture_project: Any, t
 
 
 def _all_renderings() -> list[tuple[str, Rendering]]:
-    return [(n, rendered_stack(n)) for n in stacks.names()] + [(n, rendered_fixture(n)) for n in sorted(fixtures.FIXTURES)]
+    return [(f"stacks/{n}.py", rendered_stack(n)) for n in stacks.names()] + [
+        (f"tests/fixtures.py {n}", rendered_fixture(n)) for n in sorted(fixtures.FIXTURES)
+    ]
 
 
 def test_every_object_has_a_tier_and_the_project_tier_holds_nothing_cluster_scoped() -> None:
     for name, r in _all_renderings():
         for rec in r.resources:
             tier = tier_of(rec.object, r.config)
-            assert tier in (PLATFORM, PROJECT)
+            assert tier in (PLATFORM, PROJECT), f"{name}: {rec.object['kind']} {rec.name} has tier {tier!r}"
             if tier == PROJECT:
-                assert rec.object["kind"] not in CLUSTER_SCOPED_KINDS and rec.object["metadata"].get("namespace") in r.config.namespaces, (
-                    name,
-                    rec.name,
+                ns = rec.object["metadata"].get("namespace")
+                assert rec.object["kind"] not in CLUSTER_SCOPED_KINDS and ns in r.config.namespaces, (
+                    f"{name}: the project tier holds {rec.object['kind']} {rec.name}, which is cluster-scoped or outside the "
+                    f"stack's namespaces {r.config.namespaces} (namespace {ns})"
                 )
 
 
@@ -220,3 +239,58 @@ def test_rights_names_each_objects_tier_and_its_check(fixture_project: Any, caps
     assert "oc auth can-i create statefulsets.apps -n team-b" in project
     assert "SecurityContextConstraints" not in project.split("\nreads", 1)[0]
     assert "oc auth can-i get namespaces/team-a -n team-a" in out and "if missing: create the project" in out
+
+
+def test_adopt_diff_of_a_list_diffs_what_the_stack_declares_and_names_the_rest(
+    fixture_project: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # `oc get scc -o yaml`: kind List, every SCC of the cluster; the roce fixture declares gpu-rdma only.
+    fixture_project("roce")
+    audited = {"example.com/audited": "true"}  # a string YAML would read as a boolean: quoted
+    gpu_rdma = {**SEED_002_SCC, "metadata": {**SEED_002_SCC["metadata"], "name": "gpu-rdma", "annotations": audited}}
+    gpu_rdma["priority"] = None  # oc prints `priority: null` for an SCC without one
+    listing = {
+        "apiVersion": "v1",
+        "kind": "List",
+        "metadata": {"resourceVersion": ""},
+        "items": [
+            {**SEED_002_SCC, "metadata": {"name": "anyuid"}},
+            gpu_rdma,
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "builder", "namespace": "team-a"}},
+        ],
+    }
+    live = tmp_path / "scc.yaml"
+    live.write_text(yaml.safe_dump(json.loads(json.dumps(listing))), encoding="utf-8")  # no YAML aliases for shared values
+    assert main(["adopt-diff", "roce", str(live)]) == 1  # gpu-rdma narrows
+    out = capsys.readouterr().out
+    assert out.startswith(f"{live}: a List of 3 object(s); stack roce declares 1, diffed one by one.\n")
+    assert f"SecurityContextConstraints gpu-rdma: live ({live}) -> what stack roce declares" in out
+    assert "REMOVES allowHostIPC: true -> false" in out and "RESTRICTS seLinuxContext.type: RunAsAny -> MustRunAs" in out
+    # YAML forms, never Python reprs
+    assert "~ changes priority: null -> 0" in out
+    assert "= keeps metadata.annotations.example.com/audited: 'true'" in out
+    assert "None" not in out and "False" not in out and "True" not in out
+    assert out.endswith(
+        "Not declared by stack roce (nothing adopts them; `pulumi up` leaves them as they are):\n"
+        "  SecurityContextConstraints anyuid\n"
+        "  ServiceAccount team-a/builder\n"
+    )
+
+
+@pytest.mark.parametrize(
+    "items,phrase",
+    [
+        ([{"kind": "SecurityContextConstraints", "metadata": {"name": "anyuid"}}], "declares none of the 1 objects of the List"),
+        ([], "the List holds no items"),
+        ([{"kind": "SecurityContextConstraints"}], "items[0] of the List is not a Kubernetes object"),
+    ],
+)
+def test_adopt_diff_of_a_list_input_errors(
+    items: list[Any], phrase: str, fixture_project: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture_project("roce")
+    path = tmp_path / "list.yaml"
+    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": items}), encoding="utf-8")
+    assert main(["adopt-diff", "roce", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert phrase in err and "declares no List" not in err, err

@@ -53,6 +53,12 @@ IB_PLUGIN_LINES = _log("ib_plugin.log")
 # nccl-tests before 2.11 (no root column, a float `error`), through mpirun --tag-output.
 OLD_NCCL_TESTS_MPIRUN = _log("old_nccl_tests_mpirun.log")
 
+# Made up in nccl-tests' format (the numbers consistent: algbw = size / time, busbw = algbw x 2(n-1)/n):
+# all_reduce_perf -g 8 on one node of 8 H100s up to -e 8G, every hop over NVLink (P2P): 347 GB/s, the figure
+# that says nothing about the NICs; and all_reduce_perf under mpirun over two hosts, two ranks each, over IB.
+NVLINK_ONE_NODE = _log("made_up_nvlink_one_node.log")
+MPIRUN_TWO_HOSTS = _log("made_up_mpirun_two_hosts.log")
+
 BARCELONA_LINE = 4 * 400.0  # Gb/s per node: 4 ports of 400 Gb/s, 200 GB/s
 
 
@@ -147,11 +153,106 @@ def test_rdma_fails_below_the_fraction():
 
 def test_only_the_largest_message_decides():
     # 46.9 GB/s at 1 GiB; smaller sizes are lower. One GPU's share of Barcelona's ports is 400 Gb/s.
-    assert bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, 0.9).ok  # 45.0 needed
-    assert not bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, 0.95).ok  # 47.5 needed
-    truncated = NCCL_TESTS_ROCE.replace("  1073741824     268435456", "  ")  # the 1 GiB row is gone
-    v = bw.judge(truncated, "rdma", 400.0, 0.93)  # 46.5 needed: 512 MiB has 46.6
-    assert v.ok and "at the largest message, 536870912 B" in v.render()
+    # The log is a one-node NIC test (P2P disabled, every hop over RoCE): nodes=1 is the check it belongs to.
+    assert bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, 0.9, nodes=1).ok  # 45.0 needed
+    assert not bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, 0.95, nodes=1).ok  # 47.5 needed
+    # The largest size of a table decides, even where a smaller one was faster.
+    faster_midway = NCCL_TESTS_ROCE.replace("17281.3   31.07   46.60", "17281.3   31.07   49.60")  # 512 MiB
+    v = bw.judge(faster_midway, "rdma", 400.0, 0.9, nodes=1)
+    assert v.ok and "measured: 46.90 GB/s at the largest message, 1073741824 B" in v.render()
+
+
+# --- a benchmark that did not finish (made-up logs in nccl-tests' format) ----------------------------
+
+
+def _without_rows_from(text: str, size: int) -> str:
+    """The log as if the benchmark died at `size`: no row from there on, no trailer."""
+    lines = text.splitlines(keepends=True)
+    cut = next(i for i, line in enumerate(lines) if bw.strip_prefix(line).split()[:1] == [str(size)])
+    return "".join(lines[:cut])
+
+
+def test_a_table_that_stops_below_max_bytes_fails():
+    # The header asks for up to maxBytes 8589934592; the log ends after 2 GiB (the 4 GiB size never ran).
+    cut = _without_rows_from(NVLINK_ONE_NODE, 4294967296) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 333.0 \n"
+    v = bw.judge(cut, "rdma", 1600.0, nodes=1)
+    assert not v.ok
+    assert any(
+        "did not finish: its largest message is 2147483648 B, but the header asks for sizes up to maxBytes 8589934592 B" in f
+        for f in v.failures
+    ), v.failures
+    # the old verdict read 342 GB/s at 2 GiB as the result; now the missing sizes fail it whatever the bandwidth
+    assert bw.parse_results(cut).runs[0].expected_largest() == 8589934592
+
+
+def test_a_table_without_the_summary_trailer_fails():
+    complete = MPIRUN_TWO_HOSTS
+    assert bw.judge(complete, "rdma", 800.0, 0.8).ok  # 88.05 GB/s needed 80: two hosts over IB, finished
+    no_trailer = "".join(line for line in complete.splitlines(keepends=True) if "Avg bus bandwidth" not in line)
+    v = bw.judge(no_trailer, "rdma", 800.0, 0.8)
+    assert not v.ok and len(v.failures) == 1 and "no summary trailer (`# Avg bus bandwidth" in v.failures[0], v.failures
+    cut = _without_rows_from(complete, 1073741824)  # died in the last size: both
+    assert [f.split(":")[0] for f in bw.judge(cut, "rdma", 800.0, 0.8).failures] == ["the benchmark did not finish"] * 2
+
+
+def test_max_bytes_the_steps_do_not_reach_and_reduced_max_bytes():
+    # -e 1500000000 with -f 2 from 128 MiB: the last size nccl-tests runs is 1 GiB (2 GiB is past it); no false failure.
+    short = MPIRUN_TWO_HOSTS.replace("maxBytes 1073741824", "maxBytes 1500000000")
+    assert bw.parse_results(short).runs[0].expected_largest() == 1073741824
+    assert bw.judge(short, "rdma", 800.0).ok
+    beyond = MPIRUN_TWO_HOSTS.replace("maxBytes 1073741824", "maxBytes 2147483648")
+    assert not bw.judge(beyond, "rdma", 800.0).ok
+    # nccl-tests lowers maxBytes to fit GPU memory, and says so: the lowered value counts.
+    reduced = beyond.replace("# Using devices", "#\n# Reducing maxBytes to 1073741824 due to memory limitation\n# Using devices", 1)
+    assert bw.judge(reduced, "rdma", 800.0).ok
+    # -i (a step in bytes): 128 MiB + k x 300 MiB up to 1 GiB ends at 728 MiB; a table that reaches it has finished.
+    bytes_step = MPIRUN_TWO_HOSTS.replace("step: 2(factor)", f"step: {300 * 2**20}(bytes)")
+    assert bw.parse_results(bytes_step).runs[0].expected_largest() == 134217728 + 2 * 300 * 2**20
+    assert bw.judge(bytes_step, "rdma", 800.0).ok
+
+
+# --- one node does not test the fabric ----------------------------------------------------------------
+
+
+def test_a_one_node_nvlink_result_is_intra_node_and_fails_a_fabric_check():
+    # 347 GB/s clears 0.8 x 1600 Gb/s (160 GB/s) twice over, and measures NVLink, not a NIC.
+    for nodes in (None, 2):
+        v = bw.judge(NVLINK_ONE_NODE, "rdma", 1600.0, 0.8, nodes=nodes)
+        assert not v.ok, v.render()
+        [f] = [f for f in v.failures if f.startswith("intra-node: does not test the fabric")]
+        assert "nccl-tests' device list puts all 8 rank(s) on gpu-node-3" in f and "NCCL's communicator spans 1 node" in f
+        assert ("--nodes 1" in f) is (nodes is None)
+    # a check configured for one node (a NIC test) is failed too: NCCL went over P2P, not through the NICs
+    v = bw.judge(NVLINK_ONE_NODE, "rdma", 1600.0, 0.8, nodes=1)
+    assert not v.ok and "3 channel(s) via P2P" in v.failures[0] and "NCCL_P2P_DISABLE=1" in v.failures[0]
+
+
+def test_a_one_node_nic_test_passes_a_one_node_check_marked_intra_node():
+    v = bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0, nodes=1)  # P2P and SHM disabled: every hop over RoCE
+    assert v.ok, v.render()
+    mark = "intra-node: does not test the fabric between nodes (nccl-tests' device list puts all 4 rank(s) on rdma-bandwidth-0)"
+    assert mark in v.render()
+    v = bw.judge(NCCL_TESTS_ROCE, "rdma", 400.0)  # nodes unknown: a check that gates the fabric
+    assert not v.ok and v.failures[0].startswith("intra-node: does not test the fabric")
+
+
+def test_single_node_from_the_torch_report_and_from_the_world_size():
+    two = bw.judge(TORCH_IB_TWO_NODES, "rdma", BARCELONA_LINE, nodes=2, gpus_per_node=4)
+    assert two.ok and "placement: several nodes (NCCL's communicator spans 2 nodes)" in two.render()
+    title = "backend nccl world size 8 minBytes"
+    one_title = TORCH_IB_TWO_NODES.replace(title, "backend nccl world size 4 nodes 1 ranks per node 4 minBytes")
+    one_title = "".join(line for line in one_title.splitlines(keepends=True) if "nNodes" not in line)
+    v = bw.judge(one_title, "rdma", BARCELONA_LINE, nodes=2)
+    assert not v.ok and "the torch loop reports 1 node (world size 4)" in v.failures[0]
+    # an older table (world size only): the world size of one node's GPUs is one node
+    world = TORCH_IB_TWO_NODES.replace(title, "backend nccl world size 4 minBytes")
+    world = "".join(line for line in world.splitlines(keepends=True) if "nNodes" not in line)
+    assert bw.judge(world, "rdma", BARCELONA_LINE, nodes=2).ok  # GPUs per node unknown: not judged
+    v = bw.judge(world, "rdma", BARCELONA_LINE, nodes=2, gpus_per_node=4)
+    assert not v.ok and "world size 4, and a node has 4 GPUs" in v.failures[0]
+    assert bw.placement(bw.parse_results(MPIRUN_TWO_HOSTS), bw.parse_nccl(MPIRUN_TWO_HOSTS), 2) == (
+        False, "nccl-tests' device list names 2 hosts; NCCL's communicator spans 2 nodes"
+    )  # fmt: skip
 
 
 def test_socket_transport_fails_rdma_mode_whatever_the_bandwidth():
@@ -352,7 +453,25 @@ def test_report_takes_the_checks_values_from_the_stack(logs, capsys):
 def test_report_without_a_stack(logs, capsys):
     assert stacks_main(["bandwidth-report", logs["socket"], "--mode", "tcp"]) == 0  # no line rate: reported only
     assert stacks_main(["bandwidth-report", logs["socket"], "--mode", "tcp", "--line-rate-gbps", "100"]) == 1  # 2.3 < 10 GB/s
-    assert stacks_main(["bandwidth-report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400"]) == 0
+    assert stacks_main(["bandwidth-report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400", "--nodes", "1"]) == 0
+    capsys.readouterr()
+    # without --nodes a report gates the fabric: a one-node log fails, marked intra-node
+    assert stacks_main(["bandwidth-report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400"]) == 1
+    assert "FAIL: intra-node: does not test the fabric" in capsys.readouterr().out
+
+
+def test_report_takes_nodes_and_gpus_from_the_check(logs, capsys, tmp_path):
+    # the fixture's check runs on 2 nodes: the one-node log fails it
+    assert stacks_main(["bandwidth-report", logs["roce1"], "--config", logs["config"], "--line-rate-gbps", "400"]) == 1
+    assert "FAIL: intra-node: does not test the fabric" in capsys.readouterr().out
+    import yaml
+
+    one = fixtures.roce()
+    one["bandwidth_checks"][0].update(nodes=1)
+    path = tmp_path / "one-node.yaml"
+    path.write_text(yaml.safe_dump(one), encoding="utf-8")
+    assert stacks_main(["bandwidth-report", logs["roce1"], "--config", str(path), "--line-rate-gbps", "400"]) == 0
+    assert "intra-node: does not test the fabric between nodes" in capsys.readouterr().out
 
 
 @pytest.mark.parametrize(
@@ -364,10 +483,13 @@ def test_report_without_a_stack(logs, capsys):
         (["{ib}"], "give --mode rdma|tcp"),
         (["{ib}", "--check", "rdma-bandwidth"], "give --stack STACK or --config FILE too"),
         (["{ib}", "--mode", "rdma", "--min-fraction", "2"], "--min-fraction must be in (0, 1]"),
+        (["{ib}", "--mode", "rdma", "--nodes", "0"], "--nodes must be a positive number of nodes"),
+        (["/dev/zero", "--mode", "rdma"], "/dev/zero: cannot read the log: a character device, not a log file"),
+        (["{dir}", "--mode", "rdma"], "cannot read the log: a directory, not a log file"),
     ],
 )
 def test_report_input_errors_exit_2(logs, capsys, argv, message):
-    argv = [a.format(ib=logs["ib"], config=logs["config"], tcp=logs["tcp"]) for a in argv]
+    argv = [a.format(ib=logs["ib"], config=logs["config"], tcp=logs["tcp"], dir=str(Path(logs["ib"]).parent)) for a in argv]
     assert stacks_main(["bandwidth-report", *argv]) == 2
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and "Traceback" not in err
@@ -380,16 +502,58 @@ def test_report_reads_stdin_through_the_real_entry_point(logs):
     assert done.returncode == 1 and "bandwidth check: FAIL (mode rdma)" in done.stdout
 
 
+# --- bounded reads ---------------------------------------------------------------------------------
+
+
+def test_a_fifo_is_refused_at_once_never_waited_on(tmp_path):
+    fifo = tmp_path / "job.log"
+    os.mkfifo(fifo)  # nobody writes: opening it for reading would wait forever
+    cmd = [sys.executable, "-m", "stacks", "bandwidth-report", str(fifo), "--mode", "rdma"]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=60)
+    assert done.returncode == 2 and "cannot read the log: a FIFO (named pipe), not a log file" in done.stderr
+    assert "oc logs job/NAME > run.log" in done.stderr and "Traceback" not in done.stderr
+
+
+def test_a_huge_file_is_refused_without_reading_it(tmp_path):
+    huge = tmp_path / "huge.log"
+    with open(huge, "wb") as f:
+        f.truncate(bw.MAX_LOG_BYTES + 1)  # sparse: nothing on disk, nothing read
+    with pytest.raises(bw.LogError, match=rf"^{bw.MAX_LOG_BYTES + 1} bytes, more than the {bw.MAX_LOG_BYTES} a benchmark log holds"):
+        bw.read_log(str(huge))
+    assert bw.read_log(str(LOGS / "ib_plugin.log")) == IB_PLUGIN_LINES  # a regular file under the limit is read
+
+
+def test_stdin_is_read_up_to_the_limit(monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(NCCL_TESTS_ROCE.encode())))
+    assert bw.read_log("-") == NCCL_TESTS_ROCE
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"x" * 101)))
+    with pytest.raises(bw.LogError, match="more than 100 bytes on stdin"):
+        bw.read_log("-", limit=100)
+
+
+def test_an_endless_stdin_ends_in_a_refusal(tmp_path):
+    # `yes | bandwidth-report -`: read up to the limit, then refused; no hang, no unbounded memory
+    cmd = f"yes | {sys.executable} -m stacks bandwidth-report - --mode rdma"
+    done = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert done.returncode == 2 and f"more than {bw.MAX_LOG_BYTES} bytes on stdin" in done.stderr
+
+
 def _bench(args: list[str], env: dict[str, str] | None = None, timeout: int = 60) -> subprocess.CompletedProcess[str]:
     """bandwidth.py as the pod runs it: `-I -S` leaves the standard library only, no project imports."""
     return subprocess.run([sys.executable, "-I", "-S", str(BENCH), *args], capture_output=True, text=True, env=env, timeout=timeout)
 
 
 def test_in_pod_report_is_standard_library_only(logs):
-    assert _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400"]).returncode == 0
-    failed = _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "800"])
+    assert _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400", "--nodes", "1"]).returncode == 0
+    failed = _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "800", "--nodes", "1"])
     assert failed.returncode == 1 and "below 80.00 GB/s" in failed.stdout
+    intra = _bench(["report", logs["roce1"], "--mode", "rdma", "--line-rate-gbps", "400", "--nodes", "2"])
+    assert intra.returncode == 1 and "FAIL: intra-node: does not test the fabric" in intra.stdout
     assert _bench(["report", "/nonexistent.log", "--mode", "rdma"]).returncode == 2
+    refused = _bench(["report", "/dev/zero", "--mode", "rdma"])
+    assert refused.returncode == 2 and "cannot read /dev/zero: a character device, not a log file" in refused.stderr
 
 
 @pytest.fixture

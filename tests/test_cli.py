@@ -333,10 +333,15 @@ def test_a_bad_file_in_a_real_process_prints_no_traceback(tmp_path: Path) -> Non
 # --- command lines -----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("argv", [["config", "staging"], ["check", "staging"], ["render", "staging", "--out", "unused"]])
+# A stack name no module has (a user may well add a cluster called staging).
+UNKNOWN = next(n for n in ["staging"] + [f"staging{i}" for i in range(2, 100)] if n not in stacks.names())
+
+
+@pytest.mark.parametrize("argv", [["config", UNKNOWN], ["check", UNKNOWN], ["render", UNKNOWN, "--out", "unused"]])
 def test_unknown_stack(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(argv, capsys)
-    assert code == 2 and "unknown stack 'staging'" in err and ", ".join(stacks.names()) in err
+    assert code == 2 and f"unknown stack {UNKNOWN!r}" in err, err
+    assert ", ".join(stacks.names()) in err, f"the message lists the stacks (stacks/*.py: {', '.join(stacks.names())}): {err}"
 
 
 def test_output_into_a_closed_pipe_ends_quietly() -> None:
@@ -377,7 +382,9 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     data["workloads"][0]["shm_size"] = "30Gi"
     code, out, _ = run(["check", "--config", str(write(tmp_path, data, "bad.yaml"))], capsys)
     assert code == 1
-    assert any(line.startswith("tcp: error shm-size StatefulSet proj/one ") and "Fix: " in line for line in out.splitlines())
+    # a finding's first line names stack, severity, rule and object; a long one continues on indented lines, its fix too
+    [block] = [b for b in ("\n" + out).split("\ntcp: ") if b.startswith("error shm-size StatefulSet proj/one ")]
+    assert "Fix: " in block and all(line.startswith("    ") for line in block.splitlines()[1:])
     assert out.splitlines()[-1].startswith("tcp: FAIL: ")
 
 
@@ -414,7 +421,7 @@ def test_schema_documents_every_field(capsys: pytest.CaptureFixture[str]) -> Non
 
 @pytest.fixture
 def yaml_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dict[str, Any]], Path]:
-    """A project root whose Pulumi.nerc.yaml names a YAML config (as the README's YAML route does)."""
+    """A project root whose Pulumi.nerc.yaml names a YAML config (as the YAML route of docs/deploy.md does)."""
 
     def make(data: dict[str, Any]) -> Path:
         path = tmp_path / "my-nerc.yaml"
@@ -532,3 +539,31 @@ def test_render_to_a_path_it_cannot_use_is_a_message(target: str, tmp_path: Path
         Path(target).write_text("x", encoding="utf-8")
     code, _, err = run(["render", "--config", str(config), "--out", target], capsys)
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err
+
+
+# --- output shape ------------------------------------------------------------------------------------
+
+
+def test_the_pulumi_stacks_listing_names_its_columns(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["list", "--pulumi-stacks"], capsys)
+    lines = out.splitlines()
+    assert code == 0 and lines[0] == "STACK\tCLUSTER\tTIER\tCONTEXT"
+    assert [line.split("\t")[0] for line in lines[1:]] == [s.name for s in stacks.pulumi_stacks()]
+    assert all(len(line.split("\t")) == 4 for line in lines)
+    code, out, _ = run(["list", "--pulumi-stacks", "--json"], capsys)
+    assert code == 0 and [r["stack"] for r in json.loads(out)] == [s.name for s in stacks.pulumi_stacks()]  # no header in JSON
+
+
+LINE_LIMIT = 200  # the longest line `check` may print (policy.core.WIDTH wraps findings shorter still)
+
+
+def test_no_line_of_check_all_is_longer_than_the_limit() -> None:
+    from policy.core import WIDTH
+
+    done = subprocess.run([sys.executable, "-m", "stacks", "check", "--all"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    lines = (done.stdout + done.stderr).splitlines()
+    assert lines and WIDTH <= LINE_LIMIT
+    long = [line for line in lines if len(line) > LINE_LIMIT]
+    assert not long, f"`python -m stacks check --all` printed {len(long)} line(s) over {LINE_LIMIT} characters, e.g. {long[0]!r}"
+    # a wrapped finding's continuation lines are indented: every unindented line names its stack
+    assert all(line.startswith(tuple(f"{n}: " for n in stacks.names())) for line in lines if not line.startswith(" ")), lines

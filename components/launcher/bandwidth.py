@@ -25,15 +25,26 @@ Commands:
   bandwidth.py bench [--min-bytes N] [--max-bytes N] [--iters N] [--warmup N] [--backend nccl|gloo]
       One process per GPU under torchrun: the torch.distributed all_reduce loop. Local rank 0 of
       every node prints the results in nccl-tests' table format, so one parser reads both tools.
-  bandwidth.py report LOG|- --mode rdma|tcp [--line-rate-gbps X] [--min-fraction F]
+  bandwidth.py report LOG|- --mode rdma|tcp [--line-rate-gbps X] [--min-fraction F] [--nodes N]
+                     [--gpus-per-node N]
       The same verdict from a saved log (`python -m stacks bandwidth-report` fills in the values
-      from a stack's config).
+      from a stack's config). A log is read only when it is a regular file (or stdin) of at most
+      MAX_LOG_BYTES: a FIFO, a device or a huge file is refused with a message, never read.
 
 The verdict (judge): the bus bandwidth at the largest message size (best of out-of-place and
 in-place; the lowest where several tables are in the log) must reach min_fraction x line rate
 (Gb/s / 8 = GB/s, the unit of nccl-tests' busbw). In rdma mode NCCL must have used its IB transport
 (InfiniBand or RoCE; plugins such as IBext count) and no socket transport; in tcp mode it must not
-have used IB. Wrong values in the results, or no results at all, fail too.
+have used IB. Wrong values in the results, or no results at all, fail too, and so does a benchmark that
+did not finish: a table whose largest message is below the size its header promised (maxBytes; the
+last size the header's steps reach), or one without nccl-tests' summary trailer (`# Avg bus bandwidth`).
+
+A result from one node (nccl-tests' device list puts every rank on one host, the torch loop reports
+one node, NCCL's communicator spans one node, or the world size is the GPUs of one node) is marked
+"intra-node: does not test the fabric": between the GPUs of a node NCCL uses NVLink/PCIe and shared
+memory, hundreds of GB/s that say nothing about the NICs. It fails a check meant to gate the fabric
+(nodes unknown or 2+); a check configured for one node (nodes 1: a test of the node's own NICs) passes
+it only when NCCL connected no two ranks over P2P or SHM, i.e. every hop went through the network.
 
 Exit codes: 0 pass; 1 fail; 2 bad arguments or an unreadable log.
 """
@@ -45,6 +56,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -66,6 +78,17 @@ FLOAT_BYTES = 4  # both tools reduce float32 sums
 # `--timestamps` (RFC 3339), mpirun --tag-output ([1,0]<stdout>:), torchrun --tee ([default0]:).
 _LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)\s+|\[[^\]]*\](?:<std(?:out|err)>)?:?[ \t]*)+")
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+# nccl-tests' first line (`# nThread 1 nGpus 4 minBytes 8 maxBytes 8589934592 step: 2(factor) ...`) and the torch
+# loop's title carry the sizes the run was asked for; nccl-tests lowers maxBytes to fit GPU memory, and says so.
+_SIZES = re.compile(r"\bminBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?")
+_REDUCED_MAX = re.compile(r"^#\s*Reducing maxBytes to (\d+)")
+# nccl-tests' device list: `#  Rank  0 Group  0 Pid     57 on rdma-bandwidth-0 device  0 [0x18] NVIDIA H100 80GB HBM3`
+# (versions before 2.13 print no Group).
+_RANK_ON = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b")
+# The torch loop's title: `... world size 8 nodes 2 ranks per node 4 minBytes ...` (before it reported nodes: world size only).
+_TORCH_TITLE = re.compile(r"^#\s*torch\.distributed all_reduce\b")
+_TORCH_WORLD = re.compile(r"\bworld size (\d+)")
+_TORCH_NODES = re.compile(r"\bnodes (\d+) ranks per node (\d+)")
 
 
 @dataclass
@@ -93,10 +116,45 @@ class Row:
 
 
 @dataclass
+class Run:
+    """One table of results, with what its header asked for and whether the benchmark finished it."""
+
+    rows: List[Row] = field(default_factory=list)
+    min_bytes: Optional[int] = None
+    max_bytes: Optional[int] = None
+    step: Optional[int] = None
+    step_kind: str = "factor"  # nccl-tests -f (sizes multiply) or -i (sizes add)
+    finished: bool = False  # nccl-tests' trailer (`# Avg bus bandwidth : X`) followed the rows
+
+    def expected_largest(self) -> Optional[int]:
+        """The largest message the header's sizes reach (nccl-tests: from minBytes by the step while
+        at most maxBytes), in whole elements as the table prints sizes; None without a header."""
+        if self.max_bytes is None:
+            return None
+        last = self.max_bytes
+        low, step = self.min_bytes, self.step
+        if low is not None and step is not None and 0 < low <= self.max_bytes:
+            if self.step_kind == "bytes" and step > 0:
+                last = low + (self.max_bytes - low) // step * step
+            elif self.step_kind == "factor" and step > 1:
+                last = low
+                while last * step <= self.max_bytes:
+                    last *= step
+        top = max(self.rows, key=lambda r: r.size) if self.rows else None
+        element = top.size // top.count if top is not None and top.count > 0 and top.size >= top.count else 1
+        return last - last % element
+
+
+@dataclass
 class Results:
     rows: List[Row] = field(default_factory=list)
     tables: int = 0
     avg_busbw: List[float] = field(default_factory=list)
+    runs: List[Run] = field(default_factory=list)
+    rank_hosts: Dict[int, str] = field(default_factory=dict)  # nccl-tests' device list: rank -> host
+    torch_world: Optional[int] = None  # the torch loop's title
+    torch_nodes: Optional[int] = None
+    torch_ranks_per_node: Optional[int] = None
 
     def largest(self) -> List[Row]:
         if not self.rows:
@@ -122,18 +180,25 @@ def parse_results(text: str) -> Results:
     not a header. Old versions' `error` column (a float) is read but not judged."""
     out = Results()
     columns: List[str] = []
+    header = Run()  # what the lines before the next table say about it
     for raw in text.splitlines():
         line = strip_prefix(raw).strip()
         if line.startswith("#"):
             avg = _AVG_BUSBW.match(line)
-            if avg and _number(avg.group(1)) is not None:
-                out.avg_busbw.append(float(avg.group(1)))
+            if avg:
+                if _number(avg.group(1)) is not None:
+                    out.avg_busbw.append(float(avg.group(1)))
+                if out.runs:
+                    out.runs[-1].finished = True
+            _read_header(line, header, out)
             names = line[1:].split()
             if "size" in names and "count" in names and "time" in names and "busbw" in names:
                 first = names.index("time")
                 if (len(names) - first) % 4 == 0:
                     columns = names
                     out.tables += 1
+                    out.runs.append(header)
+                    header = Run()
             continue
         tokens = line.split()
         if not columns or len(tokens) != len(columns) or not (tokens[0].isdigit() and tokens[1].isdigit()):
@@ -144,8 +209,32 @@ def parse_results(text: str) -> Results:
             wrong_col, wrong_raw = columns[at + 3], tokens[at + 3]
             wrong = int(wrong_raw) if wrong_col == "#wrong" and wrong_raw.isdigit() else None
             measures.append(Measure(_number(tokens[at]), _number(tokens[at + 1]), _number(tokens[at + 2]), wrong))
-        out.rows.append(Row(int(tokens[0]), int(tokens[1]), measures))
+        row = Row(int(tokens[0]), int(tokens[1]), measures)
+        out.rows.append(row)
+        out.runs[-1].rows.append(row)
     return out
+
+
+def _read_header(line: str, header: Run, out: Results) -> None:
+    """What a `#` line before a table says: the sizes asked for, the ranks' hosts, the torch loop's world."""
+    sizes = _SIZES.search(line)
+    if sizes:
+        header.min_bytes, header.max_bytes = int(sizes.group(1)), int(sizes.group(2))
+        if sizes.group(3):
+            header.step, header.step_kind = int(sizes.group(3)), sizes.group(4)
+    reduced = _REDUCED_MAX.match(line)
+    if reduced:
+        header.max_bytes = int(reduced.group(1))
+    rank = _RANK_ON.match(line)
+    if rank:
+        out.rank_hosts[int(rank.group(1))] = rank.group(2)
+    if _TORCH_TITLE.match(line):
+        world = _TORCH_WORLD.search(line)
+        nodes = _TORCH_NODES.search(line)
+        if world:
+            out.torch_world = int(world.group(1))
+        if nodes:
+            out.torch_nodes, out.torch_ranks_per_node = int(nodes.group(1)), int(nodes.group(2))
 
 
 # --- NCCL's INFO lines ---------------------------------------------------------------------------
@@ -158,6 +247,8 @@ _NET_IB_NONE = re.compile(r"^NET/IB ?: No device found")
 _NET_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)$")  # [0]eth0:10.0.0.1<0>
 _SOCKET_IFACE = re.compile(r"\[\d+\]([^\s\[]+)")
 _VIA_NET = re.compile(r"via NET/([A-Za-z][A-Za-z0-9_]*)(\S*)")  # NET/IB/0/GDRDMA, NET/Socket/0
+_VIA_LOCAL = re.compile(r"via (P2P|SHM)/")  # inside a node: P2P/CUMEM/read, P2P/IPC, SHM/direct/direct
+_COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+) localRanks (\d+)")  # comm 0x... rank 0 nRanks 8 nNodes 2 localRanks 4
 
 
 def net_family(name: str) -> str:
@@ -180,6 +271,8 @@ class NcclNet:
     ib_ports: List[str] = field(default_factory=list)  # mlx5_6:1/RoCE
     socket_ifaces: List[str] = field(default_factory=list)  # eth0:10.0.0.1<0>
     ib_not_found: int = 0
+    local_channels: Dict[str, int] = field(default_factory=dict)  # `via P2P/...`, `via SHM/...`, counted
+    comms: List[tuple[int, int, int]] = field(default_factory=list)  # (nRanks, nNodes, localRanks) of each rank's communicator
 
     def families(self) -> Dict[str, List[str]]:
         """Each transport family with the evidence for it."""
@@ -230,7 +323,46 @@ def parse_nccl(text: str) -> NcclNet:
             net.channels[m.group(1)] = net.channels.get(m.group(1), 0) + 1
             if "GDRDMA" in m.group(2):
                 net.gdr_channels += 1
+            continue
+        m = _VIA_LOCAL.search(msg)
+        if m:
+            net.local_channels[m.group(1)] = net.local_channels.get(m.group(1), 0) + 1
+            continue
+        m = _COMM.search(msg)
+        if m:
+            net.comms.append((int(m.group(1)), int(m.group(2)), int(m.group(3))))
     return net
+
+
+# --- where the ranks ran -------------------------------------------------------------------------
+
+
+def placement(results: Results, net: NcclNet, gpus_per_node: Optional[int] = None) -> tuple[Optional[bool], str]:
+    """(True: every rank ran on one node, False: on several, None: the log does not say; the evidence)."""
+    single: List[str] = []
+    several: List[str] = []
+    hosts = sorted(set(results.rank_hosts.values()))
+    if len(hosts) == 1:
+        single.append(f"nccl-tests' device list puts all {len(results.rank_hosts)} rank(s) on {hosts[0]}")
+    elif hosts:
+        several.append(f"nccl-tests' device list names {len(hosts)} hosts")
+    if results.torch_nodes == 1:
+        single.append(f"the torch loop reports 1 node (world size {results.torch_world})")
+    elif results.torch_nodes:
+        several.append(f"the torch loop reports {results.torch_nodes} nodes")
+    nodes = sorted({c[1] for c in net.comms})
+    if nodes == [1]:
+        single.append(f"NCCL's communicator spans 1 node (nRanks {net.comms[0][0]})")
+    elif nodes:
+        several.append(f"NCCL's communicator spans {nodes[-1]} nodes")
+    if single:
+        return True, "; ".join(single)
+    world = results.torch_world or len(results.rank_hosts) or None
+    if not several and world and gpus_per_node and world <= gpus_per_node:
+        return True, f"world size {world}, and a node has {gpus_per_node} GPUs"
+    if several:
+        return False, "; ".join(several)
+    return None, ""
 
 
 # --- the verdict ---------------------------------------------------------------------------------
@@ -257,8 +389,12 @@ def judge(
     line_rate_gbps: Optional[float] = None,
     min_fraction: float = 0.8,
     exit_code: Optional[int] = None,
+    nodes: Optional[int] = None,
+    gpus_per_node: Optional[int] = None,
 ) -> Verdict:
-    """Pass or fail a benchmark log. `exit_code` is the benchmark's, where it was run here."""
+    """Pass or fail a benchmark log. `exit_code` is the benchmark's, where it was run here. `nodes`: the nodes
+    the check runs on (1: a test of one node's NICs; None or 2+: it gates the fabric between nodes);
+    `gpus_per_node`: its GPUs per node, so a world size of one node's GPUs reads as one node."""
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
     results = parse_results(text)
@@ -282,6 +418,7 @@ def judge(
         wrong = sum(r.wrong() for r in results.rows)
         if wrong:
             failures.append(f"{wrong} wrong value(s) in the all-reduce results (#wrong): the data was corrupted")
+        failures += unfinished(results)
 
     if line_rate_gbps is None:
         notes.append("threshold: none (no line rate for this check), so the bandwidth is reported, not judged")
@@ -295,6 +432,27 @@ def judge(
             )
         elif results.rows and measured is None:
             failures.append(f"no bus bandwidth at the largest message size ({largest[0].size} B)")
+
+    single, where = placement(results, net, gpus_per_node)
+    local = ", ".join(f"{n} channel(s) via {name}" for name, n in sorted(net.local_channels.items()))
+    if single:
+        if nodes is None or nodes > 1:
+            failures.append(
+                f"intra-node: does not test the fabric ({where}): between the GPUs of one node NCCL uses NVLink/PCIe and "
+                "shared memory, whose bandwidth says nothing about the NICs, so this result cannot gate the fabric; run the "
+                "check on 2 or more nodes" + (" (or give --nodes 1 for a test of one node's NICs)" if nodes is None else "")
+            )
+        elif local:
+            failures.append(
+                f"intra-node: does not test the fabric ({where}), and NCCL connected ranks inside the node ({local}): a "
+                "one-node check must send every hop through the NICs: set NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 "
+                "(the rendered check does)"
+            )
+        else:
+            notes.append(
+                f"intra-node: does not test the fabric between nodes ({where}); no P2P or SHM channel, so every hop went "
+                "through the node's NICs (a one-node NIC test)"
+            )
 
     families = net.families()
     evidence = "; ".join(e for es in families.values() for e in es)
@@ -334,6 +492,8 @@ def judge(
         avg = f"; nccl-tests' average over all sizes: {results.avg_busbw[-1]:.2f}" if results.avg_busbw else ""
         lines.append(f"  measured: {measured:.2f} GB/s at the largest message, {largest[0].size} B{avg}")
     lines += ["  " + n for n in notes]
+    if single is False:
+        lines.append(f"  placement: several nodes ({where})")
     if families:
         lines.append(f"  transport: {', '.join(sorted(families))} ({evidence})")
     elif mode == "tcp":
@@ -345,6 +505,29 @@ def judge(
         lines.append(f"  network channels: {total}, with GPUDirect RDMA: {net.gdr_channels}")
     lines += ["  FAIL: " + f for f in failures]
     return Verdict(not failures, lines, failures)
+
+
+def unfinished(results: Results) -> List[str]:
+    """Why the benchmark did not finish, per table: sizes missing at the end, or no summary trailer."""
+    out: List[str] = []
+    for i, run in enumerate(results.runs):
+        which = f"table {i + 1} of {len(results.runs)}: " if len(results.runs) > 1 else ""
+        if not run.rows:
+            out.append(f"{which}the benchmark did not finish: a table header with no rows")
+            continue
+        top = max(r.size for r in run.rows)
+        expected = run.expected_largest()
+        if expected is not None and top < expected:
+            out.append(
+                f"{which}the benchmark did not finish: its largest message is {top} B, but the header asks for sizes up to "
+                f"maxBytes {run.max_bytes} B (the last one {expected} B): the log ends before the sizes that decide the verdict"
+            )
+        if not run.finished:
+            out.append(
+                f"{which}the benchmark did not finish: no summary trailer (`# Avg bus bandwidth : ...`) after the table, "
+                "which nccl-tests and the torch loop print after the last size: the run died or the log was cut"
+            )
+    return out
 
 
 # --- the torch.distributed benchmark -------------------------------------------------------------
@@ -431,8 +614,10 @@ def torch_allreduce_benchmark(
     try:
         world = dist.get_world_size()
         say = emit if (emit is not None and local_rank == 0) else (lambda _line: None)
+        per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))  # torchrun's nproc_per_node
+        placed = f"nodes {world // per_node} ranks per node {per_node} " if per_node > 0 and world % per_node == 0 else ""
         title = (
-            f"torch.distributed all_reduce (bandwidth.py bench): backend {backend} world size {world} "
+            f"torch.distributed all_reduce (bandwidth.py bench): backend {backend} world size {world} {placed}"
             f"minBytes {sizes[0] if sizes else 0} maxBytes {sizes[-1] if sizes else 0} step: 2(factor) "
             f"warmup iters: {warmup} iters: {iters}; all_reduce works in place: out-of-place is N/A"
         )
@@ -548,7 +733,8 @@ def cmd_check(a: argparse.Namespace) -> int:
         argv = torchrun_argv(environ, a)
     print(f"bandwidth check: tool {tool} ({why}): {' '.join(argv)}", flush=True)
     code, output = run_and_echo(argv, environ)
-    verdict = judge(output, a.mode, a.line_rate_gbps, a.min_fraction, exit_code=code)
+    gpus = int(environ.get("NPROC_PER_NODE", "0")) or None
+    verdict = judge(output, a.mode, a.line_rate_gbps, a.min_fraction, exit_code=code, nodes=nnodes, gpus_per_node=gpus)
     sys.stdout.write(verdict.render())
     sys.stdout.flush()
     return EXIT_PASS if verdict.ok else EXIT_FAIL
@@ -562,21 +748,69 @@ def cmd_bench(a: argparse.Namespace) -> int:
     return EXIT_PASS
 
 
-def read_log(path: str) -> str:
-    """The text of a saved log ('-' is stdin). Raises OSError."""
+MAX_LOG_BYTES = 64 * 1024 * 1024
+"""The largest log read: a check's pod log (NCCL's INIT and NET lines of every local rank and one table) is
+well under a megabyte; more is not a benchmark log, and is never read into memory."""
+
+
+class LogError(Exception):
+    """A log that cannot be read, or is refused (not a regular file, too large)."""
+
+
+def _file_kind(mode: int) -> str:
+    for test, name in (
+        (stat.S_ISFIFO, "a FIFO (named pipe)"),
+        (stat.S_ISCHR, "a character device"),
+        (stat.S_ISBLK, "a block device"),
+        (stat.S_ISDIR, "a directory"),
+        (stat.S_ISSOCK, "a socket"),
+    ):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _refuse_unless_regular(st: os.stat_result, limit: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise LogError(f"{_file_kind(st.st_mode)}, not a log file: save the log first (oc logs job/NAME > run.log), or pipe it to -")
+    if st.st_size > limit:
+        raise LogError(f"{st.st_size} bytes, more than the {limit} a benchmark log holds: give the check's pod log (oc logs job/NAME)")
+
+
+def read_log(path: str, limit: Optional[int] = None) -> str:
+    """The text of a saved log ('-' is stdin), at most `limit` bytes (MAX_LOG_BYTES). A path is opened only
+    when it is a regular file of at most that size, so a FIFO, a device (/dev/zero) or a huge file is refused
+    at once, never read; stdin is read up to the limit and refused past it. Raises LogError."""
+    limit = MAX_LOG_BYTES if limit is None else limit
     if path == "-":
-        return sys.stdin.buffer.read().decode("utf-8", errors="replace")
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return f.read()
+        stream = sys.stdin.buffer
+        if stream.isatty():
+            raise LogError("stdin is a terminal: pipe the log in (oc logs job/NAME | ... -), or name the file")
+        data = stream.read(limit + 1)
+        if len(data) > limit:
+            raise LogError(f"more than {limit} bytes on stdin, more than a benchmark log holds: pipe in the check's pod log")
+        return data.decode("utf-8", errors="replace")
+    try:
+        _refuse_unless_regular(os.stat(path), limit)
+        # O_NONBLOCK: should the path have become a FIFO since, opening it does not wait for a writer.
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0))
+    except OSError as exc:
+        raise LogError(exc.strerror or str(exc)) from None
+    with os.fdopen(fd, "rb") as f:
+        _refuse_unless_regular(os.fstat(f.fileno()), limit)
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise LogError(f"it grew past {limit} bytes while being read, more than a benchmark log holds")
+    return data.decode("utf-8", errors="replace")
 
 
 def cmd_report(a: argparse.Namespace) -> int:
     try:
         text = read_log(a.log)
-    except OSError as exc:
-        sys.stderr.write(f"bandwidth report: cannot read {a.log}: {exc.strerror or exc}\n")
+    except LogError as exc:
+        sys.stderr.write(f"bandwidth report: cannot read {a.log}: {exc}\n")
         return EXIT_USAGE
-    verdict = judge(text, a.mode, a.line_rate_gbps, a.min_fraction)
+    verdict = judge(text, a.mode, a.line_rate_gbps, a.min_fraction, nodes=a.nodes, gpus_per_node=a.gpus_per_node)
     sys.stdout.write(verdict.render())
     return EXIT_PASS if verdict.ok else EXIT_FAIL
 
@@ -637,6 +871,8 @@ def parser() -> argparse.ArgumentParser:
     r = sub.add_parser("report", help="the verdict from a saved log")
     r.add_argument("log", metavar="LOG", help="log file, or - for stdin")
     _verdict_args(r)
+    r.add_argument("--nodes", type=_positive_int, help="nodes the check ran on (1: a one-node NIC test; default: it gates the fabric)")
+    r.add_argument("--gpus-per-node", type=_positive_int, help="GPUs per node (a world size of one node's GPUs is one node)")
     r.set_defaults(func=cmd_report)
     return p
 
