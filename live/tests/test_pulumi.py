@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +19,7 @@ import jsonschema
 import pytest
 import yaml
 
+from live.controlplane import ControlPlane, api_path
 from live.tests.harness import UP_BOUND_SECONDS, Project, failure, kubeconfig_of, project_copy, pulumi_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -258,33 +261,33 @@ def _fails_naming(result: dict[str, Any], *words: str) -> None:
     assert not missing, f"the failure does not name {missing}:\n{text[-4000:]}"
 
 
+@contextmanager
+def _removed(plane: ControlPlane, obj: dict[str, Any]) -> Iterator[None]:
+    """The object deleted from the cluster for the block, then made again as it was."""
+    kept = plane.get(api_path(obj))
+    assert kept is not None, f"{obj['kind']} {obj['metadata']} is not on the cluster"
+    plane.delete(obj)
+    try:
+        yield
+    finally:
+        kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k in ("name", "namespace", "annotations", "labels")}
+        plane.apply(kept)
+
+
 def test_a_missing_source_nad_or_grant_fails_preview_with_the_fix(project: Project) -> None:
     plane = project.planes["barcelona"]
     config = stacks.load("barcelona")
     assert config.fabric is not None and config.security.scc
     nad = {"apiVersion": "k8s.cni.cncf.io/v1", "kind": "NetworkAttachmentDefinition",
            "metadata": {"name": config.fabric.attachments[0].network, "namespace": config.fabric.nad_source_namespace}}  # fmt: skip
-    kept = plane.get(
-        f"/apis/k8s.cni.cncf.io/v1/namespaces/{nad['metadata']['namespace']}/network-attachment-definitions/{nad['metadata']['name']}"
-    )
-    plane.delete(nad)
-    try:
+    with _removed(plane, nad):
         result = project.drive("barcelona-platform", "preview")
         _fails_naming(result, "NetworkAttachmentDefinition", nad["metadata"]["name"], "oc get net-attach-def")
-    finally:
-        kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k in ("name", "namespace", "annotations", "labels")}
-        plane.apply(kept)
-    ns = config.namespaces[0]
     grant = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-             "metadata": {"name": f"system:openshift:scc:{config.security.scc}", "namespace": ns}}  # fmt: skip
-    kept = plane.get(f"/apis/rbac.authorization.k8s.io/v1/namespaces/{ns}/rolebindings/{grant['metadata']['name']}")
-    plane.delete(grant)
-    try:
+             "metadata": {"name": f"system:openshift:scc:{config.security.scc}", "namespace": config.namespaces[0]}}  # fmt: skip
+    with _removed(plane, grant):
         result = project.drive("barcelona", "preview")
         _fails_naming(result, "RoleBinding", grant["metadata"]["name"], "pulumi up -s barcelona-platform")
-    finally:
-        kept["metadata"] = {k: v for k, v in kept["metadata"].items() if k in ("name", "namespace", "labels", "annotations")}
-        plane.apply(kept)
 
 
 def test_destroy_stops_at_protected_claims_and_leaves_them(project: Project) -> None:
