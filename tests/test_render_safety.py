@@ -433,9 +433,9 @@ def test_render_all_interrupted_at_any_point_exits_quietly_and_leaves_each_stack
             assert _group(proc.pid) == [], f"{signum.name} at {when}: a render worker outlived the command"
         for name in names:
             state = _whole(out / name)
+            # Old or new, whole: which one depends on how far the render got before the signal landed (on a loaded
+            # machine a signal sent during the imports can arrive after a small stack is written).
             assert state in (old[name], new[name]), f"{signum.name} at {when}: {out / name} is neither the old nor the new render"
-            if when == "importing":
-                assert state == old[name]
     # The next render over what the kill left: every stack new, no temporary folder left.
     out = runs[-1][2]
     subprocess.run([sys.executable, "-m", "stacks", "render", "--all", "--out", str(out)], cwd=ROOT, check=True, capture_output=True)
