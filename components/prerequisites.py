@@ -338,9 +338,17 @@ class Prerequisites(pulumi.ComponentResource):
     def __init__(self, name: str, config: ClusterConfig, tier: str, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__(self.TYPE, name, None, opts)
         self.verdicts = []
+        # A namespaced read waits for its namespace's read: with the namespace gone, the engine reports the first read
+        # that fails and stops, and that must be the namespace's (its fix is the one that helps), not a grant's in it.
+        namespaces: dict[str, LiveObject] = {}
         for req in requirements(config, tier):
             name = f"{req.object_id} (if missing: {req.hint})" if req.hint else req.object_id
-            live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, pulumi.ResourceOptions(parent=self), name=name)
+            ns = req.object_id.split("/", 1)[0] if "/" in req.object_id else None
+            after = [namespaces[ns]] if ns in namespaces else []
+            options = pulumi.ResourceOptions(parent=self, depends_on=after)
+            live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, options, name=name)
+            if req.kind == "Namespace":
+                namespaces[req.object_id] = live
             if req.verify is None:
                 self.verdicts.append(live)
                 continue
