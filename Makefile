@@ -34,7 +34,7 @@ check: $(STAMP)
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m mypy $(wildcard stacks components render policy bench) live/toolchain.py live/controlplane.py live/clusters.py live/drive.py
+	$(PY) -m mypy $(wildcard clusters stacks components render policy bench) live/toolchain.py live/controlplane.py live/clusters.py live/drive.py
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 # Rewrites the tree the way `make lint` wants it: ruff's safe fixes (import order, pyupgrade), then the formatter (after the

@@ -63,10 +63,10 @@ def _namespace(config: ClusterConfig, ns: str, tier: str) -> Requirement:
     return Requirement(
         "v1", "Namespace", ns,
         why="the stack deploys into it; projects are made by their users or admins, not by this program",
-        fix=f"create the project (`oc new-project {ns}`), or remove it from namespaces in stacks/{config.name}.py",
+        fix=f"create the project (`oc new-project {ns}`), or remove it from namespaces in clusters/{config.name}.py",
         expected={"metadata": {"name": ns}, "status": {"phase": "Active"}},
         verify=lambda s: "the project is being deleted (Terminating)" if (s.get("status") or {}).get("phase") == "Terminating" else None,
-        hint=f"oc new-project {ns}, or remove it from namespaces in stacks/{config.name}.py",
+        hint=f"oc new-project {ns}, or remove it from namespaces in clusters/{config.name}.py",
         tier=tier,
     )  # fmt: skip
 
@@ -125,7 +125,7 @@ def _scc(config: ClusterConfig) -> Requirement:
         SCC_API, "SecurityContextConstraints", sec.scc,
         why="the stack's pods pin it (openshift.io/required-scc) and the stack does not create it",
         fix=f"create the SCC, or let the stack create a least-privilege one (security.create: true with another name), "
-        f"or correct security.existing_* in stacks/{config.name}.py",
+        f"or correct security.existing_* in clusters/{config.name}.py",
         expected={
             "metadata": {"name": sec.scc},
             "allowedCapabilities": ["*"] if caps is None else list(caps),
@@ -133,7 +133,7 @@ def _scc(config: ClusterConfig) -> Requirement:
             "runAsUser": {"type": "RunAsAny" if sec.existing_allows_root else "MustRunAsRange"},
         },
         verify=verify,
-        hint=f"create the SCC {sec.scc}, or correct security in stacks/{config.name}.py",
+        hint=f"create the SCC {sec.scc}, or correct security in clusters/{config.name}.py",
         fields=("metadata", "allowedCapabilities", "allowPrivilegedContainer", "runAsUser"),
         tier="platform",
     )  # fmt: skip
@@ -172,9 +172,9 @@ def _storage_class(config: ClusterConfig, name: str) -> Requirement:
     return Requirement(
         "storage.k8s.io/v1", "StorageClass", name,
         why="claims of the stack name it",
-        fix=f"use a class `oc get storageclass` lists, and correct storage_classes in stacks/{config.name}.py",
+        fix=f"use a class `oc get storageclass` lists, and correct storage_classes in clusters/{config.name}.py",
         expected={"metadata": {"name": name}},
-        hint=f"correct storage_classes in stacks/{config.name}.py (oc get storageclass)",
+        hint=f"correct storage_classes in clusters/{config.name}.py (oc get storageclass)",
         fields=("metadata",),
         tier="platform",
     )  # fmt: skip

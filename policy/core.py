@@ -405,7 +405,7 @@ def check(
                     Finding(
                         "warning", f"accepted_warnings[{k}]", "rule/object",
                         f"the stack accepts warning {a.rule} on {a.object!r}, but no such warning remains",
-                        f"remove the entry from accepted_warnings in stacks/{config.name}.py", rule="accepted-warnings",
+                        f"remove the entry from accepted_warnings in clusters/{config.name}.py", rule="accepted-warnings",
                     )
                 )  # fmt: skip
     order = {"error": 0, "warning": 1, "info": 2}

@@ -1123,7 +1123,7 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
 
 
 def _shown(origin: tuple[str, int] | None) -> str:
-    """A source line as `stacks/NAME.py line N` (relative to the project when it is inside it)."""
+    """A source line as `clusters/NAME.py line N` (relative to the project when it is inside it)."""
     if origin is None:
         return ""
     import stacks  # the package (its ROOT), loaded already: policy/ sits above stacks/

@@ -267,7 +267,7 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
             "Pods or scripts that rely on what it takes away fail after the next `pulumi up` (e.g. a script that runs",
             "`ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
             "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
-            f"declare what they need in stacks/{config.name}.py. Server-side apply reports each field another manager owns as a",
+            f"declare what they need in clusters/{config.name}.py. Server-side apply reports each field another manager owns as a",
             "conflict; `kubernetes:enablePatchForce` takes them over for one run (docs/adoption.md).",
         ]
     else:

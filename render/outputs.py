@@ -132,7 +132,7 @@ class StackOutputs(_Outputs):
     schema_version: Literal["2"]
     """Version of this schema; a consumer checks it before reading anything else."""
     cluster: Name
-    """The cluster the stack deploys (its module stacks/CLUSTER.py)."""
+    """The cluster the stack deploys (its module clusters/CLUSTER.py)."""
     tier: Literal["all", "platform", "project"]
     """Which part the Pulumi stack deploys: all, platform (cluster-admin objects) or project (the researchers')."""
     namespaces: list[Name]

@@ -1,8 +1,9 @@
-"""The stacks: one validated ClusterConfig per cluster, from its module in stacks/ or from the YAML
+"""The stacks: one validated ClusterConfig per cluster, from its module in clusters/ or from the YAML
 file its Pulumi stack file names.
 
-A stack is a module `stacks/NAME.py` that defines `CONFIG` (discovered: adding a cluster is one
-module plus its `Pulumi.NAME.yaml`). `load(name)` honours `gpu-training:configFile` in the stack's
+A stack is a module `clusters/NAME.py` that defines `CONFIG` (discovered: adding a cluster is one
+module plus its `Pulumi.NAME.yaml`). clusters/ holds only the files users edit; this package is the program
+that reads them. `load(name)` honours `gpu-training:configFile` in the stack's
 Pulumi stack files, so `python -m stacks check NAME` checks what `pulumi up -s NAME` would deploy.
 Errors are ConfigError with a message that names the file and the field, never a traceback.
 """
@@ -14,10 +15,11 @@ from stacks import _process  # noqa: F401
 
 # isort: split
 
-import importlib
+import importlib.util
 import os
 import re
 import stat
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -29,14 +31,14 @@ from pydantic import ValidationError
 from stacks.model import IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
-"""The project folder: Pulumi.yaml, the stack files, rendered/."""
+"""The project folder: Pulumi.yaml, the stack files, clusters/, rendered/."""
+CLUSTERS = "clusters"
+"""The folder of ROOT that holds the cluster modules, the files a user edits."""
 PROJECT = "gpu-training"
 CONFIG_FILE_KEY = f"{PROJECT}:configFile"
 CLUSTER_KEY = f"{PROJECT}:cluster"
 TIER_KEY = f"{PROJECT}:tier"
 TIERS = ("all", "platform", "project")
-# Modules of stacks/ that are not stacks.
-NOT_STACKS = frozenset({"__init__", "__main__", "model", "schema"})
 
 # Limits of a config file: a config is a few hundred lines; these stop a file that is a device, a
 # FIFO, a bomb of nesting or aliases before it costs more than a moment.
@@ -53,9 +55,13 @@ class ConfigError(Exception):
 
 
 def names() -> list[str]:
-    """The stacks: every module stacks/NAME.py (NAME not starting with '_') that is not a helper."""
-    folder = Path(__file__).resolve().parent
-    return sorted(p.stem for p in folder.glob("*.py") if p.stem not in NOT_STACKS and not p.stem.startswith("_"))
+    """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use)."""
+    return sorted(p.stem for p in (ROOT / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+
+
+def module_file(name: str) -> str:
+    """A stack's module as messages name it, relative to the project: `clusters/NAME.py`."""
+    return f"{CLUSTERS}/{name}.py"
 
 
 @dataclass(frozen=True)
@@ -118,7 +124,7 @@ def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, 
 
 def load(name: str) -> ClusterConfig:
     """The config `pulumi up` deploys for stack NAME: the YAML file its stack files name in
-    gpu-training:configFile, else its module in stacks/."""
+    gpu-training:configFile, else its module in clusters/."""
     known = names()
     if name not in known:
         shown = ", ".join(known) or "none"
@@ -128,20 +134,20 @@ def load(name: str) -> ClusterConfig:
 
 def load_deployed(cluster: str, config_file: str | None, stack_file: str) -> ClusterConfig:
     """What a Pulumi stack deploys: the YAML `config_file` its `stack_file` names in gpu-training:configFile
-    (relative to the project folder), else stacks/CLUSTER.py. A config that names another cluster is refused.
+    (relative to the project folder), else clusters/CLUSTER.py. A config that names another cluster is refused.
     The commands and the Pulumi program (policy/gate.py) both load through here."""
     if not config_file:
         if cluster not in names():
             raise ConfigError(
-                f"unknown stack {cluster!r}: no stacks/{cluster}.py (the stacks are {', '.join(names())}); set "
+                f"unknown stack {cluster!r}: no {module_file(cluster)} (the stacks are {', '.join(names())}); set "
                 f"{CLUSTER_KEY} in {stack_file or 'its Pulumi stack file'} to the cluster this stack deploys"
             )
-        return checked_name(load_module(cluster), cluster, f"stacks/{cluster}.py")
+        return checked_name(load_module(cluster), cluster, module_file(cluster))
     file = Path(config_file) if Path(config_file).is_absolute() else ROOT / config_file
     if not file.exists():
         raise ConfigError(
             f"{stack_file}: {CONFIG_FILE_KEY} names {config_file}, which does not exist ({file}): fix the path "
-            f"(relative to the project folder), or remove the key to deploy stacks/{cluster}.py"
+            f"(relative to the project folder), or remove the key to deploy {module_file(cluster)}"
         )
     return checked_name(load_file(file), cluster, config_file)
 
@@ -167,28 +173,44 @@ def _line_in(tb: TracebackType | None, path: Path) -> int | None:
 
 
 def load_module(name: str) -> ClusterConfig:
-    """A stack's module; any error in it is a message with the file and line, never a traceback."""
-    path = Path(__file__).resolve().parent / f"{name}.py"
-    source = f"stacks/{name}.py"
-    token = IN_STACK_MODULE.set(True)
-    try:
-        module = importlib.import_module(f"stacks.{name}")
-    except ModelError as err:
-        line = _line_in(err.__traceback__, path)
-        where = f"{source} line {line}" if line else source
-        raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
-    except SyntaxError as err:
-        raise ConfigError(f"{source} line {err.lineno}: not valid Python: {err.msg}") from None
-    except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
-        line = _line_in(err.__traceback__, path)
-        where = f"{source} line {line}" if line else source
-        raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
-    finally:
-        IN_STACK_MODULE.reset(token)
+    """A stack's module; any error in it is a message with the file and line, never a traceback. A module runs
+    once per process (kept in sys.modules as `clusters.NAME`, as an import would), by its path: clusters/ is a
+    folder of files, not a package on sys.path."""
+    path = ROOT / CLUSTERS / f"{name}.py"
+    source = module_file(name)
+    qualified = f"{CLUSTERS}.{name}"
+    module = sys.modules.get(qualified)
+    if module is None or Path(getattr(module, "__file__", "")) != path:
+        token = IN_STACK_MODULE.set(True)
+        try:
+            module = _run_module(qualified, path)
+        except ModelError as err:
+            line = _line_in(err.__traceback__, path)
+            where = f"{source} line {line}" if line else source
+            raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+        except SyntaxError as err:
+            raise ConfigError(f"{source} line {err.lineno}: not valid Python: {err.msg}") from None
+        except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
+            line = _line_in(err.__traceback__, path)
+            where = f"{source} line {line}" if line else source
+            raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
+        finally:
+            IN_STACK_MODULE.reset(token)
     config = getattr(module, "CONFIG", None)
     if not isinstance(config, ClusterConfig):
         raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
     return config
+
+
+def _run_module(qualified: str, path: Path) -> Any:
+    """Run the module at `path` as `qualified`; registered only once it ran whole, so a failed one runs again."""
+    spec = importlib.util.spec_from_file_location(qualified, path)
+    if spec is None or spec.loader is None:
+        raise ConfigError(f"{path}: not a Python module")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sys.modules[qualified] = module
+    return module
 
 
 def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:

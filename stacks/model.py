@@ -1410,7 +1410,7 @@ class ClusterConfig(Strict):
     different people; see docs/deploy.md "Pulumi stacks, tiers and rights")."""
 
     name: K8sName
-    """Stack name: the module stacks/NAME.py and the Pulumi stack NAME."""
+    """Stack name: the module clusters/NAME.py and the Pulumi stack NAME."""
     description: str
     """What the cluster is, in a sentence."""
     api_host: str | None = None

@@ -86,11 +86,10 @@ def free_port() -> int:
 
 @pytest.fixture
 def fixture_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
-    """A copy of the project whose one cluster is a test-owned fixture: stacks/NAME.py reading NAME.yaml (the
+    """A project folder whose one cluster is a test-owned fixture: clusters/NAME.py reading NAME.yaml (the
     fixture's data, edited), and the stack files of its two tiers (Pulumi.NAME.yaml: project,
     Pulumi.NAME-platform.yaml: platform). Commands that take a stack or a Pulumi stack then run on configs the
     tests own, whatever the committed stacks hold."""
-    import shutil
 
     import fixtures
     import yaml
@@ -99,22 +98,18 @@ def fixture_project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable
         data = fixtures.data(name)
         if edit is not None:
             edit(data)
-        pkg = tmp_path / "stacks"
-        shutil.copytree(ROOT / "stacks", pkg, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-        for module in stacks.names():
-            (pkg / f"{module}.py").unlink()
-        (pkg / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
-        (pkg / f"{name}.py").write_text(
+        folder = tmp_path / stacks.CLUSTERS
+        folder.mkdir(exist_ok=True)
+        (folder / f"{name}.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        (folder / f"{name}.py").write_text(
             f'from pathlib import Path\n\nfrom stacks import load_file\n\nCONFIG = load_file(Path(__file__).with_name("{name}.yaml"))\n',
             encoding="utf-8",
         )
         for stack, tier in ((name, "project"), (f"{name}-platform", "platform")):
             settings = {"gpu-training:cluster": name, "gpu-training:tier": tier, "kubernetes:context": name}
             (tmp_path / f"Pulumi.{stack}.yaml").write_text(yaml.safe_dump({"config": settings}), encoding="utf-8")
-        monkeypatch.setattr(stacks, "__file__", str(pkg / "__init__.py"))
-        monkeypatch.setattr(stacks, "__path__", [str(pkg)])
         monkeypatch.setattr(stacks, "ROOT", tmp_path)
-        monkeypatch.delitem(sys.modules, f"stacks.{name}", raising=False)
+        monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.{name}", raising=False)
         return tmp_path
 
     return make

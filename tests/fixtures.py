@@ -1,5 +1,5 @@
 """Configs the tests own: three small clusters that cover what the program does, independent of what the
-committed stacks (stacks/*.py) hold today. A program test builds one, edits the plain data the way a
+committed stacks (clusters/*.py) hold today. A program test builds one, edits the plain data the way a
 user edits a YAML file, and validates it like one (`config(edit)`), so a user who changes a committed
 stack never has to change a program test.
 

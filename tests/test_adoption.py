@@ -49,7 +49,7 @@ def test_the_import_entries_are_what_the_program_registers(label: str, config: A
     kind, name = label.split(" ", 1)
     # the whole program is the session's rendering (conftest); a tier is rendered here
     declared = registered((rendered_stack if kind == "stack" else rendered_fixture)(name) if tier == "all" else run(config, tier))
-    where = f"stacks/{name}.py" if kind == "stack" else f"tests/fixtures.py {name}"
+    where = f"clusters/{name}.py" if kind == "stack" else f"tests/fixtures.py {name}"
     assert planned == declared, (
         f"{where}, tier {tier}: the import plan differs from what the program registers: "
         f"planned only {sorted(planned - declared)}, registered only {sorted(declared - planned)}"
@@ -64,7 +64,7 @@ def test_each_stacks_import_plan_is_a_file_pulumi_import_reads(name: str) -> Non
     for tier in stacks.TIERS:
         plan = adoption.import_plan(config, f"{name}-{tier}", tier)
         jsonschema.validate(plan, IMPORT_SCHEMA)
-        where = f"stacks/{name}.py, import plan of tier {tier}"
+        where = f"clusters/{name}.py, import plan of tier {tier}"
         handles = [r["name"] for r in plan["resources"]]
         assert len(handles) == len(set(handles)), (
             f"{where}: handles are unique, found twice {sorted({h for h in handles if handles.count(h) > 1})}"
@@ -210,7 +210,7 @@ def test_adopt_diff_input_errors(live: Any, phrase: str, fixture_project: Any, t
 
 
 def _all_renderings() -> list[tuple[str, Rendering]]:
-    return [(f"stacks/{n}.py", rendered_stack(n)) for n in stacks.names()] + [
+    return [(f"clusters/{n}.py", rendered_stack(n)) for n in stacks.names()] + [
         (f"tests/fixtures.py {n}", rendered_fixture(n)) for n in sorted(fixtures.FIXTURES)
     ]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -177,16 +178,12 @@ def test_bad_field_names_file_object_and_field(
 
 
 def stack_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, name: str = "scratch") -> str:
-    """A stack module as a user writes one, in a copy of stacks/ (the real package stays untouched)."""
-    import shutil
-
-    pkg = tmp_path / "stacks"
-    shutil.copytree(ROOT / "stacks", pkg, ignore=shutil.ignore_patterns("__pycache__"), dirs_exist_ok=True)
-    (pkg / f"{name}.py").write_text(body, encoding="utf-8")
-    monkeypatch.setattr(stacks, "__file__", str(pkg / "__init__.py"))
-    monkeypatch.setattr(stacks, "__path__", [str(pkg)])
-    for mod in [m for m in sys.modules if m == f"stacks.{name}"]:
-        del sys.modules[mod]
+    """A stack module as a user writes one, in a project folder of the test's own (the real clusters/ stays untouched)."""
+    folder = tmp_path / stacks.CLUSTERS
+    folder.mkdir(exist_ok=True)
+    (folder / f"{name}.py").write_text(body, encoding="utf-8")
+    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.{name}", raising=False)
     return name
 
 
@@ -212,7 +209,7 @@ def test_a_stack_module_error_names_the_workload_field_and_line(
     name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=0, extra=""))
     code, _, err = run(["check", name], capsys)
     assert code == 2
-    assert f"error: stacks/{name}.py line 10: invalid configuration" in err
+    assert f"error: clusters/{name}.py line 10: invalid configuration" in err
     assert "  workloads[h-kim].nodes: Input should be greater than or equal to 1" in err
 
 
@@ -223,7 +220,7 @@ def test_an_error_in_a_part_of_a_workload_names_the_part(
     body = MODULE.replace("Workload\n", "Workload, ContainerPort\n", 1)
     name = stack_module(tmp_path, monkeypatch, body.format(nodes=1, extra=', ports=[ContainerPort(name="debugpy", port=0)]'))
     code, _, err = run(["check", name], capsys)
-    assert code == 2 and f"stacks/{name}.py line 11" in err
+    assert code == 2 and f"clusters/{name}.py line 11" in err
     assert "  ContainerPort[debugpy].port: Input should be greater than or equal to 1" in err, err
 
 
@@ -243,10 +240,10 @@ def test_a_python_mistake_in_a_module_is_a_message_not_a_traceback(
 ) -> None:
     name = stack_module(tmp_path, monkeypatch, "CONFIG = undefined_name\n")
     code, _, err = run(["check", name], capsys)
-    assert code == 2 and f"stacks/{name}.py line 1: the stack module failed: NameError" in err
+    assert code == 2 and f"clusters/{name}.py line 1: the stack module failed: NameError" in err
     name = stack_module(tmp_path, monkeypatch, "CONFIG = (\n", "broken")
     code, _, err = run(["check", name], capsys)
-    assert code == 2 and f"stacks/{name}.py line" in err and "not valid Python" in err
+    assert code == 2 and f"clusters/{name}.py line" in err and "not valid Python" in err
 
 
 def test_a_new_stack_module_is_discovered(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -341,7 +338,7 @@ UNKNOWN = next(n for n in ["staging"] + [f"staging{i}" for i in range(2, 100)] i
 def test_unknown_stack(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
     code, _, err = run(argv, capsys)
     assert code == 2 and f"unknown stack {UNKNOWN!r}" in err, err
-    assert ", ".join(stacks.names()) in err, f"the message lists the stacks (stacks/*.py: {', '.join(stacks.names())}): {err}"
+    assert ", ".join(stacks.names()) in err, f"the message lists the stacks (clusters/*.py: {', '.join(stacks.names())}): {err}"
 
 
 def test_output_into_a_closed_pipe_ends_quietly() -> None:
@@ -426,6 +423,8 @@ def yaml_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dic
     def make(data: dict[str, Any]) -> Path:
         path = tmp_path / "my-nerc.yaml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
+        (tmp_path / stacks.CLUSTERS).mkdir(exist_ok=True)  # the stack exists (its module); its stack file deploys the YAML
+        shutil.copy(stacks.ROOT / stacks.CLUSTERS / "nerc.py", tmp_path / stacks.CLUSTERS / "nerc.py")
         (tmp_path / "Pulumi.nerc.yaml").write_text(
             yaml.safe_dump({"config": {"gpu-training:configFile": "my-nerc.yaml", "kubernetes:context": "nerc"}}), encoding="utf-8"
         )
@@ -466,7 +465,7 @@ def test_a_config_file_that_is_not_there_names_the_stack_file_that_names_it(
     code, out, err = run([command, "nerc"], capsys)
     assert code == 2 and out == ""
     assert err.startswith("error: Pulumi.nerc.yaml: gpu-training:configFile names my-nerc.yaml, which does not exist"), err
-    assert "remove the key to deploy stacks/nerc.py" in err
+    assert "remove the key to deploy clusters/nerc.py" in err
 
 
 def test_stack_files_of_one_cluster_that_disagree_say_which_says_what(

@@ -35,7 +35,7 @@ def ident(o: dict[str, Any]) -> str:
 
 
 def fix(name: str, what: str) -> str:
-    return f"stacks/{name}.py: {what} (`python -m stacks check {name}` shows every finding)"
+    return f"clusters/{name}.py: {what} (`python -m stacks check {name}` shows every finding)"
 
 
 # --- every stack --------------------------------------------------------------------------------------
@@ -54,12 +54,14 @@ def test_every_tier_of_the_stack_has_a_pulumi_stack_file_that_deploys_it(name: s
 
     config = stacks.load(name)
     files = [s for s in stacks.pulumi_stacks() if s.cluster == name]
-    assert files, f"stacks/{name}.py: Pulumi.{name}.yaml is missing: every stack module has its Pulumi stack file (README 'Add a cluster')"
+    assert files, (
+        f"clusters/{name}.py: Pulumi.{name}.yaml is missing: every stack module has its Pulumi stack file (README 'Add a cluster')"
+    )
     tiers = {s.tier for s in files}
     needed = {tier_of(o, config) for o in objects(config) + patches(config)}
     uncovered = sorted(t for t in needed if t not in tiers and "all" not in tiers)
     assert not uncovered, (
-        f"stacks/{name}.py declares {', '.join(uncovered)}-tier objects, but its stack files "
+        f"clusters/{name}.py declares {', '.join(uncovered)}-tier objects, but its stack files "
         f"({', '.join(s.path.name for s in files)}) deploy only the {', '.join(sorted(tiers))} tier: "
         "add a stack file for each (gpu-training:tier)"
     )

@@ -1028,4 +1028,3 @@ def test_every_class_has_cases(capsys: pytest.CaptureFixture[str]) -> None:
     with capsys.disabled():
         print("\nissue 19 cases per class: " + "; ".join(f"{cls.split(':')[0]} {n}" for cls, n in counts.items()))
     assert all(n > 0 for n in counts.values()), counts
-

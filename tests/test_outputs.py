@@ -75,7 +75,7 @@ def test_every_stack_outputs_validate(name: str):
     kind, _, which = name.partition(":")
     outputs = (rendered_stack if kind == "stack" else rendered_fixture)(which).outputs
     errors = [f"{'/'.join(map(str, e.absolute_path))}: {e.message}" for e in validator().iter_errors(outputs)]
-    where = f"stacks/{which}.py" if kind == "stack" else f"tests/fixtures.py {which}"
+    where = f"clusters/{which}.py" if kind == "stack" else f"tests/fixtures.py {which}"
     assert errors == [], f"{where}: its outputs do not validate against {SCHEMA_FILE}:\n" + "\n".join(errors)
     assert outputs["schema_version"] == SCHEMA_VERSION, (
         f"{where}: schema_version {outputs['schema_version']!r}, expected {SCHEMA_VERSION!r}"

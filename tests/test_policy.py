@@ -631,7 +631,7 @@ def test_the_committed_stacks_load_through_the_gate(monkeypatch: pytest.MonkeyPa
     for s in stacks.pulumi_stacks():
         cfg = {f"gpu-training:{k}": v for k, v in (("cluster", s.cluster), ("tier", s.tier)) if v} | {"kubernetes:context": s.context or ""}
         declared, _, raised = run_main(s.name, cfg, monkeypatch, kubeconfig(tmp_path, s.context or "x"))
-        assert raised is None, f"{s.path.name} (stacks/{s.cluster}.py, tier {s.tier}): the program under the gate raised {raised!r}"
+        assert raised is None, f"{s.path.name} (clusters/{s.cluster}.py, tier {s.tier}): the program under the gate raised {raised!r}"
 
 
 # --- hand-made entries: where they are written and why they are undeclared ----------------------------------
@@ -695,7 +695,7 @@ def test_hand_made_names_the_line_of_a_stack_module_and_a_fix_for_its_comprehens
     from stacks.__main__ import main
 
     root = fixture_project("roce")
-    (root / "stacks" / "roce.py").write_text(STACK_WITH_A_COMPREHENSION, encoding="utf-8")
+    (root / stacks.CLUSTERS / "roce.py").write_text(STACK_WITH_A_COMPREHENSION, encoding="utf-8")
     found = {f.object: f for f in by_rule(check(stacks.load("roce")), "hand-made", "warning")}
     assert sorted(found) == [
         "NetworkAttachmentDefinition team-b/port1-network",
@@ -703,18 +703,18 @@ def test_hand_made_names_the_line_of_a_stack_module_and_a_fix_for_its_comprehens
         "ServiceAccount team-a/builder",
     ]
     nad = found["NetworkAttachmentDefinition team-b/port1-network"]
-    assert nad.message.startswith("listed as made by hand at stacks/roce.py line 14 (HandMade), but the stack does not declare it")
+    assert nad.message.startswith("listed as made by hand at clusters/roce.py line 14 (HandMade), but the stack does not declare it")
     assert nad.fix.startswith(
-        "drop team-b from the namespaces the comprehension at stacks/roce.py line 14 iterates (it makes 4 entries, 2 of them in team-b"
+        "drop team-b from the namespaces the comprehension at clusters/roce.py line 14 iterates (it makes 4 entries, 2 of them in team-b"
     )
     sa = found["ServiceAccount team-a/builder"]
-    assert "at stacks/roce.py line 12" in sa.message and "security.service_accounts lists no builder in team-a" in sa.message
-    assert sa.fix.startswith("remove the HandMade(...) at stacks/roce.py line 12")
+    assert "at clusters/roce.py line 12" in sa.message and "security.service_accounts lists no builder in team-a" in sa.message
+    assert sa.fix.startswith("remove the HandMade(...) at clusters/roce.py line 12")
     # the same config from a YAML file: no line to name, the entry's index instead
     assert by_rule(check(fixtures.config("roce", _nad_copies("team-b"))), "hand-made", "warning")[0].fix.startswith("remove hand_made[0]")
     assert main(["check", "roce"]) == 0
     out = capsys.readouterr().out
-    assert "drop team-b from the namespaces the comprehension at stacks/roce.py line 14 iterates" in " ".join(out.split())
+    assert "drop team-b from the namespaces the comprehension at clusters/roce.py line 14 iterates" in " ".join(out.split())
 
 
 # --- long findings wrap ------------------------------------------------------------------------------------

@@ -195,12 +195,10 @@ def context(log: Replay, doing: str) -> Iterator[None]:
 
 
 def stack_modules(project: Path) -> list[Path]:
-    """The stack modules (as `stacks.names()` finds them) that hold `Workload(...)` calls, stacks/barcelona.py (the
+    """The stack modules (as `stacks.names()` finds them) that hold `Workload(...)` calls, clusters/barcelona.py (the
     README's) first."""
     found = [
-        p
-        for p in sorted((project / "stacks").glob("*.py"))
-        if p.stem not in stacks.NOT_STACKS and not p.stem.startswith("_") and "Workload(" in p.read_text("utf-8")
+        p for p in sorted((project / stacks.CLUSTERS).glob("*.py")) if not p.stem.startswith("_") and "Workload(" in p.read_text("utf-8")
     ]
     return sorted(found, key=lambda p: p.stem != "barcelona")
 
@@ -211,20 +209,20 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
     log = Replay(sha, [], [], set())
 
     title = "Add a user's workload."
-    stack = project / "stacks" / "barcelona.py"
+    stack = project / stacks.CLUSTERS / "barcelona.py"
     add = blocks(recipe(readme, title), "python")
     assert len(add) == 2, f"README {title!r} shows the service account and the workload: found {len(add)} python blocks"
     text = stack.read_text(encoding="utf-8")
     if list_keyword(text, "service_accounts") is None or list_keyword(text, "workloads") is None:
-        log.not_replayed.append(f"{title} HEAD's stacks/barcelona.py writes no `service_accounts=[...]` and `workloads=[...]` to add to")
+        log.not_replayed.append(f"{title} HEAD's clusters/barcelona.py writes no `service_accounts=[...]` and `workloads=[...]` to add to")
     else:
         user = unused("alice", text)
-        with context(log, f"{title} stacks/barcelona.py, workload {user}"):
+        with context(log, f"{title} clusters/barcelona.py, workload {user}"):
             text = insert_into_list(text, "service_accounts", add[0].replace("alice", user))
             text = insert_into_list(text, "workloads", add[1].replace("alice", user))
         stack.write_text(text, encoding="utf-8")
-        log.edited.add("stacks/barcelona.py")
-        log.done.append(f"{title} stacks/barcelona.py: service account {user}-sa, workload {user} (the README's blocks)")
+        log.edited.add("clusters/barcelona.py")
+        log.done.append(f"{title} clusters/barcelona.py: service account {user}-sa, workload {user} (the README's blocks)")
 
     title = "Switch a workload to TCP."
     how = recipe(readme, title)
@@ -272,19 +270,19 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
         log.not_replayed.append(f"{title} every committed workload already sets its state")
 
     title = "Add a cluster."
-    cluster = next(c for c in ["mylab"] + [f"mylab{i}" for i in range(2, 100)] if not (project / "stacks" / f"{c}.py").exists())
+    cluster = next(c for c in ["mylab"] + [f"mylab{i}" for i in range(2, 100)] if not (project / stacks.CLUSTERS / f"{c}.py").exists())
     (script,) = blocks(recipe(readme, title), "sh")
     commands = [line for line in script.splitlines() if line.strip() and not line.startswith("make ")]
-    source = re.search(r"cp stacks/(\w+)\.py", script)
-    assert source, f"README {title!r}: no `cp stacks/NAME.py` in\n{script}"
-    if f'name="{source.group(1)}"' not in (project / "stacks" / f"{source.group(1)}.py").read_text("utf-8"):
-        log.not_replayed.append(f'{title} HEAD\'s stacks/{source.group(1)}.py writes no `name="{source.group(1)}"` for its sed to change')
+    source = re.search(r"cp clusters/(\w+)\.py", script)
+    assert source, f"README {title!r}: no `cp clusters/NAME.py` in\n{script}"
+    if f'name="{source.group(1)}"' not in (project / stacks.CLUSTERS / f"{source.group(1)}.py").read_text("utf-8"):
+        log.not_replayed.append(f'{title} HEAD\'s clusters/{source.group(1)}.py writes no `name="{source.group(1)}"` for its sed to change')
         return log, ""
     for line in commands:
         done = subprocess.run(["bash", "-c", line.replace("mylab", cluster)], cwd=project, capture_output=True, text=True)
         assert done.returncode == 0, f"{log}\n{title} `{line}` failed: {done.stderr}"
-    log.edited |= {f"stacks/{cluster}.py", f"Pulumi.{cluster}.yaml"}
-    log.done.append(f"{title} stacks/{cluster}.py and Pulumi.{cluster}.yaml, copied from {source.group(1)} by the README's commands")
+    log.edited |= {f"clusters/{cluster}.py", f"Pulumi.{cluster}.yaml"}
+    log.done.append(f"{title} clusters/{cluster}.py and Pulumi.{cluster}.yaml, copied from {source.group(1)} by the README's commands")
     return log, cluster
 
 

@@ -53,7 +53,7 @@ def roce_with_node_level() -> Rendering:
 
 def renderings() -> Iterator[tuple[str, Any]]:
     for name in stacks.names():
-        yield f"stacks/{name}.py", rendered_stack(name)
+        yield f"clusters/{name}.py", rendered_stack(name)
     for name in sorted(fixtures.FIXTURES):
         yield f"fixture {name}", rendered_fixture(name)
     yield "fixture roce with node-level objects", roce_with_node_level()
