@@ -37,8 +37,8 @@ from stacks.model import (
     STRATEGY_RUNS_AS_ROOT,
     HandMade,
     quantity_value,
-    source_line,
 )
+from stacks.provenance import source_line
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.

@@ -28,6 +28,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
+from stacks import provenance
 from stacks.model import IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -184,10 +185,8 @@ def load_module(name: str) -> ClusterConfig:
         token = IN_STACK_MODULE.set(True)
         try:
             module = _run_module(qualified, path)
-        except ModelError as err:
-            line = _line_in(err.__traceback__, path)
-            where = f"{source} line {line}" if line else source
-            raise ConfigError(f"{where}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+        except ModelError as err:  # each of its lines names the file and line that write the field
+            raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
         except SyntaxError as err:
             raise ConfigError(f"{source} line {err.lineno}: not valid Python: {err.msg}") from None
         except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
@@ -224,22 +223,34 @@ def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[s
     return []
 
 
-def validate(data: Any, source: str) -> ClusterConfig:
-    """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors."""
+def validate(data: Any, source: str, lines: dict[provenance.Path_, int] | None = None) -> ClusterConfig:
+    """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors, and `lines` (the line of each
+    key, provenance.yaml_lines) start each error with its line and stay with the config for the preflight's findings."""
+
+    def line_of(loc: provenance.Path_) -> str:  # the message opens with the file: `line N`
+        where = provenance.yaml_line(source, lines or {}, loc)
+        return f"line {where[1]}" if where else ""
+
     if data is None:
         raise ConfigError(f"{source}: the file is empty: write the config (`python -m stacks config STACK` prints one)")
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of fields, got {type(data).__name__}")
-    surprises = [f"{located(loc, data) or 'the file'}: {value.problem()}" for loc, value in _yaml11_numbers(data, ())]
+    surprises = [
+        f"{located(loc, data) or 'the file'} ({line_of(loc)}): {value.problem()}".replace(" ()", "")
+        for loc, value in _yaml11_numbers(data, ())
+    ]
     if surprises:
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in surprises))
     try:
-        return ClusterConfig.model_validate(data)
+        config = ClusterConfig.model_validate(data)
     except ValidationError as err:
-        lines = describe_errors(err, data)
-        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in lines)) from None
+        found = describe_errors(err, data, line_of=line_of if lines else None)
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in found)) from None
     except ModelError as err:  # a model built inside a validator
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+    if lines:
+        provenance.register_yaml(config, source, lines)
+    return config
 
 
 class Yaml11Number(str):
@@ -380,23 +391,33 @@ def _check_text(data: Any, path: Path, where: str = "") -> None:
 
 def read_yaml(path: Path) -> Any:
     """Parse a YAML file with the limits above; every failure is a ConfigError naming the file."""
+    return read_yaml_lines(path)[0]
+
+
+def read_yaml_lines(path: Path) -> tuple[Any, dict[provenance.Path_, int]]:
+    """read_yaml, and the line of every key and list item (provenance.yaml_lines)."""
     text = read_text(path)
     _bounded(path, text)
+    loader = _Loader(text)
     try:
-        data = yaml.load(text, Loader=_Loader)  # noqa: S506 (_Loader is a SafeLoader)
+        node = loader.get_single_node()
+        data = loader.construct_document(node) if node is not None else None
     except yaml.YAMLError as err:
         raise _yaml_error(path, err) from None
     except (ValueError, RecursionError, MemoryError) as err:
         # int() refuses numbers of more than 4300 digits; nothing in a config is that long.
         raise ConfigError(f"{path}: a value cannot be read: {err}") from None
+    finally:
+        loader.dispose()
     _check_text(data, path)
-    return data
+    return data, provenance.yaml_lines(node)
 
 
 def load_file(path: str | Path) -> ClusterConfig:
     """A config written as YAML (the output of `python -m stacks config STACK`)."""
     p = Path(path)
-    return validate(read_yaml(p), str(p))
+    data, lines = read_yaml_lines(p)
+    return validate(data, str(p), lines)
 
 
 class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]

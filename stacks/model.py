@@ -14,16 +14,16 @@ stack module or a YAML file: see `located` and `ModelError`.
 from __future__ import annotations
 
 import json
-import os
 import re
-import sys
-import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from stacks import provenance
 
 # --- value types ------------------------------------------------------------------------------
 
@@ -433,6 +433,13 @@ def _dollar_problem(value: str, own: Iterable[str], where: str) -> str | None:
 # --- errors that name the object ----------------------------------------------------------------
 
 
+def _where(path: tuple[str | int, ...], root: Any) -> str:
+    """A config path as a user reads it, with the line that writes it where one is known:
+    `workloads[h-kim] at clusters/barcelona.py line 160`."""
+    line = provenance.shown(provenance.origin(root, path))
+    return f"{located(path, root)} at {line}" if line else located(path, root)
+
+
 class FieldError(ValueError):
     """A check across fields that knows which field is wrong: `path` is relative to the model
     that raises it (a tuple of field names and list indexes), so the message can be located."""
@@ -441,6 +448,39 @@ class FieldError(ValueError):
         super().__init__(message)
         self.path = path
         self.message = message
+
+
+class FieldErrors(ValueError):
+    """Several FieldErrors of one model, reported together (every invalid value, not the first)."""
+
+    def __init__(self, errors: list[FieldError]) -> None:
+        super().__init__("; ".join(e.message for e in errors))
+        self.errors = errors
+
+
+class _Problems:
+    """Collects the FieldErrors of a model's cross-field checks, so each entry is checked whatever another's errors."""
+
+    def __init__(self) -> None:
+        self.found: list[FieldError] = []
+
+    @contextmanager
+    def collect(self) -> Iterator[None]:
+        try:
+            yield
+        except FieldError as err:
+            if all(e.path != err.path for e in self.found):  # a TCP variant failing as its source does: one cause, one error
+                self.found.append(err)
+        except (KeyError, StopIteration, ValueError):
+            if not self.found:
+                raise  # not a consequence of an error already reported: a defect, shown as one
+            # else a check tripping over a value an earlier error already names: that error is the report
+
+    def raise_all(self) -> None:
+        if len(self.found) == 1:
+            raise self.found[0]
+        if self.found:
+            raise FieldErrors(self.found)
 
 
 def _item_name(container: Any, index: int) -> str | None:
@@ -475,27 +515,40 @@ def located(loc: tuple[str | int, ...], data: Any) -> str:
     return out
 
 
-def describe_errors(err: ValidationError, data: Any, prefix: str = "") -> list[str]:
-    """One `field: message` line per pydantic error, located by names in `data`."""
+def describe_errors(
+    err: ValidationError, data: Any, prefix: str = "", line_of: Callable[[tuple[str | int, ...]], str] | None = None
+) -> list[str]:
+    """One `field: message` line per problem (a check across fields may find several), located by names in `data`;
+    with `line_of`, the file and line that write the field follow its path (`volumes[data] (clusters/nerc.py line 95): ...`)."""
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
         cause = (e.get("ctx") or {}).get("error")
+        found = [(loc, msg)]
         if isinstance(cause, FieldError):
-            loc, msg = loc + cause.path, cause.message
-        if e["type"] == "extra_forbidden":
-            msg = "unknown field (check the spelling; `python -m stacks schema` lists the fields)"
+            found = [(loc + cause.path, cause.message)]
+        elif isinstance(cause, FieldErrors):
+            found = [(loc + c.path, c.message) for c in cause.errors]
+        elif e["type"] == "extra_forbidden":
+            found = [(loc, "unknown field (check the spelling; `python -m stacks schema` lists the fields)")]
         elif e["type"] == "int_type" and isinstance(e.get("input"), bool):
-            msg = (
-                f"Input should be a valid integer, not the boolean {str(e['input']).lower()} (YAML reads true, false, yes, no, on "
-                "and off as booleans): write the number"
-            )
+            found = [
+                (
+                    loc,
+                    f"Input should be a valid integer, not the boolean {str(e['input']).lower()} (YAML reads true, false, yes, "
+                    "no, on and off as booleans): write the number",
+                )
+            ]
         elif e["type"] == "int_type" and isinstance(e.get("input"), str):
-            msg += ": write the number without quotes"
-        where = located(loc, data)
-        where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
-        lines.append(f"{where}: {msg}" if where else msg)
+            found = [(loc, msg + ": write the number without quotes")]
+        for at, text in found:
+            where = located(at, data)
+            where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
+            written = line_of(at) if line_of is not None else ""
+            if written:
+                where = f"{where} ({written})" if where else written
+            lines.append(f"{where}: {text}" if where else text)
     return lines
 
 
@@ -507,44 +560,24 @@ class ModelError(Exception):
         name = data.get("name")
         # A model with no place of its own (a Mount, a ContainerPort) is named by its class: it fails when
         # Python builds it, before the Workload(...) around it exists.
-        prefix = model.COLLECTION or model.__name__
-        if isinstance(name, str):
+        # A ClusterConfig's fields are the config's own paths (`workloads[h-kim].nodes`).
+        prefix = "" if model is ClusterConfig else model.COLLECTION or model.__name__
+        if isinstance(name, str) and prefix:
             prefix += f"[{name}]"
-        self.lines = describe_errors(err, data, prefix)
+        here = provenance.written_here()  # the failing call: the line of a field whose value holds no line of its own
+
+        def line_of(loc: tuple[str | int, ...]) -> str:
+            where = provenance.origin(data, loc) or here
+            # The message opens with the module's file (stacks.load_module): a line of that file is `line N`.
+            return f"line {where[1]}" if where and here and where[0] == here[0] else provenance.shown(where)
+
+        self.lines = describe_errors(err, data, prefix, line_of)
         super().__init__("\n".join(self.lines))
 
 
 IN_STACK_MODULE: ContextVar[bool] = ContextVar("in_stack_module", default=False)
 """Set while a stack module runs (stacks.load_module): its models' errors then name their object."""
 _CONSTRUCTING: ContextVar[int] = ContextVar("constructing", default=0)
-
-# Where a stack module's code built a model (HandMade): kept beside the model, not in it, so two configs with the
-# same values stay equal whichever way they were built (a module, or its YAML dump).
-_SOURCE_LINES: dict[int, tuple[weakref.ReferenceType[Any], str, int]] = {}
-_NOT_A_STACK_MODULE = (os.path.join(os.path.dirname(__file__), "__init__.py"), __file__)  # stacks/__init__.py validates YAML
-
-
-def _remember_source_line(model: BaseModel, depth: int) -> None:
-    """Remember the file and line of the `Model(...)` call that built `model` (a comprehension's line, where one
-    makes it), when a stack module's own code built it: not when pydantic built it from plain data (a YAML file,
-    a dict inside another model), where the caller is pydantic or stacks/__init__.py."""
-    if depth or not IN_STACK_MODULE.get():
-        return
-    frame = sys._getframe(2)  # 0: here, 1: the model's __init__, 2: whoever called it
-    code = frame.f_code.co_filename
-    if code in _NOT_A_STACK_MODULE or "/pydantic/" in code.replace("\\", "/") or code.startswith("<"):
-        return
-    key = id(model)
-    _SOURCE_LINES[key] = (weakref.ref(model), code, frame.f_lineno)
-    weakref.finalize(model, _SOURCE_LINES.pop, key, None).atexit = False  # nothing to tidy at exit
-
-
-def source_line(model: BaseModel) -> tuple[str, int] | None:
-    """(file, line) of the call in a stack module that built `model`; None when a file's data or other code built it."""
-    known = _SOURCE_LINES.get(id(model))
-    if known is None or known[0]() is not model:
-        return None
-    return known[1], known[2]
 
 
 class Strict(BaseModel):
@@ -570,6 +603,8 @@ class Strict(BaseModel):
             raise
         finally:
             _CONSTRUCTING.reset(token)
+        if depth == 0 and IN_STACK_MODULE.get():
+            provenance.remember(self)  # errors and findings name the line that wrote it (stacks/provenance.py)
 
 
 # --- nodes --------------------------------------------------------------------------------------
@@ -1387,11 +1422,6 @@ class HandMade(Strict):
     source: str
     """Who made it, and where that is recorded."""
 
-    def __init__(self, **data: Any) -> None:
-        depth = _CONSTRUCTING.get()
-        super().__init__(**data)
-        _remember_source_line(self, depth)  # the hand-made rule names the line of an entry the stack no longer declares
-
 
 class AcceptedWarning(Strict):
     """A preflight warning this stack accepts knowingly. `python -m stacks check` prints it with the
@@ -1596,17 +1626,21 @@ class ClusterConfig(Strict):
 
 
 def _references(c: ClusterConfig) -> None:
-    """Checks across the whole config. Each error carries the path of the offending field."""
+    """Checks across the whole config. Each error carries the path of the offending field; every entry is checked, and
+    the errors of all come together (FieldErrors), so a config with three bad namespaces hears of three."""
+    problems = _Problems()
     ns = set(c.namespaces)
-    if len(ns) != len(c.namespaces):
-        raise FieldError(("namespaces",), "a namespace is listed twice (its objects would be declared twice)")
+    with problems.collect():
+        if len(ns) != len(c.namespaces):
+            raise FieldError(("namespaces",), "a namespace is listed twice (its objects would be declared twice)")
     seen: dict[tuple[str, str, str], tuple[str | int, ...]] = {}
 
     def unique(kind: str, namespace: str, name: str, path: tuple[str | int, ...]) -> None:
         first = seen.setdefault((kind, namespace, name), path)
         if first != path:
             raise FieldError(
-                path, f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {located(first, c)}): names must be unique"
+                path,
+                f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {_where(first, c)}): names must be unique",
             )
 
     def in_namespaces(path: tuple[str | int, ...], what: str, namespace: str) -> None:
@@ -1614,81 +1648,97 @@ def _references(c: ClusterConfig) -> None:
             raise FieldError(path, f"{what} is in namespace {namespace!r}, which is not in namespaces")
 
     sets = {s.name for s in c.node_sets}
-    if len(sets) != len(c.node_sets):
-        raise FieldError(("node_sets",), "two node sets share a name")
+    with problems.collect():
+        if len(sets) != len(c.node_sets):
+            raise FieldError(("node_sets",), "two node sets share a name")
     all_nodes = [n for s in c.node_sets for n in s.nodes]
-    if len(set(all_nodes)) != len(all_nodes):
-        raise FieldError(("node_sets",), "a node is in two node sets")
-    if sum(1 for s in c.node_sets if not s.nodes) > 1:
-        raise FieldError(("node_sets",), "at most one node set of unnamed nodes (count): the scheduler cannot tell two apart")
+    with problems.collect():
+        if len(set(all_nodes)) != len(all_nodes):
+            raise FieldError(("node_sets",), "a node is in two node sets")
+    with problems.collect():
+        if sum(1 for s in c.node_sets if not s.nodes) > 1:
+            raise FieldError(("node_sets",), "at most one node set of unnamed nodes (count): the scheduler cannot tell two apart")
 
     for i, sa in enumerate(c.security.service_accounts):
-        in_namespaces(("security", "service_accounts", i, "namespace"), f"service account {sa.name!r}", sa.namespace)
-        unique("service account", sa.namespace, sa.name, ("security", "service_accounts", i, "name"))
+        with problems.collect():
+            in_namespaces(("security", "service_accounts", i, "namespace"), f"service account {sa.name!r}", sa.namespace)
+            unique("service account", sa.namespace, sa.name, ("security", "service_accounts", i, "name"))
     volumes: dict[tuple[str, str], Volume] = {}
     for i, v in enumerate(c.volumes):
-        in_namespaces(("volumes", i, "namespace"), f"volume {v.name!r}", v.namespace)
-        unique("volume", v.namespace, v.name, ("volumes", i, "name"))
-        volumes[(v.namespace, v.name)] = v
+        volumes.setdefault((v.namespace, v.name), v)  # known to its workloads even when wrong itself: one error per cause
+        with problems.collect():
+            in_namespaces(("volumes", i, "namespace"), f"volume {v.name!r}", v.namespace)
+            unique("volume", v.namespace, v.name, ("volumes", i, "name"))
     classes = {s.name for s in c.storage_classes}
     for i, f in enumerate(c.pvc_fixes):
-        for cls in f.serves_storage_classes:
-            if cls not in classes:
-                raise FieldError(("pvc_fixes", i, "serves_storage_classes"), f"storage class {cls!r} is not in storage_classes")
+        with problems.collect():
+            for cls in f.serves_storage_classes:
+                if cls not in classes:
+                    raise FieldError(("pvc_fixes", i, "serves_storage_classes"), f"storage class {cls!r} is not in storage_classes")
     script_maps = set()
     for i, s in enumerate(c.scripts):
-        in_namespaces(("scripts", i, "namespace"), f"ConfigMap {s.name!r}", s.namespace)
-        unique("ConfigMap", s.namespace, s.name, ("scripts", i, "name"))
-        if s.name == "gpu-training-launcher":
-            raise FieldError(("scripts", i, "name"), "gpu-training-launcher is the program's own ConfigMap")
-        total = sum(len(k) + len(t.encode("utf-8", "surrogatepass")) for k, t in s.files.items())
-        if total > 1000 * 1024:
-            raise FieldError(
-                ("scripts", i, "files"),
-                f"{total} bytes of keys and files: the API server refuses a ConfigMap over 1 MiB of data (and etcd a request over "
-                "1.5 MiB). Split the files over several entries of scripts, or put large files on a volume",
-            )
         script_maps.add((s.namespace, s.name))
+        with problems.collect():
+            in_namespaces(("scripts", i, "namespace"), f"ConfigMap {s.name!r}", s.namespace)
+            unique("ConfigMap", s.namespace, s.name, ("scripts", i, "name"))
+            if s.name == "gpu-training-launcher":
+                raise FieldError(("scripts", i, "name"), "gpu-training-launcher is the program's own ConfigMap")
+            total = sum(len(k) + len(t.encode("utf-8", "surrogatepass")) for k, t in s.files.items())
+            if total > 1000 * 1024:
+                raise FieldError(
+                    ("scripts", i, "files"),
+                    f"{total} bytes of keys and files: the API server refuses a ConfigMap over 1 MiB of data (and etcd a request over "
+                    "1.5 MiB). Split the files over several entries of scripts, or put large files on a volume",
+                )
     for i, b in enumerate(c.images):
-        in_namespaces(("images", i, "namespace"), f"image {b.name!r}", b.namespace)
-        unique("image", b.namespace, b.name, ("images", i, "name"))
+        with problems.collect():
+            in_namespaces(("images", i, "namespace"), f"image {b.name!r}", b.namespace)
+            unique("image", b.namespace, b.name, ("images", i, "name"))
     existing = c.existing
     for field, what in (("secrets", "Secret"), ("config_maps", "ConfigMap"), ("image_streams", "image stream")):
         for i, o in enumerate(getattr(existing, field)):
-            in_namespaces(("existing", field, i, "namespace"), f"{what} {o.name!r}", o.namespace)
-            unique(f"existing {what}", o.namespace, o.name, ("existing", field, i, "name"))
+            with problems.collect():
+                in_namespaces(("existing", field, i, "namespace"), f"{what} {o.name!r}", o.namespace)
+                unique(f"existing {what}", o.namespace, o.name, ("existing", field, i, "name"))
     built = {(b.namespace, b.name) for b in c.images}
     for field, what, declared, by in (
         ("config_maps", "ConfigMap", script_maps, "scripts"),
         ("image_streams", "ImageStream", built, "images"),
     ):
         for i, o in enumerate(getattr(existing, field)):
-            if (o.namespace, o.name) in declared or (field == "config_maps" and o.name == "gpu-training-launcher"):
-                owner = f"{by}[{o.name}]" if o.name != "gpu-training-launcher" else "the program (the launcher's ConfigMap)"
-                raise FieldError(
-                    ("existing", field, i, "name"),
-                    f"{what} {o.namespace}/{o.name} is created by this stack ({owner}) and listed as existing (made by its owner): "
-                    "both cannot be true. Drop it from existing if the stack makes it, or rename the stack's own",
-                )
+            with problems.collect():
+                if (o.namespace, o.name) in declared or (field == "config_maps" and o.name == "gpu-training-launcher"):
+                    owner = f"{by}[{o.name}]" if o.name != "gpu-training-launcher" else "the program (the launcher's ConfigMap)"
+                    raise FieldError(
+                        ("existing", field, i, "name"),
+                        f"{what} {o.namespace}/{o.name} is created by this stack ({owner}) and listed as existing (made by its owner): "
+                        "both cannot be true. Drop it from existing if the stack makes it, or rename the stack's own",
+                    )
     maps = script_maps | {(o.namespace, o.name) for o in existing.config_maps}
     secrets = {(o.namespace, o.name) for o in existing.secrets}
     accounts = {(sa.namespace, sa.name) for sa in c.security.service_accounts}
 
     def pod_refs(what: str, src: tuple[str | int, ...], path: tuple[str | int, ...], w: Workload | BandwidthCheck) -> None:
-        """What every pod-running entry (workload, TCP variant, bandwidth check) must reference."""
+        """What every pod-running entry (workload, TCP variant, bandwidth check) must reference: each independent fact
+        reported on its own; the checks that build on the node set stop at the first."""
+        # Outside a collect: an entry in a namespace the stack does not have is not checked further (what it mounts and
+        # uses would all be "not in its namespace": one cause, one error).
         in_namespaces(src + ("namespace",), f"{what} {w.name!r}", w.namespace)
-        # A check's Job and Service are named as a workload's would be: one name space for both.
-        unique("workload", w.namespace, w.name, path + ("name",))
-        if (w.namespace, w.service_account) not in accounts:
-            raise FieldError(
-                src + ("service_account",),
-                f"{what} {w.name!r} uses service account {w.service_account!r}, which security.service_accounts does not list in "
-                f"namespace {w.namespace!r}",
-            )
-        if w.transport == "rdma" and c.fabric is None:
-            raise FieldError(
-                src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
-            )
+        with problems.collect():
+            # A check's Job and Service are named as a workload's would be: one name space for both.
+            unique("workload", w.namespace, w.name, path + ("name",))
+        with problems.collect():
+            if (w.namespace, w.service_account) not in accounts:
+                raise FieldError(
+                    src + ("service_account",),
+                    f"{what} {w.name!r} uses service account {w.service_account!r}, which security.service_accounts does not list in "
+                    f"namespace {w.namespace!r}",
+                )
+        with problems.collect():
+            if w.transport == "rdma" and c.fabric is None:
+                raise FieldError(
+                    src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
+                )
         if w.node_set is not None and w.node_set not in sets:
             raise FieldError(src + ("node_set",), f"node set {w.node_set!r} is not in node_sets ({', '.join(sorted(sets))})")
         node_set = c.node_set(w.node_set)
@@ -1726,67 +1776,72 @@ def _references(c: ClusterConfig) -> None:
         paths.append((("workloads", i), ("workloads", i)))
         paths += [(("workloads", i), ("workloads", i, "tcp_variants", j)) for j in range(len(w.tcp_variants))]
     for (src, path), w in zip(paths, c.all_workloads(), strict=True):
-        pod_refs("workload", src, path, w)
-        if path != src:  # a variant carries its own name: its derived names must fit too
-            _check_name_lengths(w.name, w.kind, w.nodes, w.run_number, path + ("name",))
-        for k, m in enumerate(w.mounts):
-            mounted = volumes.get((w.namespace, m.volume))
-            if mounted is None:
-                raise FieldError(
-                    src + ("mounts", k, "volume"),
-                    f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}",
-                )
-            if not mounted.shared and w.kind == "job" and not mounted.existing:
-                raise FieldError(
-                    src + ("mounts", k, "volume"),
-                    f"volume {mounted.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
-                    "a Job would mount a claim nobody creates. Use a shared volume",
-                )
-            if mounted.existing and not mounted.shared and w.nodes > 1:
-                raise FieldError(
-                    src + ("mounts", k, "volume"),
-                    f"existing claim {mounted.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one would stay "
-                    "ContainerCreating. Set shared: true if the claim is ReadWriteMany",
-                )
-        paths_in_pod = [m.mount_path or volumes[(w.namespace, m.volume)].mount_path for m in w.mounts]
-        paths_in_pod += [script.mount_path for script in w.scripts]
-        if len(set(paths_in_pod)) != len(paths_in_pod):
-            raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
-        if path == src:  # a variant mounts what its source mounts
-            _mount_targets(c, w, src)
-        _exec_and_object_budget(c, w, src)
-        for k, port in enumerate(w.ports):
-            # The router names a Route without a host ROUTE-NAMESPACE.DOMAIN: that first label is at most 63 characters.
-            if port.route and len(f"{w.name}-{port.name}-{w.namespace}") > 63:
-                raise FieldError(
-                    src + ("ports", k, "name"),
-                    f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host {w.name}-{port.name}-{w.namespace}.<domain>, "
-                    "whose first label exceeds 63 characters: the router does not admit it. Shorten the workload or port name",
-                )
-        for k, mount in enumerate(w.scripts):
-            if (w.namespace, mount.config_map) not in maps:
-                raise FieldError(
-                    src + ("scripts", k, "config_map"),
-                    f"ConfigMap {mount.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
-                )
-        for key, ref in w.secret_env.items():
-            if (w.namespace, ref.secret) not in secrets:
-                raise FieldError(
-                    src + ("secret_env", key),
-                    f"Secret {ref.secret!r} is not declared in existing.secrets for namespace {w.namespace!r}: preview could not check "
-                    "it exists, and the pod would fail with CreateContainerConfigError",
-                )
-        for j, variant in enumerate(w.tcp_variants):
-            if variant.state == "running" and w.state == "running" and not variant.alongside:
-                raise FieldError(
-                    src + ("tcp_variants", j, "state"),
-                    f"TCP variant {variant.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
-                    "alongside: true to run both at once",
-                )
+        with problems.collect():
+            pod_refs("workload", src, path, w)
+            if path != src:  # a variant carries its own name: its derived names must fit too
+                _check_name_lengths(w.name, w.kind, w.nodes, w.run_number, path + ("name",))
+            for k, m in enumerate(w.mounts):
+                mounted = volumes.get((w.namespace, m.volume))
+                if mounted is None:
+                    raise FieldError(
+                        src + ("mounts", k, "volume"),
+                        f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}",
+                    )
+                if not mounted.shared and w.kind == "job" and not mounted.existing:
+                    raise FieldError(
+                        src + ("mounts", k, "volume"),
+                        f"volume {mounted.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
+                        "a Job would mount a claim nobody creates. Use a shared volume",
+                    )
+                if mounted.existing and not mounted.shared and w.nodes > 1:
+                    raise FieldError(
+                        src + ("mounts", k, "volume"),
+                        f"existing claim {mounted.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one "
+                        "would stay ContainerCreating. Set shared: true if the claim is ReadWriteMany",
+                    )
+            paths_in_pod = [m.mount_path or volumes[(w.namespace, m.volume)].mount_path for m in w.mounts]
+            paths_in_pod += [script.mount_path for script in w.scripts]
+            if len(set(paths_in_pod)) != len(paths_in_pod):
+                raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
+            if path == src:  # a variant mounts what its source mounts
+                _mount_targets(c, w, src)
+            _exec_and_object_budget(c, w, src)
+            for k, port in enumerate(w.ports):
+                # The router names a Route without a host ROUTE-NAMESPACE.DOMAIN: that first label is at most 63 characters.
+                if port.route and len(f"{w.name}-{port.name}-{w.namespace}") > 63:
+                    raise FieldError(
+                        src + ("ports", k, "name"),
+                        f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host "
+                        f"{w.name}-{port.name}-{w.namespace}.<domain>, whose first label exceeds 63 characters: the router does not "
+                        "admit it. Shorten the workload or port name",
+                    )
+            for k, mount in enumerate(w.scripts):
+                if (w.namespace, mount.config_map) not in maps:
+                    raise FieldError(
+                        src + ("scripts", k, "config_map"),
+                        f"ConfigMap {mount.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
+                    )
+            for key, ref in w.secret_env.items():
+                if (w.namespace, ref.secret) not in secrets:
+                    raise FieldError(
+                        src + ("secret_env", key),
+                        f"Secret {ref.secret!r} is not declared in existing.secrets for namespace {w.namespace!r}: preview could not check "
+                        "it exists, and the pod would fail with CreateContainerConfigError",
+                    )
+            for j, variant in enumerate(w.tcp_variants):
+                if variant.state == "running" and w.state == "running" and not variant.alongside:
+                    raise FieldError(
+                        src + ("tcp_variants", j, "state"),
+                        f"TCP variant {variant.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
+                        "alongside: true to run both at once",
+                    )
     for i, chk in enumerate(c.bandwidth_checks):
-        path = ("bandwidth_checks", i)
-        pod_refs("bandwidth check", path, path, chk)
-    _derived_names(c, paths)
+        with problems.collect():
+            path = ("bandwidth_checks", i)
+            pod_refs("bandwidth check", path, path, chk)
+    with problems.collect():
+        _derived_names(c, paths)
+    problems.raise_all()
 
 
 def _fits_nodes(c: ClusterConfig, w: Workload | BandwidthCheck, src: tuple[str | int, ...], node_set: NodeSet) -> None:

@@ -209,8 +209,8 @@ def test_a_stack_module_error_names_the_workload_field_and_line(
     name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=0, extra=""))
     code, _, err = run(["check", name], capsys)
     assert code == 2
-    assert f"error: clusters/{name}.py line 10: invalid configuration" in err
-    assert "  workloads[h-kim].nodes: Input should be greater than or equal to 1" in err
+    assert f"error: clusters/{name}.py: invalid configuration" in err
+    assert "  workloads[h-kim].nodes (line 10): Input should be greater than or equal to 1" in err
 
 
 def test_an_error_in_a_part_of_a_workload_names_the_part(
@@ -220,8 +220,8 @@ def test_an_error_in_a_part_of_a_workload_names_the_part(
     body = MODULE.replace("Workload\n", "Workload, ContainerPort\n", 1)
     name = stack_module(tmp_path, monkeypatch, body.format(nodes=1, extra=', ports=[ContainerPort(name="debugpy", port=0)]'))
     code, _, err = run(["check", name], capsys)
-    assert code == 2 and f"clusters/{name}.py line 11" in err
-    assert "  ContainerPort[debugpy].port: Input should be greater than or equal to 1" in err, err
+    assert code == 2
+    assert "  ContainerPort[debugpy].port (line 11): Input should be greater than or equal to 1" in err, err
 
 
 def test_a_cross_field_error_in_a_module_names_the_field(
@@ -229,10 +229,67 @@ def test_a_cross_field_error_in_a_module_names_the_field(
 ) -> None:
     name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=1, extra=', tcp_variants=[{"name": "v"}]'))
     code, _, err = run(["check", name], capsys)
-    assert code == 2 and "workloads[h-kim].tcp_variants: tcp_variants derive from an RDMA workload" in err
+    # The line of the Workload(...) that is wrong, not of the ClusterConfig(...) whose check found it (line 2).
+    assert code == 2 and "workloads[h-kim].tcp_variants (line 10): tcp_variants derive from an RDMA workload" in err
     name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=3, extra=""), "other")
     code, _, err = run(["config", name], capsys)
-    assert code == 2 and "workloads[h-kim].nodes: 3 pods, one per node, but node set 'n' has 2 node(s)" in err
+    assert code == 2 and "workloads[h-kim].nodes (line 10): 3 pods, one per node, but node set 'n' has 2 node(s)" in err
+
+
+HELPERS = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+
+
+def user_workload(name, **fields):
+    base = dict(name=name, namespace="ns", user="u", image="quay.io/a/b:1", service_account="sa", gpus_per_node=4, nodes=1)
+    return Workload(**{**base, "transport": "tcp", **fields})
+
+
+CONFIG = ClusterConfig(
+    name="scratch",
+    description="x",
+    gpu_model="H100",
+    node_sets=[NodeSet(name="n", count=2, gpus_per_node=4)],
+    namespaces=["ns"],
+    security=Security(service_accounts=[ServiceAccount(name="sa", namespace="ns")]),
+    workloads=[
+        user_workload("a", namespace="typo-one"),
+        user_workload("b"),
+        user_workload("c", namespace="typo-two"),
+        user_workload("b", state="stopped"),
+    ],
+)
+"""
+
+
+def test_every_cross_field_error_is_reported_at_the_line_of_its_own_workload(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Two bad namespaces and a duplicate name: three lines, each at the line that calls the helper for that workload (not
+    the helper's own Workload(...) line 5, nor the ClusterConfig(...) line 9), the duplicate naming where the first is."""
+    name = stack_module(tmp_path, monkeypatch, HELPERS)
+    code, _, err = run(["check", name], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines() == [
+        f"error: clusters/{name}.py: invalid configuration",
+        "  workloads[a].namespace (line 17): workload 'a' is in namespace 'typo-one', which is not in namespaces",
+        "  workloads[c].namespace (line 19): workload 'c' is in namespace 'typo-two', which is not in namespaces",
+        f"  workloads[b].name (line 20): duplicate workload name 'b' in namespace 'ns' (also workloads[b].name at clusters/{name}.py "
+        "line 18): names must be unique",
+    ], err
+
+
+def test_a_yaml_config_error_names_the_line_of_each_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = fixtures.tcp()
+    data["workloads"][0]["namespace"] = "typo"
+    data["volumes"] = [{"name": "data", "namespace": "elsewhere", "mount_path": "/data", "size": "1Gi"}]
+    path = write(tmp_path, data)
+    text = path.read_text(encoding="utf-8").splitlines()
+    code, _, err = run(["check", "--config", str(path)], capsys)
+    assert code == 2
+    for line in err.splitlines()[1:]:
+        number = int(line.split("(line ", 1)[1].split(")", 1)[0])
+        assert "namespace" in text[number - 1] and line.split("'")[3] in text[number - 1], (line, text[number - 1])
+    assert len(err.splitlines()) == 3, err  # the workload's and the volume's namespace
 
 
 def test_a_python_mistake_in_a_module_is_a_message_not_a_traceback(
@@ -324,7 +381,7 @@ def test_a_bad_file_in_a_real_process_prints_no_traceback(tmp_path: Path) -> Non
     )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr + proc.stdout
-    assert f"{path}: invalid configuration" in proc.stderr and "workloads[dev].nodes:" in proc.stderr
+    assert f"{path}: invalid configuration" in proc.stderr and "workloads[dev].nodes (line " in proc.stderr
 
 
 # --- command lines -----------------------------------------------------------------------------------

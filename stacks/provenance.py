@@ -1,0 +1,150 @@
+"""Where a config's values were written: the file and line behind a config path, so an error or a preflight
+finding names the `Workload(...)` call in clusters/NAME.py (or the line of a YAML config) that holds the value.
+
+Kept beside the models, never in them: two configs with the same values stay equal whichever way they were
+written (a module, or its YAML dump). Two sources:
+- a stack module: each model its code builds remembers the line of the call that built it (`remember`), the
+  call as the file writes it: a helper function's line is skipped for the line that calls the helper, a
+  comprehension's line is kept (it is where the entries are written);
+- a YAML file: the line of every key and list item, read from the parsed node tree (`yaml_lines`), registered
+  for the config validated from it (`register_yaml`).
+`origin(root, path)` answers for any config path, from the deepest value on the path that has a line.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import weakref
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+Path_ = tuple[str | int, ...]
+"""A config path: field names and list indexes (`("workloads", 2, "nodes")`), as pydantic locates errors."""
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# Frames that are the program building a model, not a user writing one: this package (its YAML loader validates
+# plain data), pydantic, the import machinery.
+_PROGRAM = (_HERE + os.sep, "<")
+_WRITTEN_IN = frozenset({"<module>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
+
+
+def _program(file: str) -> bool:
+    return file.startswith(_PROGRAM) or "/pydantic/" in file.replace("\\", "/")
+
+
+_MODELS: dict[int, tuple[weakref.ReferenceType[Any], str, int]] = {}
+_YAML: dict[int, tuple[weakref.ReferenceType[Any], str, dict[Path_, int]]] = {}
+
+
+def written_here() -> tuple[str, int] | None:
+    """(file, line) where user code wrote the call being run: the caller's frame outside this package and pydantic, and
+    past a helper function of the user's to the line that calls the helper (a comprehension's line is kept: it is
+    where the entries are written). None when no user code is on the stack (a YAML file's data)."""
+    frame = sys._getframe(1)
+    while frame is not None and _program(frame.f_code.co_filename):
+        frame = frame.f_back  # type: ignore[assignment]
+    chosen: tuple[str, int] | None = None
+    while frame is not None and not _program(frame.f_code.co_filename):
+        chosen = (frame.f_code.co_filename, frame.f_lineno)
+        if frame.f_code.co_name in _WRITTEN_IN:
+            break
+        frame = frame.f_back  # type: ignore[assignment]
+    return chosen
+
+
+def remember(model: Any) -> None:
+    """Remember where user code built `model` (written_here). Called by the model itself, only while a stack module
+    runs (stacks.model IN_STACK_MODULE) and only for a model built by a call, not from nested plain data."""
+    chosen = written_here()
+    if chosen is None:
+        return
+    key = id(model)
+    _MODELS[key] = (weakref.ref(model), *chosen)
+    weakref.finalize(model, _MODELS.pop, key, None).atexit = False  # nothing to tidy at exit
+
+
+def source_line(model: Any) -> tuple[str, int] | None:
+    """(file, line) of the call in a stack module that built `model`; None when a file's data or other code built it."""
+    known = _MODELS.get(id(model))
+    if known is None or known[0]() is not model:
+        return None
+    return known[1], known[2]
+
+
+def yaml_lines(node: yaml.Node | None) -> dict[Path_, int]:
+    """The line (1-based) of every key and list item of a parsed YAML document, by config path."""
+    out: dict[Path_, int] = {}
+    stack: list[tuple[yaml.Node, Path_]] = [(node, ())] if node is not None else []
+    while stack:
+        current, path = stack.pop()
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                if isinstance(key, yaml.ScalarNode):
+                    child = (*path, key.value)
+                    out[child] = key.start_mark.line + 1
+                    stack.append((value, child))
+        elif isinstance(current, yaml.SequenceNode):
+            for i, item in enumerate(current.value):
+                out[(*path, i)] = item.start_mark.line + 1
+                stack.append((item, (*path, i)))
+    return out
+
+
+def register_yaml(config: Any, file: str, lines: dict[Path_, int]) -> None:
+    """Remember the YAML lines a config was validated from."""
+    key = id(config)
+    _YAML[key] = (weakref.ref(config), file, lines)
+    weakref.finalize(config, _YAML.pop, key, None).atexit = False
+
+
+def yaml_line(file: str, lines: dict[Path_, int], path: Path_) -> tuple[str, int] | None:
+    """The line of the deepest key on `path` the file writes."""
+    for end in range(len(path), 0, -1):
+        line = lines.get(path[:end])
+        if line is not None:
+            return file, line
+    return None
+
+
+def _child(node: Any, part: str | int) -> Any:
+    if isinstance(part, int):
+        try:
+            return node[part]
+        except (IndexError, KeyError, TypeError):
+            return None
+    if isinstance(node, dict):
+        return node.get(part)
+    return getattr(node, part, None)
+
+
+def origin(root: Any, path: Path_) -> tuple[str, int] | None:
+    """(file, line) that writes the value at `path` of `root` (a config, or the data a config is being built from):
+    the YAML line of the deepest key, or the call that built the deepest model on the path."""
+    known = _YAML.get(id(root))
+    if known is not None and known[0]() is root:
+        return yaml_line(known[1], known[2], path)
+    found = source_line(root)
+    node = root
+    for part in path:
+        node = _child(node, part)
+        if node is None:
+            break
+        found = source_line(node) or found
+    return found
+
+
+def shown(where: tuple[str, int] | None) -> str:
+    """`clusters/NAME.py line N`: the file relative to the project folder (stacks.ROOT) when it is inside it."""
+    if where is None:
+        return ""
+    path = Path(where[0])
+    root = getattr(sys.modules.get("stacks"), "ROOT", None)
+    if root is not None:
+        try:
+            return f"{path.resolve().relative_to(Path(root).resolve()).as_posix()} line {where[1]}"
+        except ValueError:
+            pass
+    return f"{path} line {where[1]}"
