@@ -11,9 +11,8 @@ start (a running training run is never restarted for it).
 from __future__ import annotations
 
 import hashlib
-from typing import Any
 
-from components.kube import MANAGED_BY, ObjectGroup
+from components.kube import MANAGED_BY, ObjectGroup, Sourced
 from stacks.model import ClusterConfig, ImageBuild
 
 DIGEST = 6
@@ -24,26 +23,30 @@ def build_config_name(build: ImageBuild) -> str:
     return f"{build.name}-{digest}"
 
 
-def image_objects(config: ClusterConfig) -> list[dict[str, Any]]:
-    objs: list[dict[str, Any]] = []
-    for b in config.images:
+def image_objects(config: ClusterConfig) -> list[Sourced]:
+    objs: list[Sourced] = []
+    for i, b in enumerate(config.images):
         meta = {"namespace": b.namespace, "labels": {**MANAGED_BY, "app.kubernetes.io/name": b.name}}
-        objs.append({"apiVersion": "image.openshift.io/v1", "kind": "ImageStream", "metadata": {"name": b.name, **meta}, "spec": {}})
+        stream = {"apiVersion": "image.openshift.io/v1", "kind": "ImageStream", "metadata": {"name": b.name, **meta}, "spec": {}}
+        objs.append((("images", i), stream))
         objs.append(
-            {
-                "apiVersion": "build.openshift.io/v1",
-                "kind": "BuildConfig",
-                "metadata": {"name": build_config_name(b), **meta},
-                "spec": {
-                    "runPolicy": "Serial",
-                    "source": {"type": "Dockerfile", "dockerfile": b.dockerfile},
-                    "strategy": {"type": "Docker", "dockerStrategy": {}},
-                    "output": {"to": {"kind": "ImageStreamTag", "name": f"{b.name}:{b.tag}"}},
-                    "triggers": [{"type": "ConfigChange"}],
-                    "successfulBuildsHistoryLimit": 2,
-                    "failedBuildsHistoryLimit": 2,
+            (
+                ("images", i),
+                {
+                    "apiVersion": "build.openshift.io/v1",
+                    "kind": "BuildConfig",
+                    "metadata": {"name": build_config_name(b), **meta},
+                    "spec": {
+                        "runPolicy": "Serial",
+                        "source": {"type": "Dockerfile", "dockerfile": b.dockerfile},
+                        "strategy": {"type": "Docker", "dockerStrategy": {}},
+                        "output": {"to": {"kind": "ImageStreamTag", "name": f"{b.name}:{b.tag}"}},
+                        "triggers": [{"type": "ConfigChange"}],
+                        "successfulBuildsHistoryLimit": 2,
+                        "failedBuildsHistoryLimit": 2,
+                    },
                 },
-            }
+            )
         )
     return objs
 

@@ -19,6 +19,10 @@ RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 # Set by the SR-IOV operator on the NADs it owns; a copy must not claim that owner.
 SRIOV_OWNER_REF = "sriovnetwork.openshift.io/owner-ref"
 
+ConfigPath = tuple[str | int, ...]
+Sourced = tuple[ConfigPath, dict[str, Any]]
+"""An object and the config entry it is rendered from: what the stack-wide components' builders return."""
+
 
 @dataclass(frozen=True)
 class Declared:
@@ -29,6 +33,9 @@ class Declared:
     object: dict[str, Any]
     patch: bool = False
     """A server-side apply patch of an object that exists (not created, never deleted)."""
+    source: ConfigPath = ()
+    """The config entry it is rendered from (`("volumes", 0)`, `("workloads", 2, "tcp_variants", 0)`): the preflight names
+    it, and the line that writes it, instead of the object (policy.check's `sources`)."""
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-of": "gpu-training"}

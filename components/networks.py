@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, ObjectGroup
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, ObjectGroup, Sourced
 from stacks.model import ClusterConfig
 
 
@@ -45,10 +45,14 @@ def nad_copy(config: ClusterConfig, network: str, namespace: str) -> dict[str, A
     }
 
 
-def network_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+def network_objects(config: ClusterConfig) -> list[Sourced]:
     """The NAD copies."""
     fabric = config.fabric
-    return [nad_copy(config, a.network, ns) for a in (fabric.attachments if fabric else []) for ns in copy_namespaces(config)]
+    return [
+        (("fabric", "attachments", k), nad_copy(config, a.network, ns))
+        for k, a in enumerate(fabric.attachments if fabric else [])
+        for ns in copy_namespaces(config)
+    ]
 
 
 def attachment_ref(config: ClusterConfig, namespace: str, network: str, interface: str) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from components.kube import MANAGED_BY, ObjectGroup
+from components.kube import MANAGED_BY, ObjectGroup, Sourced
 from stacks.model import ClusterConfig
 
 IGNITION_VERSION = "3.2.0"  # accepted by every OpenShift 4.x this program targets
@@ -33,9 +33,9 @@ def _machine_config(name: str, role: str, spec: dict[str, Any], reason: str) -> 
     }
 
 
-def node_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+def node_objects(config: ClusterConfig) -> list[Sourced]:
     nl = config.node_level
-    objs = []
+    objs: list[Sourced] = []
     if nl.crio_memlock_unlimited:
         data = base64.b64encode(CRIO_MEMLOCK.encode()).decode()
         file = {
@@ -45,10 +45,10 @@ def node_objects(config: ClusterConfig) -> list[dict[str, Any]]:
             "contents": {"source": f"data:text/plain;charset=utf-8;base64,{data}"},
         }
         spec: dict[str, Any] = {"config": {"ignition": {"version": IGNITION_VERSION}, "storage": {"files": [file]}}}
-        objs.append(_machine_config(f"99-{nl.pool}-crio-memlock", nl.pool, spec, nl.reason))
+        objs.append((("node_level", "crio_memlock_unlimited"), _machine_config(f"99-{nl.pool}-crio-memlock", nl.pool, spec, nl.reason)))
     if nl.iommu_passthrough:
         spec = {"config": {"ignition": {"version": IGNITION_VERSION}}, "kernelArguments": ["iommu=pt"]}
-        objs.append(_machine_config(f"99-{nl.pool}-iommu-passthrough", nl.pool, spec, nl.reason))
+        objs.append((("node_level", "iommu_passthrough"), _machine_config(f"99-{nl.pool}-iommu-passthrough", nl.pool, spec, nl.reason)))
     return objs
 
 

@@ -22,7 +22,7 @@ from pulumi_kubernetes.provider import KubeClientSettingsArgs
 
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.images import ImageBuilds, image_objects
-from components.kube import Declared
+from components.kube import ConfigPath, Declared, Sourced
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
 from components.nodes import NodeConfiguration, node_objects
 from components.prerequisites import Prerequisites
@@ -61,15 +61,15 @@ def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
     }
 
 
-Builder = Callable[[ClusterConfig], list[tuple[dict[str, Any], bool]]]
+Builder = Callable[[ClusterConfig], list[tuple[Sourced, bool]]]
 
 
-def _plain(objects_of: Callable[[ClusterConfig], list[dict[str, Any]]]) -> Builder:
+def _plain(objects_of: Callable[[ClusterConfig], list[Sourced]]) -> Builder:
     return lambda config: [(o, False) for o in objects_of(config)]
 
 
-# The stack-wide components: (name, class, its objects as (object, is a patch)), in declaration order. `build`
-# makes each as component(name, config, the objects of the tier it declares, opts).
+# The stack-wide components: (name, class, its objects as ((config entry, object), is a patch)), in declaration order.
+# `build` makes each as component(name, config, the objects of the tier it declares, opts).
 PARTS: list[tuple[str, Any, Builder]] = [
     ("security", ClusterSecurity, _plain(security_objects)),
     ("networks", RdmaNetworks, _plain(network_objects)),
@@ -81,16 +81,33 @@ PARTS: list[tuple[str, Any, Builder]] = [
 
 
 def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
-    """Every object a run of `tier` declares, with its parent component: what `build` registers, as
-    data (the import plan reads it; a test holds it equal to the registrations under mocks)."""
+    """Every object a run of `tier` declares, with its parent component and the config entry it comes from: what
+    `build` registers, as data (the import plan reads it; a test holds it equal to the registrations under mocks;
+    the preflight names the entry of each object it finds wrong, `sources`)."""
     keep = keep_for(config, tier)
     out: list[Declared] = []
     for name, component, objects_of in PARTS:
-        out += [Declared(component.TYPE, name, o, patch) for o, patch in objects_of(config) if keep(o)]
-    for c in config.enabled_checks():
-        out += [Declared(BandwidthCheck.TYPE, f"{c.namespace}/{c.name}", o) for o in bandwidth_objects(config, c) if keep(o)]
-    for w in config.all_workloads():
-        out += [Declared(TrainingWorkload.TYPE, f"{w.namespace}/{w.name}", o) for o in workload_objects(config, w) if keep(o)]
+        out += [Declared(component.TYPE, name, o, patch, source) for (source, o), patch in objects_of(config) if keep(o)]
+    for i, c in enumerate(config.bandwidth_checks):
+        if c.enabled:
+            name = f"{c.namespace}/{c.name}"
+            out += [Declared(BandwidthCheck.TYPE, name, o, source=("bandwidth_checks", i)) for o in bandwidth_objects(config, c) if keep(o)]
+    for source, w in config.located_workloads():
+        name = f"{w.namespace}/{w.name}"
+        out += [Declared(TrainingWorkload.TYPE, name, o, source=source) for o in workload_objects(config, w) if keep(o)]
+    return out
+
+
+ObjectKey = tuple[str, str, str, bool]
+"""(kind, namespace or "", name, is a patch): an object as the preflight's `sources` know it."""
+
+
+def sources(declared: list[Declared]) -> dict[ObjectKey, ConfigPath]:
+    """The config entry of each declared object (policy.check's `sources`)."""
+    out: dict[ObjectKey, ConfigPath] = {}
+    for d in declared:
+        meta = d.object.get("metadata") or {}
+        out[(str(d.object.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")), d.patch)] = d.source
     return out
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, SCC_API, Declared, declare
+from components.kube import MANAGED_BY, SCC_API, Declared, Sourced, declare
 from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
@@ -123,17 +123,17 @@ def service_account(namespace: str, name: str) -> dict[str, Any]:
     }
 
 
-def security_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+def security_objects(config: ClusterConfig) -> list[Sourced]:
     """SCC and its use-role (when created), the ServiceAccounts, and one use-binding per namespace
     whose pods run under the SCC."""
     sec = config.security
-    objs: list[dict[str, Any]] = []
+    objs: list[Sourced] = []
     if sec.create and sec.scc:
         # An existing SCC's use-role exists already (OpenShift ships one per default SCC).
-        objs += [scc_object(config), use_role(sec.scc)]
-    objs += [service_account(sa.namespace, sa.name) for sa in sec.service_accounts]
+        objs += [(("security", "scc"), scc_object(config)), (("security", "scc"), use_role(sec.scc))]
+    objs += [(("security", "service_accounts", i), service_account(sa.namespace, sa.name)) for i, sa in enumerate(sec.service_accounts)]
     if sec.scc:
-        objs += [use_binding(sec.scc, ns, accounts) for ns, accounts in granted_accounts(config).items()]
+        objs += [(("security", "scc"), use_binding(sec.scc, ns, accounts)) for ns, accounts in granted_accounts(config).items()]
     return objs
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, Declared, declare
+from components.kube import MANAGED_BY, Declared, Sourced, declare
 from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
 
 KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
@@ -68,12 +68,13 @@ def fix_patch(fix: PvcStorageClassFix) -> dict[str, Any]:
     }
 
 
-def storage_objects(config: ClusterConfig) -> list[dict[str, Any]]:
-    return [claim_object(v) for v in standalone_claims(config)]
+def storage_objects(config: ClusterConfig) -> list[Sourced]:
+    claims = {id(v) for v in standalone_claims(config)}
+    return [(("volumes", i), claim_object(v)) for i, v in enumerate(config.volumes) if id(v) in claims]
 
 
-def patch_objects(config: ClusterConfig) -> list[dict[str, Any]]:
-    return [fix_patch(f) for f in config.pvc_fixes]
+def patch_objects(config: ClusterConfig) -> list[Sourced]:
+    return [(("pvc_fixes", i), fix_patch(f)) for i, f in enumerate(config.pvc_fixes)]
 
 
 class SharedStorage(pulumi.ComponentResource):

@@ -23,7 +23,7 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, ObjectGroup, declare
+from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, ObjectGroup, Sourced, declare
 from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
@@ -457,25 +457,31 @@ def pod_namespaces(config: ClusterConfig) -> list[str]:
     return sorted({w.namespace for w in config.pod_specs()})
 
 
-def script_objects(config: ClusterConfig) -> list[dict[str, Any]]:
+def script_objects(config: ClusterConfig) -> list[Sourced]:
     """The launcher ConfigMap of each namespace that runs pods, and the stack's script ConfigMaps."""
-    launcher = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": LAUNCHER_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
-            "data": launcher_files(),
-        }
+    launcher: list[Sourced] = [
+        (
+            ("namespaces", config.namespaces.index(ns)),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": LAUNCHER_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
+                "data": launcher_files(),
+            },
+        )
         for ns in pod_namespaces(config)
     ]
-    scripts = [
-        {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": {"name": s.name, "namespace": s.namespace, "labels": dict(MANAGED_BY)},
-            "data": dict(s.files),
-        }
-        for s in config.scripts
+    scripts: list[Sourced] = [
+        (
+            ("scripts", i),
+            {
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": s.name, "namespace": s.namespace, "labels": dict(MANAGED_BY)},
+                "data": dict(s.files),
+            },
+        )
+        for i, s in enumerate(config.scripts)
     ]
     return launcher + scripts
 

@@ -12,13 +12,17 @@ from __future__ import annotations
 import fnmatch
 import json
 import textwrap
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from stacks.model import BandwidthCheck, ClusterConfig, Workload, kubelet_expand
+from stacks import provenance
+from stacks.model import BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
 
 Severity = Literal["error", "warning", "info"]
+ConfigPath = tuple[str | int, ...]
+ObjectKey = tuple[str, str, str, bool]
+"""(kind, namespace or "", name, is a patch): how `check`'s `sources` name an object (components.program.sources)."""
 
 WIDTH = 160
 """The longest line `python -m stacks check` (and `render`'s refusal) prints: a longer finding wraps (Finding.wrapped)."""
@@ -58,13 +62,41 @@ class Finding:
     """Filled in by `check` from the registry."""
     accepted: str | None = None
     """For a warning the stack accepts (accepted_warnings): the stack's reason."""
+    config: ConfigPath | None = None
+    """The config path of the value it is about (`("volumes", 0, "storage_class")`), where the rule knows it; else
+    `check` takes the config entry the object is rendered from (its `sources`) and the rule's `setting`."""
+    setting: str = ""
+    """The field of that entry the object's wrong field comes from (`storage_class`), where the rule knows it."""
+    where: str = ""
+    """Filled in by `check`: the config path as the user writes it (`volumes[workspace].storage_class`)."""
+    origin: str = ""
+    """Filled in by `check`: the file and line that write it (`clusters/nerc.py line 95`), where known."""
+    affects: tuple[str, ...] = ()
+    """Filled in by `check` when one cause shows in several objects: all of them (`object` is the first)."""
+
+    def _head(self) -> str:
+        """`severity rule`, then the config path and its line where known, else the object and its field."""
+        if not self.where:
+            return f"{self.severity} {self.rule} {self.object} {self.field}"
+        return f"{self.severity} {self.rule} {self.where}" + (f" ({self.origin})" if self.origin else "")
+
+    def _rendered(self) -> str:
+        """The objects and field on the cluster, the secondary detail of a finding located in the config."""
+        objects = self.affects or (self.object,)
+        return f"[on the cluster: {', '.join(objects)}: {self.field}]"
+
+    def _on_the_cluster(self) -> bool:
+        """Whether `object` is a Kubernetes object (not the whole stack, `Stack NAME`, or a config entry)."""
+        return bool(self.where) and not self.object.startswith(("Stack ", "accepted_warnings["))
 
     def line(self) -> str:
-        """The finding on one line: severity, rule, object, field, message, fix (and the stack's reason
-        when it accepts the warning)."""
-        text = f"{self.severity} {self.rule} {self.object} {self.field}: {self.message} Fix: {self.fix}"
+        """The finding on one line: severity, rule, where (the config path and its line, else the object and field),
+        message, fix, the stack's reason when it accepts the warning, and the rendered objects it shows in."""
+        text = f"{self._head()}: {self.message} Fix: {self.fix}"
         if self.accepted:
             text += f" [accepted: {self.accepted}]"
+        if self._on_the_cluster():
+            text += f" {self._rendered()}"
         return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
 
     def wrapped(self, prefix: str = "", width: int = WIDTH) -> list[str]:
@@ -75,9 +107,11 @@ class Finding:
         one = prefix + self.line()
         if len(one) <= width:
             return [one]
-        parts = [f"{prefix}{self.severity} {self.rule} {self.object} {self.field}: {self.message}", f"Fix: {self.fix}"]
+        parts = [f"{prefix}{self._head()}: {self.message}", f"Fix: {self.fix}"]
         if self.accepted:
             parts.append(f"[accepted: {self.accepted}]")
+        if self._on_the_cluster():
+            parts.append(self._rendered())
         out: list[str] = []
         for i, part in enumerate(parts):
             out += textwrap.wrap(
@@ -91,16 +125,16 @@ class Finding:
         return out
 
 
-def error(obj: str, where: str, message: str, fix: str) -> Finding:
-    return Finding("error", obj, where, message, fix)
+def error(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
+    return Finding("error", obj, where, message, fix, setting=setting, config=config)
 
 
-def warning(obj: str, where: str, message: str, fix: str) -> Finding:
-    return Finding("warning", obj, where, message, fix)
+def warning(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
+    return Finding("warning", obj, where, message, fix, setting=setting, config=config)
 
 
-def info(obj: str, where: str, message: str, fix: str) -> Finding:
-    return Finding("info", obj, where, message, fix)
+def info(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
+    return Finding("info", obj, where, message, fix, setting=setting, config=config)
 
 
 # --- the registry -------------------------------------------------------------------------------
@@ -368,13 +402,19 @@ def check(
     only: Iterable[str] | None = None,
     previous: dict[str, Any] | None = None,
     others: Iterable[ClusterConfig] | None = None,
+    sources: Mapping[ObjectKey, ConfigPath] | None = None,
 ) -> list[Finding]:
     """Run the rules (all, or the ids in `only`) over a config and the objects it renders. Warnings
     the config accepts carry its reason; an acceptance that matches nothing is itself a warning.
     Findings come sorted (severity, rule, object, field), so their order never depends on the order
     of the config's lists. `others` are the stacks the config is compared with (shared-projects); by
     default the project's other stacks (`project_stacks`), so every caller (`python -m stacks check` and
-    `render`, the Pulumi program) compares with the same ones without passing them."""
+    `render`, the Pulumi program) compares with the same ones without passing them.
+
+    `sources` (components.program.sources: the provenance `layout()` carries) name the config entry each object is
+    rendered from: a finding then speaks the stack file's words (`where`: the config path, `origin`: its file and
+    line; the object and its field stay as the secondary detail), and one cause found in several objects (a volume
+    three StatefulSets claim from) is one finding listing them (`affects`)."""
     import policy.rules  # noqa: F401  (registers the rules)
 
     wanted = set(only) if only is not None else None
@@ -405,11 +445,38 @@ def check(
                     Finding(
                         "warning", f"accepted_warnings[{k}]", "rule/object",
                         f"the stack accepts warning {a.rule} on {a.object!r}, but no such warning remains",
-                        f"remove the entry from accepted_warnings in clusters/{config.name}.py", rule="accepted-warnings",
+                        "remove the entry from accepted_warnings", rule="accepted-warnings", config=("accepted_warnings", k),
                     )
                 )  # fmt: skip
+    findings = _in_config_terms(findings, config, sources or {})
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.field, f.message))
+
+
+def _in_config_terms(findings: list[Finding], config: ClusterConfig, sources: Mapping[ObjectKey, ConfigPath]) -> list[Finding]:
+    """Each finding located in the config (Finding.where, .origin), and the findings of one cause merged into one."""
+    by_ref = {(f"{k} {ns}/{n}" if ns else f"{k} {n}") + (" (patch)" if patch else ""): path for (k, ns, n, patch), path in sources.items()}
+    out: list[Finding] = []
+    merged: dict[tuple[Any, ...], int] = {}
+    for f in findings:
+        path = f.config
+        if path is None and f.object in by_ref:
+            path = (*by_ref[f.object], *(f.setting.split(".") if f.setting else ()))
+        if path is None:
+            out.append(f)
+            continue
+        # Located by names (`volumes[data]`), not indexes: the findings do not depend on the order of the config's lists.
+        f = replace(f, where=located(path, config), origin=provenance.shown(provenance.origin(config, path)), config=None, setting="")
+        key = (f.severity, f.rule, f.where, f.message, f.fix, f.accepted)
+        if key in merged:
+            first = out[merged[key]]
+            affects = first.affects or (first.object,)
+            if f.object not in affects:
+                out[merged[key]] = replace(first, affects=tuple(sorted((*affects, f.object))))
+            continue
+        merged[key] = len(out)
+        out.append(f)
+    return out
 
 
 def project_stacks(exclude: str) -> list[ClusterConfig]:

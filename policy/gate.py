@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 
 import stacks
-from policy.core import Finding, check, errors
+from policy.core import ConfigPath, Finding, ObjectKey, check, errors
 from stacks.model import ClusterConfig
 
 
@@ -102,9 +102,15 @@ def check_kube_context(context: str | None, stack: str, environ: Mapping[str, st
         )
 
 
-def preflight(config: ClusterConfig, objects: Iterable[dict[str, Any]], patches: Iterable[dict[str, Any]] = ()) -> list[Finding]:
-    """Log the warnings (and infos); on any error stop the program, naming every error."""
-    findings = check(config, objects, patches)
+def preflight(
+    config: ClusterConfig,
+    objects: Iterable[dict[str, Any]],
+    patches: Iterable[dict[str, Any]] = (),
+    sources: Mapping[ObjectKey, ConfigPath] | None = None,
+) -> list[Finding]:
+    """Log the warnings (and infos); on any error stop the program, naming every error (in the config's words where
+    `sources`, the provenance of layout(), name the entry each object comes from)."""
+    findings = check(config, objects, patches, sources=sources)
     for f in findings:
         if f.severity == "warning":
             pulumi.log.warn(f.line())

@@ -201,8 +201,11 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
                     "run under an SCC that allows them (security.create: true makes one from the workloads' memlock "
                     "strategies), or choose a memlock strategy that adds none (node-limit; see KNOWLEDGE.md)"
                 )
+                cause: tuple[str | int, ...] | None = None
                 if not scc.created and name == stack.config.security.scc:
                     # The stack's facts about an SCC it does not own: the admission error of seed 003, before preview reads it.
+                    # One cause for every pod under it: one finding, at the fact, listing the pods.
+                    cause = ("security", "existing_allowed_capabilities")
                     fix = (
                         f"SCC {name!r} exists on the cluster and the stack says it allows {allowed} "
                         f"(security.existing_allowed_capabilities): have its admin add {', '.join(denied)} to its allowedCapabilities "
@@ -214,6 +217,7 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
                     f"{path}.securityContext.capabilities.add",
                     f"capability may not be added: {', '.join(denied)}: SCC {name!r} allows {allowed} ({scc.where})",
                     fix,
+                    config=cause,
                 )
 
 
@@ -327,6 +331,7 @@ def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
             f"(KNOWLEDGE.md): {why}. Everything else is dropped (ALL), with no privilege escalation and RuntimeDefault seccomp.",
             "nothing, for this strategy; to run the pods non-root, use memlock node-limit with node_level.crio_memlock_unlimited: "
             "true (a MachineConfig that raises CRI-O's memlock limit on the GPU pool)",
+            config=("defaults", "memlock_rdma"),
         )
 
 
@@ -657,10 +662,14 @@ def _claims(stack: Stack) -> Iterator[tuple[dict[str, Any], str, dict[str, Any]]
 def storage_class(stack: Stack) -> Iterator[Finding]:
     classes = {s.name for s in stack.config.storage_classes}
     known = ", ".join(sorted(classes)) or "none"
-    claims = [(ref(o), path, spec) for o, path, spec in _claims(stack)]
+    claims = [(ref(o), path, spec, _volume_setting(stack, o, path)) for o, path, spec in _claims(stack)]
     # A patch sets the class of a claim that exists already (Cairo's NFS server volume): the class must exist too.
-    claims += [(ref(p) + " (patch)", "spec", p.get("spec") or {}) for p in stack.patches if p.get("kind") == "PersistentVolumeClaim"]
-    for obj, path, spec in claims:
+    claims += [
+        (ref(p) + " (patch)", "spec", p.get("spec") or {}, _fix_setting(stack, p))
+        for p in stack.patches
+        if p.get("kind") == "PersistentVolumeClaim"
+    ]
+    for obj, path, spec, setting in claims:
         sc = spec.get("storageClassName")
         if sc is None:
             yield warning(
@@ -668,6 +677,7 @@ def storage_class(stack: Stack) -> Iterator[Finding]:
                 f"{path}.storageClassName",
                 "no storage class: the claim relies on the cluster's default class; where there is none it stays Pending",
                 "set the volume's storage_class to a class listed in storage_classes",
+                config=setting,
             )
         elif sc not in classes:
             yield error(
@@ -675,7 +685,30 @@ def storage_class(stack: Stack) -> Iterator[Finding]:
                 f"{path}.storageClassName",
                 f"storage class {sc!r} is not known on {stack.config.name} (storage_classes: {known}): the claim stays Pending",
                 "use a class from storage_classes, or add it there if `oc get storageclass` shows it",
+                config=setting,
             )
+
+
+def _volume_setting(stack: Stack, obj: dict[str, Any], path: str, field: str = "storage_class") -> tuple[str | int, ...] | None:
+    """The config path of `field` of the volume a claim comes from: a standalone claim's own volume, a volumeClaimTemplate's
+    volume (its template is named after the volume); None for a claim of no volume of the config."""
+    meta = obj.get("metadata") or {}
+    name = meta.get("name")
+    if path != "spec":  # spec.volumeClaimTemplates[i].spec
+        index = int(path.split("[", 1)[1].split("]", 1)[0])
+        name = (((obj.get("spec") or {}).get("volumeClaimTemplates") or [{}])[index].get("metadata") or {}).get("name")
+    for i, v in enumerate(stack.config.volumes):
+        if v.namespace == meta.get("namespace") and v.name == name:
+            return ("volumes", i, field)
+    return None
+
+
+def _fix_setting(stack: Stack, patch: dict[str, Any]) -> tuple[str | int, ...] | None:
+    meta = patch.get("metadata") or {}
+    for i, f in enumerate(stack.config.pvc_fixes):
+        if f.namespace == meta.get("namespace") and f.pvc == meta.get("name"):
+            return ("pvc_fixes", i, "storage_class")
+    return None
 
 
 @rule(
@@ -705,6 +738,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
                         where,
                         f"storage class {sc.name!r} provides {', '.join(sc.access_modes)} only: a {m} claim stays Pending",
                         "use a class that provides it (storage_classes), or a per-pod volume (shared: false)",
+                        config=_volume_setting(stack, o, path),
                     )
         elif sc_name is None and "ReadWriteMany" in modes:
             yield error(
@@ -713,6 +747,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
                 "a ReadWriteMany claim on the cluster's default class, whose access modes the stack does not know: on a "
                 "block-backed default it stays Pending",
                 "name an RWX-capable class in the volume's storage_class (list it in storage_classes), or use shared: false",
+                config=_volume_setting(stack, o, path),
             )
         if path != "spec":
             continue  # volumeClaimTemplates: one claim per pod
@@ -724,6 +759,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
                 where,
                 f"mounted by {n} pods, one per node, but not ReadWriteMany: all but the first stay ContainerCreating (Multi-Attach error)",
                 "make the volume shared (ReadWriteMany) on an RWX-capable class, or per-pod (shared: false)",
+                config=_volume_setting(stack, o, path, "shared"),
             )
 
 
@@ -744,7 +780,13 @@ def image(stack: Stack) -> Iterator[Finding]:
         for path, c in pod.containers():
             ref_ = str(c.get("image") or "")
             if not ref_:
-                yield error(pod.ref, f"{path}.image", "the container names no image: the pod is never created", "set the workload's image")
+                yield error(
+                    pod.ref,
+                    f"{path}.image",
+                    "the container names no image: the pod is never created",
+                    "set the workload's image",
+                    setting="image",
+                )
                 continue
             yield from _mutable_image(pod, path, ref_, built)
             yield from _python_env(pod, path, c)
@@ -758,6 +800,7 @@ def image(stack: Stack) -> Iterator[Finding]:
                         f"ImageStream {ns}/{stream} is neither built by this stack (images) nor declared as existing: the pod "
                         "would stay in ImagePullBackOff if nobody made it",
                         f"add an image build for {stream} in {ns}, or list {ns}/{stream} in existing.image_streams",
+                        setting="image",
                     )
                 elif ns != pod.namespace:
                     yield warning(
@@ -767,6 +810,7 @@ def image(stack: Stack) -> Iterator[Finding]:
                         f"system:image-puller in {ns}",
                         f"`oc policy add-role-to-user system:image-puller system:serviceaccount:{pod.namespace}:"
                         f"{pod.spec.get('serviceAccountName')} -n {ns}`, or build the image in {pod.namespace}",
+                        setting="image",
                     )
                 b = built.get((ns, stream))
                 if b is not None and pod.env(c).get("LAUNCHER_MODE") == "rdma":
@@ -778,6 +822,7 @@ def image(stack: Stack) -> Iterator[Finding]:
                             f"an RDMA pod runs image {ns}/{stream}, whose Dockerfile does not install {', '.join(lacking)}: NCCL "
                             "finds no IB provider and silently uses sockets",
                             f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{stream}]",
+                            setting="image",
                         )
 
 
@@ -801,6 +846,7 @@ def _mutable_image(pod: PodView, path: str, image: str, built: dict[tuple[str, s
         "(a restart, a reschedule, a second node) may run different code",
         f"pin it: {image.split('@')[0]}@sha256:<digest> (`skopeo inspect docker://{image}` prints it), or accept the warning "
         "in accepted_warnings with the reason",
+        setting="image",
     )
 
 
@@ -825,6 +871,7 @@ def _python_env(pod: PodView, path: str, container: dict[str, Any]) -> Iterator[
                 f"{name} {PYTHON_ENV[name]}",
                 "install the code into the image (or `pip install -e` it), or name paths in args; if it is meant, accept the "
                 "warning in accepted_warnings with the reason",
+                setting=f"env.{name}",
             )
 
 
@@ -892,6 +939,7 @@ def shm_size(stack: Stack) -> Iterator[Finding]:
                     pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
                     f"/dev/shm may grow to {size}, more than the memory limit of the container: filling it gets the pod OOM-killed",
                     "set shm_size below the workload's memory limit",
+                    setting="shm_size",
                 )
             if size and v.get("name") == "dshm" and quantity_value(str(size)) < 64 * MIB:
                 yield warning(
@@ -900,6 +948,7 @@ def shm_size(stack: Stack) -> Iterator[Finding]:
                     f"/dev/shm is {size}, less than the 64 MiB a container gets without it: NCCL's shared-memory transport and "
                     "DataLoader workers run out of it ('unhandled system error', bus errors)",
                     "set shm_size to 1Gi or more (the seeds ran with 4Gi to 32Gi), or accept the warning with the reason",
+                    setting="shm_size",
                 )
 
 
@@ -942,6 +991,7 @@ def gpu_toleration(stack: Stack) -> Iterator[Finding]:
                     f"the GPU nodes are tainted {t.key}{'=' + t.value if t.value else ''}:{t.effect or '*'} and this GPU pod does "
                     "not tolerate it: it stays Pending",
                     "let the program add gpu_tolerations to every GPU pod (components/training.py scheduling)",
+                    config=("gpu_tolerations",),
                 )
 
 
@@ -977,6 +1027,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             anonymous.append(f"{s.name}#{i + 1}")
             nodes[anonymous[-1]] = s.gpus_per_node
     groups: list[Group] = []
+    changed: dict[str, str] = {}  # group -> how this change (against the committed render) made it run, or more of it
     for pod in stack.pods():
         if pod.replicas <= 0:
             continue
@@ -995,6 +1046,9 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             candidates = [n for n in nodes if n not in hosts] if op == "NotIn" else list(nodes)
         spread = bool((pod.spec.get("affinity") or {}).get("podAntiAffinity")) or pod.replicas == 1
         groups.append(Group(pod.ref, pod.replicas, _gpus(pod), tuple(candidates), spread))
+        how = _started_by_this_change(stack, pod, groups[-1])
+        if how:
+            changed[pod.ref] = how
     result = place(nodes, groups)
     if result.placed:
         return
@@ -1004,18 +1058,59 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             "node_sets",
             "the placement search gave up before deciding whether every running pod fits at once",
             "run fewer workloads at once, or check the placement by hand",
+            config=("node_sets",),
         )
         return
-    demand = "; ".join(f"{g.name.split(' ', 1)[1]}: {g.pods} x {g.gpus} GPUs" for g in sorted(groups, key=lambda g: g.name))
+    culprits = _unplaceable(nodes, groups, changed) or [result.unplaced.name if result.unplaced else f"Stack {config.name}"]
+
+    def short(group: str) -> str:  # `StatefulSet ns/name` -> name: the workload's name in the stack file
+        return group.rsplit("/", 1)[-1]
+
+    demand = "; ".join(f"{short(g.name)}: {g.pods} x {g.gpus} GPUs" for g in sorted(groups, key=lambda g: g.name))
     supply = "; ".join(f"{s.name}: {s.size} node(s) x {s.gpus_per_node} GPUs" for s in config.node_sets)
-    culprit = result.unplaced.name if result.unplaced else "the stack"
+    named_culprits = ", ".join(short(c) + (f" ({changed[c]})" if c in changed else "") for c in culprits)
     yield error(
-        culprit,
+        culprits[0],
         "spec.replicas",
-        f"the running workloads cannot all be scheduled at once: they ask for {demand}, and the stack counts on {supply}; "
-        f"no placement fits {culprit.split(' ', 1)[-1]} beside the others, so its pods would stay Pending",
+        f"the running workloads cannot all be scheduled at once: no placement fits {named_culprits} beside the others, so "
+        f"{'its' if len(culprits) == 1 else 'their'} pods would stay Pending. They ask for {demand}, and the stack counts on {supply}",
         "stop a workload (state: stopped), disable a bandwidth check, shrink one (nodes), or count more nodes in node_sets",
+        setting="state" if changed.get(culprits[0], "").startswith(("started", "added")) else "",
     )
+
+
+def _started_by_this_change(stack: Stack, pod: PodView, group: Group) -> str:
+    """How the change against the committed render (stack.previous) makes this pod group ask for more: `started by this
+    change`, `N pods, was M`, ...; "" when it asked for as much before, or when there is no committed render."""
+    if not stack.previous:
+        return ""
+    before = (stack.previous.get("workloads") or {}).get(pod.instance) or (stack.previous.get("bandwidth_checks") or {}).get(pod.instance)
+    if not isinstance(before, dict):
+        return "added by this change"
+    if before.get("state", "running") != "running" or not before.get("replicas", group.pods):
+        return "started by this change"
+    if before.get("replicas") != group.pods:
+        return f"{group.pods} pods, was {before.get('replicas')}"
+    if before.get("gpus_per_node") != group.gpus:
+        return f"{group.gpus} GPUs per pod, was {before.get('gpus_per_node')}"
+    return ""
+
+
+def _unplaceable(nodes: dict[str, int], groups: list[Group], changed: dict[str, str]) -> list[str]:
+    """The groups this change made ask for more that do not fit beside what ran before, in the order of the config:
+    the workloads to name first. Empty when what ran before no longer fits on its own (a node set shrank), or when
+    nothing changed: the search's own culprit is named then."""
+    before = [g for g in groups if g.name not in changed]
+    if not changed or not place(nodes, before).placed:
+        return []
+    fitting: list[Group] = []
+    out = []
+    for g in (g for g in groups if g.name in changed):
+        if place(nodes, [*before, *fitting, g]).placed:
+            fitting.append(g)
+        else:
+            out.append(g.name)
+    return out
 
 
 # --- the whole stack ------------------------------------------------------------------------------
@@ -1119,6 +1214,7 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
             "adopts nor deletes it",
             _hand_made_fix(entries, origins, missing, i)
             + (", or, if the switch is temporary, accept this warning in accepted_warnings with that reason" if temporary else ""),
+            config=("hand_made", i),
         )
 
 
@@ -1280,6 +1376,7 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
             f"set api_host (and namespaces, node_sets, storage_classes, the Pulumi stack file's kubernetes:context: README "
             f"'Add a cluster') to this stack's own cluster; if both really deploy to {host}, accept the warning in "
             "accepted_warnings with the reason",
+            config=("api_host",),
         )
         theirs = set(other.namespaces)
         for i, ns in enumerate(stack.config.namespaces):
@@ -1292,6 +1389,7 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
                     "(or, taking it over, both stacks own it), and either stack's destroy deletes it for both",
                     "deploy this stack into its own projects: change namespaces and every namespace= of its service "
                     "accounts, volumes, workloads, scripts, images, bandwidth checks, existing objects and hand_made entries",
+                    config=("namespaces", i),
                 )
 
 

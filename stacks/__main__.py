@@ -14,10 +14,15 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import stacks
 from stacks import _process
 from stacks.model import BandwidthCheck, ClusterConfig
+
+if TYPE_CHECKING:  # the command line imports the program (render/, policy/) only in the commands that use it
+    from policy.core import Finding
+    from render.engine import Rendering
 
 STACK_HELP = "a stack name (python -m stacks list); none, or --all, means every stack"
 
@@ -88,6 +93,17 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
+def _preflight(config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None) -> list[Finding]:
+    """The rules over a rendering, each finding located in the config by the provenance layout() carries (the entry
+    each object is rendered from), as the Pulumi program's preflight does (__main__.py)."""
+    import policy
+    from components.program import layout, sources
+
+    objects = [r.object for r in rendering.resources if not r.is_patch]
+    patches = [r.object for r in rendering.resources if r.is_patch]
+    return policy.check(config, objects, patches, previous=previous, sources=sources(layout(config)))
+
+
 def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
     """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
     finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
@@ -96,10 +112,7 @@ def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
     from render.writer import WriteError, write
 
     rendering = run(config, tier)
-    findings = policy.check(
-        config, [r.object for r in rendering.resources if not r.is_patch], [r.object for r in rendering.resources if r.is_patch]
-    )
-    bad = policy.errors(findings)
+    bad = policy.errors(_preflight(config, rendering, _previous(config.name, None)))
     if bad:
         return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
     try:
@@ -183,13 +196,7 @@ def cmd_check(args: argparse.Namespace) -> int:
 
     failed = False
     for config in _configs(args):
-        rendering = run(config)
-        findings = policy.check(
-            config,
-            [r.object for r in rendering.resources if not r.is_patch],
-            [r.object for r in rendering.resources if r.is_patch],
-            previous=_previous(config.name, args.against),
-        )
+        findings = _preflight(config, run(config), _previous(config.name, args.against))
         for f in findings:
             print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
         print(policy.summary(config.name, findings))

@@ -1521,6 +1521,15 @@ class ClusterConfig(Strict):
                 )
         return out
 
+    def located_workloads(self) -> list[tuple[tuple[str | int, ...], Workload]]:
+        """all_workloads() with the config path of each: `("workloads", i)`, a variant `("workloads", i, "tcp_variants", j)`."""
+        paths = [
+            p
+            for i, w in enumerate(self.workloads)
+            for p in [("workloads", i), *(("workloads", i, "tcp_variants", j) for j in range(len(w.tcp_variants)))]
+        ]
+        return list(zip(paths, self.all_workloads(), strict=True))
+
     def running_workloads(self) -> list[Workload]:
         return [w for w in self.all_workloads() if w.state == "running"]
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -292,6 +293,44 @@ def test_a_yaml_config_error_names_the_line_of_each_value(tmp_path: Path, capsys
     assert len(err.splitlines()) == 3, err  # the workload's and the volume's namespace
 
 
+VOLUMES = """from stacks.model import ClusterConfig, Mount, NodeSet, Security, ServiceAccount, StorageClass, Volume, Workload
+CONFIG = ClusterConfig(
+    name="scratch",
+    description="x",
+    gpu_model="H100",
+    node_sets=[NodeSet(name="n", count=2, gpus_per_node=4)],
+    namespaces=["ns"],
+    storage_classes=[StorageClass(name="nfs-csi", access_modes=["ReadWriteMany"])],
+    security=Security(service_accounts=[ServiceAccount(name="sa", namespace="ns")]),
+    volumes=[
+        Volume(name="data", namespace="ns", mount_path="/data", size="1Gi", storage_class="nfs-cs"),
+    ],
+    workloads=[
+        Workload(name="h-kim", namespace="ns", user="u", image="quay.io/a/b:1", service_account="sa",
+                 gpus_per_node=4, transport="tcp", nodes=2, mounts=[Mount(volume="data")]),
+    ],
+)
+"""
+
+
+def test_a_finding_names_the_config_path_and_the_line_that_writes_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A storage class typo: one error, at the volume's storage_class and the line of its Volume(...), the claim it shows
+    in last; an unpinned image: a warning at the workload's image and the line of its Workload(...)."""
+    name = stack_module(tmp_path, monkeypatch, VOLUMES)
+    code, out, _ = run(["check", name], capsys)
+    text = " ".join(out.split())
+    assert code == 1
+    assert (
+        f"{name}: error storage-class volumes[data].storage_class (clusters/{name}.py line 11): storage class 'nfs-cs' is not "
+        "known on scratch (storage_classes: nfs-csi): the claim stays Pending Fix: use a class from storage_classes"
+    ) in text, out
+    assert "[on the cluster: PersistentVolumeClaim ns/data: spec.storageClassName]" in text, out
+    assert text.count("error storage-class") == 1, out
+    assert f"{name}: warning image workloads[h-kim].image (clusters/{name}.py line 14): " in text, out
+
+
 def test_a_python_mistake_in_a_module_is_a_message_not_a_traceback(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -436,8 +475,11 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     data["workloads"][0]["shm_size"] = "30Gi"
     code, out, _ = run(["check", "--config", str(write(tmp_path, data, "bad.yaml"))], capsys)
     assert code == 1
-    # a finding's first line names stack, severity, rule and object; a long one continues on indented lines, its fix too
-    [block] = [b for b in ("\n" + out).split("\ntcp: ") if b.startswith("error shm-size StatefulSet proj/one ")]
+    # a finding's first line names stack, severity, rule, the config path and its line; a long one continues on indented
+    # lines, its fix and the rendered object too
+    [block] = [
+        b for b in ("\n" + out).split("\ntcp: ") if re.match(r"error shm-size workloads\[one\]\.shm_size \(\S*bad\.yaml line \d+\)", b)
+    ]
     assert "Fix: " in block and all(line.startswith("    ") for line in block.splitlines()[1:])
     assert out.splitlines()[-1].startswith("tcp: FAIL: ")
 
@@ -499,7 +541,7 @@ def test_every_command_honours_the_stacks_config_file(
     data["workloads"][0]["shm_size"] = "30Gi"  # an error the module does not have
     yaml_route(data)
     code, out, _ = run(["check", "nerc"], capsys)
-    assert code == 1 and "nerc: error shm-size StatefulSet proj/one" in out
+    assert code == 1 and "nerc: error shm-size workloads[one].shm_size (my-nerc.yaml line " in out
     code, out, _ = run(["config", "nerc"], capsys)
     assert code == 0 and "namespaces:\n- proj\n" in out
 

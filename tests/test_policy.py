@@ -25,7 +25,7 @@ from pulumi.runtime.sync_await import _sync_await
 
 import policy
 import stacks
-from components.program import objects, patches
+from components.program import layout, objects, patches, sources
 from conftest import ROOT
 from policy.core import Finding
 from stacks.model import ClusterConfig
@@ -34,7 +34,9 @@ Edit = Callable[[dict[str, Any]], Any]
 
 
 def check(config: ClusterConfig, objs: list[dict[str, Any]] | None = None, previous: dict[str, Any] | None = None) -> list[Finding]:
-    return policy.check(config, objects(config) if objs is None else objs, patches(config), previous=previous)
+    # The sources as the CLI and the Pulumi program pass them: findings located in the config (Finding.where).
+    located = sources(layout(config))
+    return policy.check(config, objects(config) if objs is None else objs, patches(config), previous=previous, sources=located)
 
 
 def broken(name: str, edit: Edit) -> list[Finding]:
@@ -89,7 +91,11 @@ def test_every_finding_names_rule_object_field_and_fix() -> None:
     for f in findings:
         line = f.line()
         assert "\n" not in line
-        assert line.startswith(f"{f.severity} {f.rule} {f.object} {f.field}: ")
+        if f.where:  # located in the config: its path first, the objects and their field after the fix
+            assert line.startswith(f"{f.severity} {f.rule} {f.where}")
+            assert f.object.startswith("Stack ") or all(o in line for o in f.affects or (f.object,)) and f"{f.field}]" in line
+        else:
+            assert line.startswith(f"{f.severity} {f.rule} {f.object} {f.field}: ")
         assert f.fix and "Fix: " in line
 
 
@@ -287,9 +293,10 @@ def test_ib_hca_prefix_match_selects_other_devices() -> None:
 def test_storage_class_unknown_and_none() -> None:
     [f] = by_rule(broken("ib", lambda d: d["volumes"][0].update(storage_class="nfs")), "storage-class")
     assert "'nfs' is not known on ib" in f.message
-    warns = by_rule(broken("roce", lambda d: d["volumes"][0].update(storage_class=None)), "storage-class", "warning")
-    assert {f.object for f in warns} == {"StatefulSet team-a/dev", "StatefulSet team-a/dev-tcp"}  # their claim templates
-    assert all("cluster's default class" in f.message for f in warns)
+    # One cause (the volume's storage_class), one finding, listing the claim templates of the workload and its TCP variant.
+    [w] = by_rule(broken("roce", lambda d: d["volumes"][0].update(storage_class=None)), "storage-class", "warning")
+    assert w.where == "volumes[workspace].storage_class" and w.affects == ("StatefulSet team-a/dev", "StatefulSet team-a/dev-tcp")
+    assert "cluster's default class" in w.message
 
 
 def test_access_mode_rwx_on_an_rwo_class() -> None:
@@ -385,6 +392,37 @@ def test_capacity_counts_gpus_not_just_nodes() -> None:
         d["node_sets"][0]["count"] = 1
 
     assert by_rule(broken("tcp", two), "capacity") == []
+
+
+def test_capacity_names_the_workload_the_change_started_not_the_one_that_ran() -> None:
+    """On one node, `one` runs; starting `two` makes them not fit. Against the committed outputs (what ran), the error is
+    at `two`'s state, naming it as started; without them, the search's own culprit."""
+    from components.program import stack_outputs
+
+    def one_node(d: dict[str, Any]) -> None:
+        d["node_sets"][0]["count"] = 1
+
+    def started(d: dict[str, Any]) -> None:
+        one_node(d)
+        fixtures.workload(d, "two")["state"] = "running"
+
+    before = stack_outputs(fixtures.config("tcp", one_node))
+    config = fixtures.config("tcp", started)
+    [err] = by_rule(check(config, previous=before), "capacity")
+    assert err.where == "workloads[two].state" and err.object == "StatefulSet proj/two", err.line()
+    assert "no placement fits two (started by this change) beside the others" in err.message
+
+    # `two` ran before and `one` is the one started: now `one` is named
+    def swapped(d: dict[str, Any]) -> None:
+        one_node(d)
+        fixtures.workload(d, "one")["state"] = "stopped"
+        fixtures.workload(d, "two")["state"] = "running"
+
+    [err] = by_rule(check(config, previous=stack_outputs(fixtures.config("tcp", swapped))), "capacity")
+    assert err.where == "workloads[one].state" and "one (started by this change)" in err.message
+    # a workload grown past the nodes: named with what it asked for before
+    grown = fixtures.config("tcp", lambda d: (one_node(d), fixtures.workload(d, "one").update(gpus_per_node=4)))
+    assert by_rule(check(grown, previous=before), "capacity") == []
 
 
 def test_capacity_pinned_to_a_node_the_stack_does_not_count_on() -> None:
