@@ -53,6 +53,17 @@ def _previous(name: str, ref: str | None) -> dict[str, object] | None:
     return out if isinstance(out, dict) else None
 
 
+def _rendered_outputs(path: Path) -> dict[str, object] | None:
+    """The stack outputs of a render on disk, or None where there is none (or it is not one: never an error here)."""
+    try:
+        if not path.is_file() or path.stat().st_size > 16 * 1024 * 1024:
+            return None
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def cmd_list(args: argparse.Namespace) -> int:
     if args.pulumi_stacks:
         rows = [
@@ -104,7 +115,7 @@ def _preflight(config: ClusterConfig, rendering: Rendering, previous: dict[str, 
     return policy.check(config, objects, patches, previous=previous, sources=sources(layout(config)))
 
 
-def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
+def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
     """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
     finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
     import policy
@@ -112,7 +123,7 @@ def _render_one(config: ClusterConfig, tier: str, out: str) -> str:
     from render.writer import WriteError, write
 
     rendering = run(config, tier)
-    bad = policy.errors(_preflight(config, rendering, _previous(config.name, None)))
+    bad = policy.errors(_preflight(config, rendering, previous))
     if bad:
         return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
     try:
@@ -172,8 +183,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     for config in sorted(configs, key=lambda c: -len(c.all_workloads())):
         min(lanes, key=lambda lane: sum(len(c.all_workloads()) for c in lane)).append(config)
 
+    # What the render being replaced says ran (the capacity rule names what a change started), read from the folder
+    # itself: no git process, which a signal to the command could leave running.
+    previous = {c.name: _rendered_outputs(Path(args.out) / c.name / "outputs.json") for c in configs}
+
     def lane_job(lane: list[ClusterConfig]) -> Callable[[], str]:
-        return lambda: "\0".join(_render_one(c, args.tier, args.out) for c in lane)
+        return lambda: "\0".join(_render_one(c, args.tier, args.out, previous[c.name]) for c in lane)
 
     answers = _in_children([lane_job(lane) for lane in lanes])
     results = {c.name: t for lane, answer in zip(lanes, answers, strict=True) for c, t in zip(lane, answer.split("\0"), strict=True)}
