@@ -29,7 +29,7 @@ import yaml
 from pydantic import ValidationError
 
 from stacks import provenance
-from stacks.model import IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
+from stacks.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
 """The project folder: Pulumi.yaml, the stack files, clusters/, rendered/."""
@@ -183,8 +183,12 @@ def load_module(name: str) -> ClusterConfig:
     module = sys.modules.get(qualified)
     if module is None or Path(getattr(module, "__file__", "")) != path:
         token = IN_STACK_MODULE.set(True)
+        deferred: list[ModelError] = []
+        reported = DEFERRED.set(deferred)
         try:
             module = _run_module(qualified, path)
+            if deferred:  # models that failed, and no ClusterConfig(...) that raised them
+                raise ModelError.of(deferred)
         except ModelError as err:  # each of its lines names the file and line that write the field
             raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
         except SyntaxError as err:
@@ -194,6 +198,7 @@ def load_module(name: str) -> ClusterConfig:
             where = f"{source} line {line}" if line else source
             raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
         finally:
+            DEFERRED.reset(reported)
             IN_STACK_MODULE.reset(token)
     config = getattr(module, "CONFIG", None)
     if not isinstance(config, ClusterConfig):

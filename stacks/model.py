@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
@@ -516,7 +517,11 @@ def located(loc: tuple[str | int, ...], data: Any) -> str:
 
 
 def describe_errors(
-    err: ValidationError, data: Any, prefix: str = "", line_of: Callable[[tuple[str | int, ...]], str] | None = None
+    err: ValidationError,
+    data: Any,
+    prefix: str = "",
+    line_of: Callable[[tuple[str | int, ...]], str] | None = None,
+    skip: Callable[[tuple[str | int, ...]], bool] | None = None,
 ) -> list[str]:
     """One `field: message` line per problem (a check across fields may find several), located by names in `data`;
     with `line_of`, the file and line that write the field follow its path (`volumes[data] (clusters/nerc.py line 95): ...`)."""
@@ -543,6 +548,8 @@ def describe_errors(
         elif e["type"] == "int_type" and isinstance(e.get("input"), str):
             found = [(loc, msg + ": write the number without quotes")]
         for at, text in found:
+            if skip is not None and skip(at):
+                continue
             where = located(at, data)
             where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
             written = line_of(at) if line_of is not None else ""
@@ -556,7 +563,21 @@ class ModelError(Exception):
     """A model built in Python (a stack module) that failed validation, with its name: pydantic
     alone reports `nodes: ...` for `Workload(name="h-kim", nodes=0)`."""
 
-    def __init__(self, model: type[Strict], data: dict[str, Any], err: ValidationError) -> None:
+    @classmethod
+    def of(cls, errors: list[ModelError]) -> ModelError:
+        """Several models' errors as one, each line once."""
+        combined = cls.__new__(cls)
+        combined.lines = list(dict.fromkeys(line for e in errors for line in e.lines))
+        Exception.__init__(combined, "\n".join(combined.lines))
+        return combined
+
+    def __init__(
+        self,
+        model: type[Strict],
+        data: dict[str, Any],
+        err: ValidationError,
+        skip: Callable[[Any, tuple[str | int, ...]], bool] | None = None,
+    ) -> None:
         name = data.get("name")
         # A model with no place of its own (a Mount, a ContainerPort) is named by its class: it fails when
         # Python builds it, before the Workload(...) around it exists.
@@ -571,8 +592,43 @@ class ModelError(Exception):
             # The message opens with the module's file (stacks.load_module): a line of that file is `line N`.
             return f"line {where[1]}" if where and here and where[0] == here[0] else provenance.shown(where)
 
-        self.lines = describe_errors(err, data, prefix, line_of)
+        self.lines = describe_errors(err, data, prefix, line_of, skip=(lambda loc: skip(data, loc)) if skip else None)
         super().__init__("\n".join(self.lines))
+
+
+DEFERRED: ContextVar[list[ModelError] | None] = ContextVar("deferred", default=None)
+"""While a stack module runs (stacks.load_module): the models it built that failed, each replaced by a stand-in so the
+module runs on; the ClusterConfig(...) raises them all together (ModelError.of)."""
+_INVALID: dict[int, weakref.ReferenceType[Any]] = {}  # by id: a model with a list field is not hashable
+
+
+def _mark_invalid(model: Any) -> None:
+    key = id(model)
+    _INVALID[key] = weakref.ref(model)
+    weakref.finalize(model, _INVALID.pop, key, None).atexit = False
+
+
+def _is_invalid(model: Any) -> bool:
+    known = _INVALID.get(id(model))
+    return known is not None and known() is model
+
+
+def _built_from_invalid(data: Any, loc: tuple[str | int, ...]) -> bool:
+    """Whether a location runs through a stand-in of an invalid model (its own error says what is wrong there)."""
+    node = data
+    for part in loc:
+        if isinstance(part, int):
+            try:
+                node = node[part]
+            except (IndexError, KeyError, TypeError):
+                return False
+        else:
+            node = node.get(part) if isinstance(node, dict) else getattr(node, str(part), None)
+        if node is None:
+            return False
+        if _is_invalid(node):
+            return True
+    return False
 
 
 IN_STACK_MODULE: ContextVar[bool] = ContextVar("in_stack_module", default=False)
@@ -594,17 +650,39 @@ class Strict(BaseModel):
         # through __init__ as well, and a nested error must reach the outer model as a ValidationError,
         # which pydantic locates (workloads.0.tcp_variants.0.name) and the outermost model names.
         depth = _CONSTRUCTING.get()
+        by_module = depth == 0 and IN_STACK_MODULE.get()
+        if by_module:
+            provenance.remember(self)  # errors and findings name the line that wrote it (stacks/provenance.py)
+        deferred = DEFERRED.get() if by_module else None
         token = _CONSTRUCTING.set(depth + 1)
         try:
             super().__init__(**data)
         except ValidationError as err:
-            if depth == 0 and IN_STACK_MODULE.get():
-                raise ModelError(type(self), data, err) from None
-            raise
+            if not by_module:
+                raise
+            error = ModelError(type(self), data, err, skip=_built_from_invalid)
+            if deferred is None:
+                raise error from None
+            deferred.append(error)
+            if not isinstance(self, ClusterConfig):
+                self._stand_in(data)  # the module runs on, so every model it gets wrong is reported, not the first
+                return
+        except Exception:
+            if not deferred:
+                raise
+            # A check across the config tripping over a model already reported as invalid: that report is the answer.
         finally:
             _CONSTRUCTING.reset(token)
-        if depth == 0 and IN_STACK_MODULE.get():
-            provenance.remember(self)  # errors and findings name the line that wrote it (stacks/provenance.py)
+        if deferred and isinstance(self, ClusterConfig):
+            raise ModelError.of(deferred) from None
+
+    def _stand_in(self, data: dict[str, Any]) -> None:
+        """Become an unvalidated stand-in with the values given (pydantic's model_construct), marked invalid: what is
+        built on it is reported only where its own fields are not (`_built_from_invalid`)."""
+        fresh = type(self).model_construct(**{k: v for k, v in data.items() if k in type(self).model_fields})
+        for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
+            object.__setattr__(self, slot, getattr(fresh, slot, None))
+        _mark_invalid(self)
 
 
 # --- nodes --------------------------------------------------------------------------------------

@@ -279,6 +279,29 @@ def test_every_cross_field_error_is_reported_at_the_line_of_its_own_workload(
     ], err
 
 
+def test_every_invalid_model_of_a_module_is_reported_not_the_first(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Python stops at the first Workload(...) that fails; the loader lets the module run on (a stand-in for each invalid
+    model) and reports every one, with the config's own checks, but none that only repeats a reported one."""
+    body = MODULE.replace(
+        "    ],\n)",
+        '        Workload(name="b", namespace="elsewhere", user="u", image="quay.io/a/b:1", service_account="sa",\n'
+        '                 gpus_per_node=4, transport="tcp", nodes=1),\n'
+        '        Workload(name="c", namespace="ns", user="u", image="quay.io/a/b:1", service_account="sa",\n'
+        '                 gpus_per_node=0, transport="tcp", nodes=1),\n    ],\n)',
+    )
+    name = stack_module(tmp_path, monkeypatch, body.format(nodes=0, extra=""))
+    code, _, err = run(["check", name], capsys)
+    assert code == 2 and "Traceback" not in err
+    assert err.splitlines() == [
+        f"error: clusters/{name}.py: invalid configuration",
+        "  workloads[h-kim].nodes (line 10): Input should be greater than or equal to 1",
+        "  workloads[c].gpus_per_node (line 14): Input should be greater than or equal to 1",
+        "  workloads[b].namespace (line 12): workload 'b' is in namespace 'elsewhere', which is not in namespaces",
+    ], err
+
+
 def test_a_yaml_config_error_names_the_line_of_each_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     data = fixtures.tcp()
     data["workloads"][0]["namespace"] = "typo"
