@@ -239,6 +239,9 @@ def report(stack: str, before: str, changes: list[ObjectChange], total: int, aft
 # --- reading the two sides ----------------------------------------------------------------------
 
 
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
 class DiffError(Exception):
     """The comparison cannot be made (no git repository, unknown ref); the message says why."""
 
@@ -247,7 +250,7 @@ def parse(path: str, text: str) -> Any:
     """One rendered file: outputs.json, or one YAML document (patch files start with a comment)."""
     if path.endswith(".json"):
         return json.loads(text)
-    return yaml.safe_load(text)
+    return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader: libyaml's, about ten times faster)
 
 
 def read_folder(folder: Path) -> dict[str, Any]:
