@@ -83,7 +83,31 @@ def main() -> int:
         f"cost per resource, 25 -> 100 workloads: {per[25] * 1000:.2f} -> {per[100] * 1000:.2f} ms "
         f"({per[100] / per[25]:.2f}x; 1.0 is linear)"
     )
+    print()
+    loop = edit_loop()
+    print("the edit loop, `make test` warm (its phases in fresh processes, once each; goal: 30 s on a quiet 2-core machine):")
+    for phase, seconds in loop:
+        print(f"  {phase:<44}{seconds:7.1f} s")
+    print(f"  {'make test':<44}{sum(s for _, s in loop):7.1f} s")
     return 0
+
+
+def edit_loop() -> list[tuple[str, float]]:
+    """Wall time of each phase of `make test` (Makefile): the preflight, the lint, the tests. Run here rather than
+    through make, so a phase that fails still shows its time; the tests as `make test` runs them (their cached recipe
+    replay included: a new commit replays the README recipes once)."""
+    py = sys.executable
+    phases = [
+        ("make check (the preflight of every stack)", ["make", "-s", "check"]),
+        ("make lint (ruff, mypy, the workflow schema)", ["make", "-s", "lint"]),
+        ("pytest -q -rs -n auto", [py, "-m", "pytest", "-q", "-rs", "-n", "auto"]),
+    ]
+    out = []
+    for name, cmd in phases:
+        t = time.perf_counter()
+        subprocess.run(cmd, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        out.append((name, time.perf_counter() - t))
+    return out
 
 
 if __name__ == "__main__":
