@@ -49,8 +49,11 @@ fmt: $(DEV_STAMP)
 # The preflight of every stack first: a researcher's config error stops here, with the stack file's words, before
 # any test runs. Then lint and the tests; they fail, among other things, when rendered/ is not what the code
 # renders (tests/test_rendered_is_fresh.py).
+# The tests write some 16,000 small files a run (fake sysfs trees, renders), and pytest deletes an old run's when it ends:
+# on a disk that is seconds of I/O, in memory (tmpfs, where the machine has one) a fraction of one.
+TEST_TMP := $(firstword $(wildcard /dev/shm))
 test: check lint
-	$(PY) -m pytest -q -rs -n auto
+	$(if $(TEST_TMP),TMPDIR=$(TEST_TMP) )$(PY) -m pytest -q -rs -n auto
 
 # The torch end-to-end tests (two launchers running a real two-node torchrun on loopback, the
 # bandwidth loop on gloo) in a separate venv, so the program's own venv stays small. PyTorch is

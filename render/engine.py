@@ -211,6 +211,12 @@ def _no_stack_trace() -> source_pb2.StackTrace:
     return source_pb2.StackTrace()
 
 
+def _already_raised(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    if "exception" in context and str(context.get("message", "")).endswith("exception was never retrieved"):
+        return
+    loop.default_exception_handler(context)
+
+
 def run(
     config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None, adopt: bool = False
 ) -> Rendering:
@@ -243,6 +249,12 @@ def run(
                 pulumi.export(key, value)
 
         _sync_await(run_in_stack(program))
+    except BaseException:
+        # The error is raised to the caller here; the other futures that hold it would say so again, on stderr, whenever
+        # the garbage collector frees them (after a test's capture, at exit): "Future exception was never retrieved".
+        for failed_loop in (loop, *monitor.thread_loops):
+            failed_loop.set_exception_handler(_already_raised)
+        raise
     finally:
         pulumi_resource._get_stack_trace = stack_trace
         # Join the executor threads the mock monitor ran in, then close the loops it gave them.

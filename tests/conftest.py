@@ -17,6 +17,11 @@ from typing import Any
 
 import pytest
 
+# pytest keeps its assertion rewrite of each test module as a .pyc in __pycache__ (gitignored), unless bytecode writing
+# is off (PYTHONDONTWRITEBYTECODE, which some shells and images set): then every run, in every xdist worker, rewrites and
+# compiles all the test modules again (1.5 s a worker). The program's modules imported below are cached the same way.
+sys.dont_write_bytecode = False
+
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 sys.path.insert(0, str(ROOT))

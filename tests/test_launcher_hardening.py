@@ -8,6 +8,7 @@ MemoryError traceback (instead of eating the machine's memory).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import pathlib
@@ -481,12 +482,18 @@ def test_kernel_soft_raise_does_not_hide_a_hard_limit_that_is_too_low(readable_c
 # --------------------------------------------------------------------------------------------
 
 
+@functools.cache
 def _python38() -> str | None:
+    """A Python 3.8 interpreter, probed once per process; its own executable, so that a version manager's shim
+    (a shell script that looks the version up on every run) is not paid at each launch."""
     for candidate in (shutil.which("python3.8"), os.path.expanduser("~/.pyenv/versions/3.8.18/bin/python3.8")):
         if candidate and os.access(candidate, os.X_OK):
-            probe = subprocess.run([candidate, "-c", "import sys; print(sys.version_info[:2])"], capture_output=True, text=True)
-            if probe.returncode == 0 and probe.stdout.strip() == "(3, 8)":
-                return candidate
+            probe = subprocess.run(
+                [candidate, "-c", "import sys; print(sys.version_info[:2]); print(sys.executable)"], capture_output=True, text=True
+            )
+            lines = probe.stdout.splitlines()
+            if probe.returncode == 0 and lines[:1] == ["(3, 8)"]:
+                return lines[1] if len(lines) > 1 and lines[1] else candidate
     return None
 
 

@@ -396,11 +396,16 @@ def test_render_all_interrupted_at_any_point_exits_quietly_and_leaves_each_stack
     # "writing" = once a stack's temporary folder exists)
     cases = [(signal.SIGINT, "importing"), (signal.SIGTERM, "importing"), (signal.SIGINT, "writing")]
     cases.append((signal.SIGKILL, "writing"))  # to the whole process group: the command and its workers
-    runs = []
-    for i, (signum, when) in enumerate(cases):
+    olds = []
+    for i in range(len(cases)):
         out = tmp_path / f"out{i}"
         old = {name: _whole(write(run(stacks.load(name), "platform"), out)) for name in names}  # a different render
         assert all(old[name] != new[name] for name in names)
+        olds.append((out, old))
+    # Every folder is prepared before the first render starts: a render started while this process still prepares the
+    # next folders could end (its imports cached) before the loop below looks at it.
+    runs = []
+    for (signum, when), (out, old) in zip(cases, olds, strict=True):
         argv = [sys.executable, "-m", "stacks", "render", "--all", "--out", str(out)]
         proc = subprocess.Popen(
             argv, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True, preexec_fn=_default_signals
