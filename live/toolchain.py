@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 HERE = Path(__file__).resolve().parent
 MODULES = HERE / "toolchain"
@@ -63,20 +65,51 @@ LEVEL1 = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
 LEVEL2 = ("pulumi", "pulumi-resource-kubernetes")
 
 
+class ToolchainError(Exception):
+    """A reason the toolchain cannot be built at all (no usable Go, no cache folder), in words that say the fix."""
+
+
+# A go step that takes longer than this has hung (a proxy that stopped answering, a stuck lock): it is ended and
+# reported, so a CI run fails with a reason instead of running into its own time limit. The cold provider build
+# took 14 min under load (docs/live.md); the limit leaves room for a slower machine.
+GO_STEP_TIMEOUT = int(os.environ.get("GPU_TRAINING_LIVE_GO_TIMEOUT") or 45 * 60)
+
+
 def go_version() -> str:
+    """The Go version that builds the toolchain; '' where there is no `go` on PATH. A Go that is there but cannot
+    give one (a GOTOOLCHAIN it cannot fetch, a broken install) raises ToolchainError saying so."""
     go = shutil.which("go")
     if go is None:
         return ""
-    return subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False).stdout.strip()
+    try:
+        run = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False, timeout=GO_STEP_TIMEOUT)
+    except subprocess.TimeoutExpired as err:
+        raise ToolchainError(f"`go env GOVERSION` did not answer in {GO_STEP_TIMEOUT} s (GOTOOLCHAIN={_gotoolchain()})") from err
+    version = run.stdout.strip()
+    if run.returncode != 0 or not version:
+        said = " | ".join(run.stderr.strip().splitlines()[-2:]) or f"exit {run.returncode}"
+        raise ToolchainError(
+            f"{go} is on PATH but cannot run (GOTOOLCHAIN={_gotoolchain()}): {said}. "
+            "Fix: unset GOTOOLCHAIN or set it to `local`, or name a toolchain the module proxy serves"
+        )
+    return version
+
+
+def _gotoolchain() -> str:
+    return os.environ.get("GOTOOLCHAIN") or "(unset)"
 
 
 def module_dir(module: str) -> Path:
     """Where a module's binaries are cached: keyed by its pinned files and the Go version."""
     digest = hashlib.sha256(go_version().encode())
     for f in sorted((MODULES / module).rglob("*")):
-        if f.is_file() and f.name not in ("schema.json", "terraform-mapping.json"):
+        if f.is_file() and f.name not in GENERATED:
             digest.update(f.relative_to(MODULES).as_posix().encode() + b"\0" + f.read_bytes())
     return CACHE / f"{module}-{digest.hexdigest()[:16]}"
+
+
+# Files a build copies from a downloaded module (never from the work tree): not part of the pin.
+GENERATED = ("schema.json", "terraform-mapping.json")
 
 
 def path_of(name: str) -> Path:
@@ -93,57 +126,140 @@ def _env() -> dict[str, str]:
     return env
 
 
-def _prepare(b: Binary) -> None:
-    """The provider's main embeds its schema: copy schema.json and terraform-mapping.json from the module."""
+def _go(args: list[str], cwd: Path, log: Path) -> str:
+    """One go step, logged, with a time limit; its stdout. A failure raises CalledProcessError with the log's tail."""
+    with log.open("a") as out:
+        out.write(f"$ (cd {cwd} && go {' '.join(args)})\n")
+        out.flush()
+        try:
+            run = subprocess.run(["go", *args], cwd=cwd, env=_env(), stdout=subprocess.PIPE, stderr=out, text=True, timeout=GO_STEP_TIMEOUT)
+        except subprocess.TimeoutExpired as err:
+            out.write(f"ended: no result in {GO_STEP_TIMEOUT} s\n")
+            raise subprocess.CalledProcessError(-1, ["go", *args], output=f"timed out after {GO_STEP_TIMEOUT} s") from err
+        out.write(run.stdout)
+    if run.returncode != 0:
+        raise subprocess.CalledProcessError(run.returncode, ["go", *args])
+    return run.stdout
+
+
+def _stage(b: Binary, log: Path) -> Path:
+    """The folder the binary is built in. Most modules build where they are committed. The provider's main embeds
+    its schema, which the release build generates and the module does not ship under that name: the module is
+    staged in the cache with schema.json and terraform-mapping.json from the downloaded provider module, so a build
+    never writes into the work tree. The module is downloaded first: on a fresh module cache `go list -m` names a
+    folder that does not exist yet."""
+    src = MODULES / b.module
     if b.module != "provider":
-        return
-    src = MODULES / "provider"
-    out = subprocess.run(
-        ["go", "list", "-m", "-f", "{{.Dir}}", "github.com/pulumi/pulumi-kubernetes/provider/v4"],
-        cwd=src, env=_env(), capture_output=True, text=True, check=True,
-    ).stdout.strip()  # fmt: skip
-    for name in ("schema.json", "terraform-mapping.json"):
-        shutil.copyfile(Path(out) / "cmd" / "pulumi-resource-kubernetes" / name, src / name)
+        return src
+    stage = path_of(b.name).parent / "src"
+    shutil.rmtree(stage, ignore_errors=True)
+    shutil.copytree(src, stage, ignore=shutil.ignore_patterns(*GENERATED))
+    info = json.loads(_go(["mod", "download", "-json", "github.com/pulumi/pulumi-kubernetes/provider/v4"], stage, log))
+    where = Path(info.get("Dir") or "")
+    if not info.get("Dir") or not where.is_dir():
+        raise OSError(f"go mod download gave no folder for the provider module: {info.get('Error') or info}")
+    for name in GENERATED:
+        shutil.copyfile(where / "cmd" / "pulumi-resource-kubernetes" / name, stage / name)
+    return stage
+
+
+def _sidecar(target: Path) -> Path:
+    return target.with_name(target.name + ".sha256")
+
+
+def _digest(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def cached(target: Path) -> bool:
+    """A cached binary is trusted only when it is the one a finished build wrote: an executable ELF file whose
+    sha256 matches the one recorded beside it. An empty, truncated or foreign file is built again."""
+    try:
+        if not target.is_file() or not os.access(target, os.X_OK):
+            return False
+        with target.open("rb") as f:
+            if f.read(4) != b"\x7fELF":
+                return False
+        return _sidecar(target).read_text().strip() == _digest(target)
+    except OSError:
+        return False
 
 
 def build(b: Binary, log: Path) -> None:
     target = path_of(b.name)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _prepare(b)
+    where = _stage(b, log)
     partial = target.with_name(target.name + ".partial")
-    cmd = ["go", "build", "-trimpath", "-ldflags", f"-s -w {b.ldflags}".strip(), "-o", str(partial), b.package]
-    with log.open("a") as out:
-        out.write(f"$ (cd {MODULES / b.module} && {' '.join(cmd)})\n")
-        out.flush()
-        subprocess.run(cmd, cwd=MODULES / b.module, env=_env(), stdout=out, stderr=subprocess.STDOUT, check=True)
+    _go(["build", "-trimpath", "-ldflags", f"-s -w {b.ldflags}".strip(), "-o", str(partial), b.package], where, log)
+    digest = _digest(partial)
     partial.replace(target)  # only a finished build is ever found in the cache
+    _sidecar(target).write_text(digest + "\n")
+
+
+def _make_cache() -> None:
+    try:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        probe = CACHE / f".probe-{os.getpid()}"
+        probe.write_text("")
+        probe.unlink()
+    except OSError as err:
+        raise ToolchainError(
+            f"the live tier's cache {CACHE} cannot be made or written ({err.strerror or err}). "
+            "Fix: set GPU_TRAINING_LIVE_CACHE (or XDG_CACHE_HOME) to a folder you can write"
+        ) from err
 
 
 def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2) -> dict[str, Path | str]:
     """Each binary's path, building what the cache lacks; a binary that cannot be built maps to the reason
-    (the tests that need it skip with it). One build at a time per cache (a lock file), so two runs wait for
-    each other instead of writing the same binary."""
-    if not go_version():
-        return {n: "no `go` on PATH: the live tier builds its toolchain with Go (1.24+)" for n in names}
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with (CACHE / ".lock").open("w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        return _ensure(names)
+    (the tests that need it skip with it, or fail: see required()). One build at a time per cache (a lock file),
+    so two runs wait for each other instead of writing the same binary; the one that waits says who holds it."""
+    try:
+        if not go_version():
+            return {n: "no `go` on PATH: the live tier builds its toolchain with Go (1.24+)" for n in names}
+        _make_cache()
+    except ToolchainError as err:
+        return {n: str(err) for n in names}
+    with (CACHE / ".lock").open("a+") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            lock.seek(0)
+            holder = lock.read().strip() or "another run (it left no note)"
+            print(f"live: waiting for the toolchain cache {CACHE}: {holder}", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            return _ensure(names, lock)
+        finally:
+            lock.seek(0)
+            lock.truncate()
+            lock.flush()
 
 
-def _ensure(names: tuple[str, ...]) -> dict[str, Path | str]:
+def _holds(lock: IO[str], what: str) -> None:
+    lock.seek(0)
+    lock.truncate()
+    lock.write(f"pid {os.getpid()} ({' '.join(sys.argv[:2])}) since {time.strftime('%H:%M:%S')}, {what}\n")
+    lock.flush()
+
+
+def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
     result: dict[str, Path | str] = {}
     for b in BINARIES:
         if b.name not in names:
             continue
         target = path_of(b.name)
-        if not target.exists():
+        if not cached(target):
             log = target.parent / "build.log"
             started = time.monotonic()
+            _holds(lock, f"building {b.name} (log {log})")
             print(f"live: building {b.name} ({b.module} module; log {log})", file=sys.stderr, flush=True)
             try:
                 build(b, log)
-            except (subprocess.CalledProcessError, OSError) as err:
+            except (subprocess.CalledProcessError, OSError, ValueError) as err:
                 tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
                 result[b.name] = f"{b.name} could not be built ({err}): " + " | ".join(tail)
                 continue
@@ -152,11 +268,20 @@ def _ensure(names: tuple[str, ...]) -> dict[str, Path | str]:
     return result
 
 
+def required() -> tuple[str, ...]:
+    """The binaries a run must have: level 1 always; level 2 too in CI (CI=true), where a skip would let a run
+    that tested no engine pass. A developer without them gets level 1's tests and the skip reasons."""
+    return LEVEL1 + LEVEL2 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
+
+
 if __name__ == "__main__":
     started = time.monotonic()
     built = ensure()
     for name, where in built.items():
         print(f"{name}: {where}")
     print(f"toolchain ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    # Level 1 (the control plane) is required; without level 2 its tests skip, saying why.
-    sys.exit(0 if all(isinstance(built[n], Path) for n in LEVEL1) else 1)
+    # Level 1 (the control plane) is required, and level 2 in CI; elsewhere its tests skip without it, saying why.
+    missing = [n for n in required() if not isinstance(built[n], Path)]
+    if missing:
+        print(f"live: required and not built: {', '.join(missing)}", file=sys.stderr)
+    sys.exit(1 if missing else 0)

@@ -1,7 +1,7 @@
 // pulumi-resource-kubernetes for the live tier. The upstream main embeds schema-embed.json, which its
 // release build generates from schema.json (the same document with "version" set) and which the Go
-// module does not ship; tools/build.sh copies schema.json and terraform-mapping.json from the module
-// next to this file before building, and the version is set here the way the generator sets it.
+// module does not ship; live/toolchain.py stages this module in its cache with schema.json and
+// terraform-mapping.json copied from the downloaded provider module, then builds it there, and the version is set here the way the generator sets it.
 package main
 
 import (
