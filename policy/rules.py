@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 from policy.core import (
@@ -29,6 +28,7 @@ from policy.core import (
     warning,
 )
 from policy.placement import Group, place
+from stacks import provenance
 from stacks.model import (
     BUILTIN_SCCS,
     INTERNAL_REGISTRY,
@@ -1219,17 +1219,8 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
 
 
 def _shown(origin: tuple[str, int] | None) -> str:
-    """A source line as `clusters/NAME.py line N` (relative to the project when it is inside it)."""
-    if origin is None:
-        return ""
-    import stacks  # the package (its ROOT), loaded already: policy/ sits above stacks/
-
-    path = Path(origin[0])
-    try:
-        shown = path.resolve().relative_to(Path(stacks.ROOT).resolve()).as_posix()
-    except ValueError:
-        shown = str(path)
-    return f"{shown} line {origin[1]}"
+    """A source line as `clusters/NAME.py:N` (relative to the project when it is inside it)."""
+    return provenance.shown(origin)
 
 
 def _hand_made_fix(entries: list[HandMade], origins: list[tuple[str, int] | None], missing: set[int], i: int) -> str:

@@ -192,10 +192,10 @@ def load_module(name: str) -> ClusterConfig:
         except ModelError as err:  # each of its lines names the file and line that write the field
             raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
         except SyntaxError as err:
-            raise ConfigError(f"{source} line {err.lineno}: not valid Python: {err.msg}") from None
+            raise ConfigError(f"{source}:{err.lineno}: not valid Python: {err.msg}") from None
         except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
             line = _line_in(err.__traceback__, path)
-            where = f"{source} line {line}" if line else source
+            where = f"{source}:{line}" if line else source
             raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
         finally:
             DEFERRED.reset(reported)
@@ -232,9 +232,9 @@ def validate(data: Any, source: str, lines: dict[provenance.Path_, int] | None =
     """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors, and `lines` (the line of each
     key, provenance.yaml_lines) start each error with its line and stay with the config for the preflight's findings."""
 
-    def line_of(loc: provenance.Path_) -> str:  # the message opens with the file: `line N`
+    def line_of(loc: provenance.Path_) -> str:  # `FILE:N`, the form editors link
         where = provenance.yaml_line(source, lines or {}, loc)
-        return f"line {where[1]}" if where else ""
+        return f"{source}:{where[1]}" if where else ""
 
     if data is None:
         raise ConfigError(f"{source}: the file is empty: write the config (`python -m stacks config STACK` prints one)")
@@ -349,9 +349,9 @@ def read_text(path: Path) -> str:
 
 def _yaml_error(path: Path, err: yaml.YAMLError) -> ConfigError:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
-    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+    where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
     problem = getattr(err, "problem", None) or str(err)
-    return ConfigError(f"{path}: not valid YAML{where}: {problem}")
+    return ConfigError(f"{path}{where}: not valid YAML: {problem}")
 
 
 def _bounded(path: Path, text: str) -> None:
@@ -362,11 +362,11 @@ def _bounded(path: Path, text: str) -> None:
         for event in yaml.parse(text, Loader=_Loader):
             line = event.start_mark.line + 1 if event.start_mark is not None else "?"
             if isinstance(event, yaml.AliasEvent):
-                raise ConfigError(f"{path}: line {line}: YAML aliases (*name) are not supported in a config")
+                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in a config")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
                 if depth > MAX_DEPTH:
-                    raise ConfigError(f"{path}: line {line}: nested more than {MAX_DEPTH} levels deep")
+                    raise ConfigError(f"{path}:{line}: nested more than {MAX_DEPTH} levels deep")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
             if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):

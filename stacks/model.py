@@ -436,7 +436,7 @@ def _dollar_problem(value: str, own: Iterable[str], where: str) -> str | None:
 
 def _where(path: tuple[str | int, ...], root: Any) -> str:
     """A config path as a user reads it, with the line that writes it where one is known:
-    `workloads[h-kim] at clusters/barcelona.py line 160`."""
+    `workloads[h-kim] at clusters/barcelona.py:160`."""
     line = provenance.shown(provenance.origin(root, path))
     return f"{located(path, root)} at {line}" if line else located(path, root)
 
@@ -524,7 +524,7 @@ def describe_errors(
     skip: Callable[[tuple[str | int, ...]], bool] | None = None,
 ) -> list[str]:
     """One `field: message` line per problem (a check across fields may find several), located by names in `data`;
-    with `line_of`, the file and line that write the field follow its path (`volumes[data] (clusters/nerc.py line 95): ...`)."""
+    with `line_of`, the file and line that write the field follow its path (`volumes[data] (clusters/nerc.py:95): ...`)."""
     lines = []
     for e in err.errors():
         loc = tuple(e["loc"])
@@ -589,8 +589,9 @@ class ModelError(Exception):
 
         def line_of(loc: tuple[str | int, ...]) -> str:
             where = provenance.origin(data, loc) or here
-            # The message opens with the module's file (stacks.load_module): a line of that file is `line N`.
-            return f"line {where[1]}" if where and here and where[0] == here[0] else provenance.shown(where)
+            # Always the file with the line (`clusters/x.py:12`), the form editors and terminals link, even where the
+            # message opens with the same file.
+            return provenance.shown(where)
 
         self.lines = describe_errors(err, data, prefix, line_of, skip=(lambda loc: skip(data, loc)) if skip else None)
         super().__init__("\n".join(self.lines))

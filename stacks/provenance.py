@@ -137,14 +137,14 @@ def origin(root: Any, path: Path_) -> tuple[str, int] | None:
 
 
 def shown(where: tuple[str, int] | None) -> str:
-    """`clusters/NAME.py line N`: the file relative to the project folder (stacks.ROOT) when it is inside it."""
+    """`clusters/NAME.py:N`, the form editors and terminals link: the file relative to the project (stacks.ROOT)."""
     if where is None:
         return ""
     path = Path(where[0])
     root = getattr(sys.modules.get("stacks"), "ROOT", None)
     if root is not None:
         try:
-            return f"{path.resolve().relative_to(Path(root).resolve()).as_posix()} line {where[1]}"
+            return f"{path.resolve().relative_to(Path(root).resolve()).as_posix()}:{where[1]}"
         except ValueError:
             pass
-    return f"{path} line {where[1]}"
+    return f"{path}:{where[1]}"

@@ -741,18 +741,18 @@ def test_hand_made_names_the_line_of_a_stack_module_and_a_fix_for_its_comprehens
         "ServiceAccount team-a/builder",
     ]
     nad = found["NetworkAttachmentDefinition team-b/port1-network"]
-    assert nad.message.startswith("listed as made by hand at clusters/roce.py line 14 (HandMade), but the stack does not declare it")
+    assert nad.message.startswith("listed as made by hand at clusters/roce.py:14 (HandMade), but the stack does not declare it")
     assert nad.fix.startswith(
-        "drop team-b from the namespaces the comprehension at clusters/roce.py line 14 iterates (it makes 4 entries, 2 of them in team-b"
+        "drop team-b from the namespaces the comprehension at clusters/roce.py:14 iterates (it makes 4 entries, 2 of them in team-b"
     )
     sa = found["ServiceAccount team-a/builder"]
-    assert "at clusters/roce.py line 12" in sa.message and "security.service_accounts lists no builder in team-a" in sa.message
-    assert sa.fix.startswith("remove the HandMade(...) at clusters/roce.py line 12")
+    assert "at clusters/roce.py:12" in sa.message and "security.service_accounts lists no builder in team-a" in sa.message
+    assert sa.fix.startswith("remove the HandMade(...) at clusters/roce.py:12")
     # the same config from a YAML file: no line to name, the entry's index instead
     assert by_rule(check(fixtures.config("roce", _nad_copies("team-b"))), "hand-made", "warning")[0].fix.startswith("remove hand_made[0]")
     assert main(["check", "roce"]) == 0
     out = capsys.readouterr().out
-    assert "drop team-b from the namespaces the comprehension at clusters/roce.py line 14 iterates" in " ".join(out.split())
+    assert "drop team-b from the namespaces the comprehension at clusters/roce.py:14 iterates" in " ".join(out.split())
 
 
 # --- long findings wrap ------------------------------------------------------------------------------------
