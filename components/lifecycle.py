@@ -17,8 +17,11 @@ and provider/pkg/provider/diff.go):
 
 from __future__ import annotations
 
+from typing import Any
+
 WAIT_FOR = "pulumi.com/waitFor"
 SKIP_AWAIT = "pulumi.com/skipAwait"
+PATCH_FORCE = "pulumi.com/patchForce"
 # How long `pulumi up` may wait for a StatefulSet's pods to be created (an SCC or quota rejection shows up
 # as pods that never exist, and fails the update after this long instead of the provider's 10 minutes), or
 # for the Job controller to start a Job.
@@ -130,3 +133,22 @@ def restarts(kind: str, path: str) -> bool:
 def held(kind: str, path: str) -> bool:
     """Whether a change of `path` is held for the next run (a Job's template)."""
     return kind == "Job" and _under(path, JOB_HELD_FIELDS)
+
+
+# Ownership (docs/lifecycle.md "Drift"). The provider applies every object by server-side apply, so ownership is
+# per field: the stack owns exactly the fields it declares, and a field it does not declare (what an operator,
+# OpenShift's controllers or a person adds: a ServiceAccount's pull secrets, an annotation, an env variable added by
+# hand) stays theirs. A hand edit of a declared field (`oc scale`, `oc set env` of a variable the stack sets,
+# `oc label --overwrite`) moves that field to another field manager; after a refresh the next `up` applies the
+# declared value again and, without force, stops at that manager's claim (an SSA conflict), every time.
+# `pulumi.com/patchForce` (read per object by the provider: await.go patchForce) makes the apply take the
+# declared fields back. It is set on every object the stack creates, and never on:
+# - patches of objects that others own (the claim fixes): the stack declares a few of their fields, not the object;
+# - objects listed in `hand_made`: adopting one narrows what someone made by hand, which `adopt-diff` must show
+#   and the adoption run force once, on purpose (docs/adoption.md); a drifted adopted object stops `up` with the
+#   conflict, whose fix is that procedure again.
+def owned(obj: dict[str, Any]) -> dict[str, Any]:
+    """The object with `pulumi.com/patchForce`: the next `up` restores what it declares over hand edits."""
+    meta = dict(obj["metadata"])
+    meta["annotations"] = {**(meta.get("annotations") or {}), PATCH_FORCE: "true"}
+    return {**obj, "metadata": meta}

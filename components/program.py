@@ -23,6 +23,7 @@ from pulumi_kubernetes.provider import KubeClientSettingsArgs
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.images import ImageBuilds, image_objects
 from components.kube import ConfigPath, Declared, Sourced
+from components.lifecycle import owned
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
 from components.nodes import NodeConfiguration, node_objects
 from components.prerequisites import Prerequisites
@@ -86,15 +87,22 @@ def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
     the preflight names the entry of each object it finds wrong, `sources`)."""
     keep = keep_for(config, tier)
     out: list[Declared] = []
+    adopted = {(h.kind, h.namespace or "", h.name) for h in config.hand_made}
+
+    def created(obj: dict[str, Any], patch: bool) -> dict[str, Any]:  # lifecycle.owned says which and why
+        meta = obj["metadata"]
+        return obj if patch or (obj["kind"], meta.get("namespace") or "", meta["name"]) in adopted else owned(obj)
+
     for name, component, objects_of in PARTS:
-        out += [Declared(component.TYPE, name, o, patch, source) for (source, o), patch in objects_of(config) if keep(o)]
+        out += [Declared(component.TYPE, name, created(o, patch), patch, source) for (source, o), patch in objects_of(config) if keep(o)]
     for i, c in enumerate(config.bandwidth_checks):
         if c.enabled:
             name = f"{c.namespace}/{c.name}"
-            out += [Declared(BandwidthCheck.TYPE, name, o, source=("bandwidth_checks", i)) for o in bandwidth_objects(config, c) if keep(o)]
+            objs = [created(o, False) for o in bandwidth_objects(config, c) if keep(o)]
+            out += [Declared(BandwidthCheck.TYPE, name, o, source=("bandwidth_checks", i)) for o in objs]
     for source, w in config.located_workloads():
         name = f"{w.namespace}/{w.name}"
-        out += [Declared(TrainingWorkload.TYPE, name, o, source=source) for o in workload_objects(config, w) if keep(o)]
+        out += [Declared(TrainingWorkload.TYPE, name, created(o, False), source=source) for o in workload_objects(config, w) if keep(o)]
     return out
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import fixtures
 import pytest
 
-from components.lifecycle import WAIT_FOR
+from components.lifecycle import PATCH_FORCE, WAIT_FOR
 from components.program import layout, objects, patches
 from conftest import container, env_of, find, pod_spec, rendered_fixture
 from render import diff
@@ -38,7 +38,7 @@ def options(r: Rendering, kind: str, name: str) -> dict[str, Any]:
 def test_a_statefulset_is_awaited_until_its_pods_exist_never_until_they_are_ready() -> None:
     r = rendered_fixture("roce")
     sts = find(r, "StatefulSet", "dev")
-    assert sts["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.replicas}=2"}
+    assert sts["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.replicas}=2", PATCH_FORCE: "true"}
     assert options(r, "StatefulSet", "dev")["custom_timeouts"] == ("5m", "5m")
     assert "pulumi.com/skipAwait" not in sts["metadata"]["annotations"]
 
@@ -56,7 +56,7 @@ def test_stopping_a_statefulset_keeps_it_and_its_claims_at_zero_replicas() -> No
 def test_a_training_job_is_never_awaited_to_completion() -> None:
     r = rendered_fixture("roce")
     job = find(r, "Job", "train-r1")
-    assert job["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.startTime}"}
+    assert job["metadata"]["annotations"] == {WAIT_FOR: "jsonpath={.status.startTime}", PATCH_FORCE: "true"}
     # No TTL: a Job the cluster deleted would be forgotten by `pulumi refresh` and run again by the next `up`.
     assert "ttlSecondsAfterFinished" not in job["spec"] and "suspend" not in job["spec"]
     # The record of its run: no change of its template ever reaches it (it waits for the next run).
