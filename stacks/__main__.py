@@ -14,7 +14,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import stacks
 from stacks import _process
@@ -331,6 +331,51 @@ def cmd_adopt_diff(args: argparse.Namespace) -> int:
     return 1 if narrowing else 0
 
 
+def _pulumi_stack(name: str) -> stacks.PulumiStack:
+    files = {s.name: s for s in stacks.pulumi_stacks()}
+    target = files.get(name)
+    if target is None:
+        raise stacks.ConfigError(
+            f"no Pulumi.{name}.yaml: name a Pulumi stack ({', '.join(files) or 'none'}); its file says which cluster, tier and context"
+        )
+    return target
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    from render import drift
+
+    target = _pulumi_stack(args.pulumi_stack)
+    config = stacks.load(target.cluster)
+    declared = drift.declared_for(config, target.tier)
+    live = _live_objects(args.live) if args.live else drift.read_live(declared, target.context)
+    found = drift.drift(config, declared, live)
+    sys.stdout.write(drift.report(config, found, target.name))
+    return 1 if found else 0
+
+
+def _live_objects(file: str) -> list[dict[str, Any]]:
+    data = stacks.read_yaml(Path(file))
+    live = data.get("items", []) if isinstance(data, dict) and str(data.get("kind", "")).endswith("List") else [data]
+    if not all(isinstance(o, dict) and isinstance(o.get("metadata"), dict) for o in live):
+        raise stacks.ConfigError(f"{file}: not Kubernetes objects (the output of `oc get ... -o yaml`)")
+    return live
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    from render import recovery
+
+    target = _pulumi_stack(args.pulumi_stack)
+    ops = recovery.pending(recovery.exported(target.name, args.state))
+    creates = [p.obj for p in ops if p.op == "creating" and p.obj is not None]
+    if args.live:
+        keys = recovery.keys_of(_live_objects(args.live))
+    else:
+        keys = recovery.existing(creates, target.context)
+    text, _ = recovery.plan(target.name, ops, keys)
+    sys.stdout.write(text)
+    return 0
+
+
 def cmd_rights(args: argparse.Namespace) -> int:
     from render import adoption
 
@@ -411,6 +456,17 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("stack", metavar="STACK", help="the stack that declares the object")
     a.add_argument("live", metavar="LIVE.yaml", help="the live object as `oc get KIND NAME -o yaml` prints it")
     a.set_defaults(func=cmd_adopt_diff)
+
+    dr = sub.add_parser("drift", help="what was changed by hand on the cluster, in the stack file's words; exit 1 on drift")
+    dr.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
+    dr.add_argument("--live", metavar="FILE", help="compare with these objects (`oc get ... -o yaml`) instead of the cluster")
+    dr.set_defaults(func=cmd_drift)
+
+    rc = sub.add_parser("recover", help="after a killed `pulumi up`: the refresh that settles its pending operations (reads the cluster)")
+    rc.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack whose run was killed")
+    rc.add_argument("--state", metavar="FILE", help="a saved `pulumi stack export` (default: run it)")
+    rc.add_argument("--live", metavar="FILE", help="the objects on the cluster (`oc get ... -o yaml`) instead of reading it")
+    rc.set_defaults(func=cmd_recover)
 
     g = sub.add_parser("rights", help="per object: its tier and the `oc auth can-i` line that checks you may declare it")
     g.add_argument("stack", metavar="STACK", help="the stack to list")

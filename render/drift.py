@@ -1,0 +1,229 @@
+"""What was changed by hand on the cluster since `pulumi up`, in the stack file's words (`python -m stacks drift`).
+
+A plain `pulumi up` compares the program with the state, not with the cluster, so a hand edit (`oc scale`, `oc set
+env`, an object deleted) goes unseen until a refresh; `pulumi preview --refresh` shows it as Pulumi's property diff.
+This reads the objects the stack declares from the cluster (read only) and names each difference by the config
+entry that declares it: `workloads[deepti-nerc] (clusters/nerc.py:120): replicas 3 on the cluster, 1 in the stack`.
+
+Only what the stack declares is compared (docs/lifecycle.md "Drift": the stack owns the fields it declares, by
+server-side apply): a field the stack does not set (what the API server defaults, what OpenShift's controllers add)
+is never drift. One exception is reported: an entry added by hand to a list the stack declares by name (an env
+variable, a port, a volume), which server-side apply leaves with whoever added it, so `pulumi up` does not remove it.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+import stacks
+from components.kube import Declared, logical_name
+from components.program import layout
+from stacks import provenance
+from stacks.model import ClusterConfig, located, quantity_value
+
+# Set by the provider for its own bookkeeping, or by the API server: never declared drift.
+IGNORED_ANNOTATIONS = ("pulumi.com/autonamed",)
+# How the commands name a kind for `kubectl get` (the API group tells custom kinds apart).
+GROUPS = {
+    "apps/v1": "apps",
+    "batch/v1": "batch",
+    "networking.k8s.io/v1": "networking.k8s.io",
+    "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
+}
+KUBECTL_TIMEOUT = 60
+
+
+@dataclass(frozen=True)
+class Drift:
+    """One difference between what the stack declares and what the cluster holds."""
+
+    where: str
+    """The config entry, as the stack file names it (`workloads[deepti-nerc]`), with its file and line."""
+    obj: str
+    """The object on the cluster (`StatefulSet ns/deepti-nerc`)."""
+    what: str
+    """The difference, in the stack's words (`replicas 3 on the cluster, 1 in the stack`)."""
+    restored: bool
+    """Whether the next `pulumi up --refresh` puts it back (False: an entry added by hand, which it leaves)."""
+
+
+def resource_of(obj: dict[str, Any]) -> str:
+    """`kubectl get` resource for an object's kind: `statefulset.apps`, `networkattachmentdefinition.k8s.cni.cncf.io`."""
+    api = obj["apiVersion"]
+    group = GROUPS.get(api, api.rsplit("/", 1)[0] if "/" in api else "")
+    return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+
+
+def read_live(declared: list[Declared], context: str | None, kubectl: str | None = None) -> list[dict[str, Any]]:
+    """The declared objects as the cluster holds them: one `kubectl get` per namespace (read only); an absent object
+    is simply not in the answer. `oc` is used where it is installed, else `kubectl`."""
+    tool = kubectl or shutil.which("oc") or shutil.which("kubectl")
+    if tool is None:
+        raise stacks.ConfigError("drift reads the cluster with `oc` or `kubectl`: neither is on PATH")
+    by_namespace: dict[str, list[str]] = {}
+    for d in declared:
+        ns = d.object["metadata"].get("namespace") or ""
+        by_namespace.setdefault(ns, []).append(f"{resource_of(d.object)}/{d.object['metadata']['name']}")
+    live: list[dict[str, Any]] = []
+    for ns, refs in sorted(by_namespace.items()):
+        cmd = [tool, "get", *refs, "-o", "json", "--ignore-not-found"]
+        cmd += ["-n", ns] if ns else []
+        cmd += ["--context", context] if context else []
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False)
+        except (OSError, subprocess.TimeoutExpired) as err:
+            raise stacks.ConfigError(f"drift: `{' '.join(cmd[:3])} ...` failed: {err}") from None
+        if proc.returncode != 0:
+            said = " | ".join(proc.stderr.strip().splitlines()[-3:])
+            raise stacks.ConfigError(f"drift: `{tool} get ... -n {ns or '(cluster)'}` failed: {said}")
+        text = proc.stdout.strip()
+        if not text:
+            continue
+        data = json.loads(text)
+        live += data.get("items", []) if data.get("kind") == "List" else [data]
+    return live
+
+
+def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+    meta = obj.get("metadata") or {}
+    return str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name"))
+
+
+def _same(declared: Any, live: Any) -> bool:
+    if declared == live:
+        return True
+    if isinstance(declared, (str, int, float)) and isinstance(live, (str, int, float)) and not isinstance(declared, bool):
+        try:  # the API server writes quantities in its canonical form (1024Mi is 1Gi; 4 CPUs may come back as "4")
+            return quantity_value(str(declared)) == quantity_value(str(live))
+        except (ValueError, TypeError):
+            return str(declared) == str(live)
+    return False
+
+
+def _named(items: Any) -> bool:
+    return isinstance(items, list) and bool(items) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
+
+
+def compare(declared: Any, live: Any, path: str = "") -> list[tuple[str, Any, Any]]:
+    """(path, declared, live) for every declared leaf the cluster holds otherwise, and (path, None, live) for each
+    entry added to a list the stack declares by name (env, ports, volumes, containers). What the stack does not
+    declare is not compared."""
+    if isinstance(declared, dict):
+        if not isinstance(live, dict):
+            return [(path, declared, live)] if declared else []
+        out = []
+        for k, v in declared.items():
+            if path == "metadata.annotations" and k in IGNORED_ANNOTATIONS:
+                continue
+            out += compare(v, live.get(k), f"{path}.{k}" if path else k)
+        return out
+    if _named(declared) and isinstance(live, list):
+        live_by_name = {i.get("name"): i for i in live if isinstance(i, dict)}
+        out = []
+        for item in declared:
+            out += compare(item, live_by_name.get(item["name"]), f"{path}[{item['name']}]")
+        ours = {i["name"] for i in declared}
+        out += [(f"{path}[{n}]", None, v) for n, v in live_by_name.items() if n not in ours]
+        return out
+    if isinstance(declared, list):
+        if not isinstance(live, list) or len(live) != len(declared):
+            return [(path, declared, live)]
+        out = []
+        for i, (d, lv) in enumerate(zip(declared, live, strict=True)):
+            out += compare(d, lv, f"{path}[{i}]")
+        return out
+    if live is None and declared in ({}, [], "", None):
+        return []
+    return [] if _same(declared, live) else [(path, declared, live)]
+
+
+# Paths whose difference has a name in the config (the rest are named by their path in the object).
+def _words(kind: str, path: str) -> str:
+    if kind in ("StatefulSet", "Job") and path == "spec.replicas":
+        return "replicas"
+    if ".env[" in path:
+        var = path.split(".env[", 1)[1].split("]", 1)[0]
+        return f"env {var}" + ("" if path.endswith("]") or path.endswith(".value") else path.split("]", 1)[1])
+    if path.endswith(".image"):
+        return "image"
+    if path.startswith("metadata.labels."):
+        return f"label {path.removeprefix('metadata.labels.')}"
+    if path.startswith("metadata.annotations."):
+        return f"annotation {path.removeprefix('metadata.annotations.')}"
+    return path
+
+
+def _entry(value: Any) -> str:
+    """An entry added to a named list: `HAND=1` for an env variable, else the entry."""
+    if isinstance(value, dict) and set(value) <= {"name", "value"} and "value" in value:
+        return f"{value['name']}={value['value']}"
+    return _shown(value)
+
+
+def _removal(obj: dict[str, Any], path: str) -> str:
+    """How to remove an entry added by hand: server-side apply leaves it with whoever added it, so `pulumi up` does not."""
+    if ".env[" in path and obj["kind"] in ("StatefulSet", "Job"):
+        var = path.split(".env[", 1)[1].split("]", 1)[0]
+        ns = obj["metadata"].get("namespace")
+        return f"added by hand, and `pulumi up` leaves it (oc set env {obj['kind'].lower()}/{obj['metadata']['name']} {var}- -n {ns})"
+    return "added by hand, and `pulumi up` leaves it: remove it by hand, or declare it in the config"
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "nothing"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value, sort_keys=True)[:120]
+    return str(value)
+
+
+def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, Any]]) -> list[Drift]:
+    """Every difference between the declared objects (not the patches: those own a few fields of others' objects)
+    and the cluster's, in the order the stack declares them."""
+    on_cluster = {_key(o): o for o in live if isinstance(o, dict)}
+    out: list[Drift] = []
+    for d in declared:
+        if d.patch:
+            continue
+        obj = d.object
+        label = f"{obj['kind']} {logical_name(obj)}"
+        where = located(d.source, config) if d.source else label
+        line = provenance.shown(provenance.origin(config, d.source)) if d.source else ""
+        where = f"{where} ({line})" if line else where
+        current = on_cluster.get(_key(obj))
+        if current is None:
+            out.append(Drift(where, label, "missing on the cluster (deleted by hand?): `pulumi up --refresh` creates it again", True))
+            continue
+        for path, want, have in compare(obj, current):
+            words = _words(obj["kind"], path)
+            if want is None:
+                shown = f"env {_entry(have)}" if words.startswith("env ") else f"{words}: {_entry(have)}"
+                out.append(Drift(where, label, f"{shown} on the cluster, not in the stack: {_removal(obj, path)}", False))
+            else:
+                out.append(Drift(where, label, f"{words} {_shown(have)} on the cluster, {_shown(want)} in the stack", True))
+    return out
+
+
+def report(config: ClusterConfig, found: list[Drift], stack_file: str) -> str:
+    """The drift report: one line per difference, then what to do."""
+    if not found:
+        return f"{config.name}: no drift: the cluster holds what the stack declares\n"
+    lines = [f"{config.name}: {len(found)} difference(s) between the cluster and the stack"]
+    lines += [f"  {f.where}: {f.what} [{f.obj}]" for f in found]
+    lines.append("")
+    if any(f.restored for f in found):
+        lines.append(
+            f"To restore what the stack declares: pulumi up --refresh -s {stack_file} (a hand scale-down or edit that should stay "
+            "is a config edit: state=\"stopped\", or the field in the config; docs/lifecycle.md \"Drift\")."
+        )
+    if not all(f.restored for f in found):
+        lines.append("Entries added by hand stay after `pulumi up`: remove them by hand, or declare them in the config.")
+    return "\n".join(lines) + "\n"
+
+
+def declared_for(config: ClusterConfig, tier: str) -> list[Declared]:
+    return [d for d in layout(config, tier) if not d.patch]
