@@ -51,6 +51,8 @@ def main(argv: list[str]) -> int:
     p.add_argument("--target", action="append", default=[])
     p.add_argument("--exclude-protected", action="store_true")
     p.add_argument("--report", type=Path)
+    p.add_argument("--refresh", action="store_true", help="up: refresh first (pulumi up --refresh)")
+    p.add_argument("--events", type=Path, help="append one JSON line per engine event as it happens (a test kills the run by them)")
     args = p.parse_args(argv)
 
     root = Path.cwd()
@@ -64,8 +66,15 @@ def main(argv: list[str]) -> int:
     steps: list[dict[str, Any]] = []
     diagnostics: list[str] = []
 
+    events = args.events.open("a", buffering=1) if args.events else None
+
     def on_event(event: auto.EngineEvent) -> None:
         pre = event.resource_pre_event
+        if events is not None:
+            done = event.res_outputs_event
+            if pre is not None or done is not None:
+                m = (pre or done).metadata  # type: ignore[union-attr]
+                events.write(json.dumps({"event": "pre" if pre else "done", "urn": m.urn, "op": str(getattr(m.op, "value", m.op))}) + "\n")
         if pre is not None:
             m = pre.metadata
             steps.append({"urn": m.urn, "op": str(m.op.value if hasattr(m.op, "value") else m.op), "type": m.type,
@@ -89,7 +98,10 @@ def main(argv: list[str]) -> int:
             )
             result["change_summary"] = dict(r.change_summary)
         elif args.op == "up":
-            up = stack.up(diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None, **common)
+            up = stack.up(
+                diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None,
+                refresh=args.refresh or None, **common,
+            )  # fmt: skip
             result["change_summary"] = dict(up.summary.resource_changes or {})
         elif args.op == "import":
             assert args.file is not None, "import needs --file PLAN"
