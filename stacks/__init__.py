@@ -219,6 +219,21 @@ def _config_of(module: Any, source: str) -> ClusterConfig:
     return config
 
 
+def _committed_clusters(ref: str, *command: str) -> bytes:
+    """`git COMMAND REF:./clusters` in the project: clusters/ as committed at `ref`."""
+    try:
+        done = subprocess.run(["git", *command, f"{ref}:./{CLUSTERS}"], cwd=ROOT, capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ConfigError(f"cannot read {CLUSTERS}/ at {ref}: {err}") from None
+    return done.stdout
+
+
+def committed_names(ref: str) -> list[str]:
+    """The stacks committed at git `ref` (names() there); a ConfigError outside git or for an unknown ref."""
+    files = _committed_clusters(ref, "ls-tree", "--name-only").decode().split("\n")
+    return sorted(f[: -len(".py")] for f in files if f.endswith(".py") and not f.startswith("_"))
+
+
 def load_committed(name: str, ref: str) -> ClusterConfig | None:
     """The stack's module as committed at git `ref` (with the rest of clusters/ there: its files, its helpers), run by this
     program: what `python -m stacks check` compares a check with (the findings it did not have are new). None when `ref`
@@ -226,18 +241,10 @@ def load_committed(name: str, ref: str) -> ClusterConfig | None:
     config file (gpu-training:configFile), a committed module this program cannot run."""
     if config_file_of(name)[0]:
         raise ConfigError(f"{name} is deployed from a YAML config file: only a stack module is compared with its commit")
-    try:
-
-        def git(*args: str) -> bytes:
-            return subprocess.run(["git", *args, f"{ref}:./{CLUSTERS}"], cwd=ROOT, capture_output=True, check=True, timeout=60).stdout
-
-        if f"{name}.py" not in git("ls-tree", "--name-only").decode().split("\n"):
-            return None
-        archive = git("archive", "--format=tar")
-    except (OSError, subprocess.SubprocessError) as err:
-        raise ConfigError(f"cannot read {CLUSTERS}/ at {ref}: {err}") from None
+    if name not in committed_names(ref):
+        return None
     with tempfile.TemporaryDirectory(prefix="stacks-committed-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
+        with tarfile.open(fileobj=io.BytesIO(_committed_clusters(ref, "archive", "--format=tar"))) as tar:
             tar.extractall(tmp, filter="data")
         qualified = f"{CLUSTERS}.{name}@{ref}"  # never the working tree's module: both stay loaded
         try:

@@ -104,15 +104,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preflight(config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None) -> list[Finding]:
+def _preflight(
+    config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None, others: list[ClusterConfig] | None = None
+) -> list[Finding]:
     """The rules over a rendering, each finding located in the config by the provenance layout() carries (the entry
-    each object is rendered from), as the Pulumi program's preflight does (__main__.py)."""
+    each object is rendered from), as the Pulumi program's preflight does (__main__.py). `others`: the stacks compared
+    with (default: the project's others)."""
     import policy
     from components.program import layout, sources
 
     objects = [r.object for r in rendering.resources if not r.is_patch]
     patches = [r.object for r in rendering.resources if r.is_patch]
-    return policy.check(config, objects, patches, previous=previous, sources=sources(layout(config)))
+    return policy.check(config, objects, patches, previous=previous, others=others, sources=sources(layout(config)))
 
 
 def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
@@ -227,10 +230,11 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> list[Finding]:
     """The findings, each error or warning the check of the stack committed at `ref` did not have marked `new`: the ones
     this change made. A finding is the same one when its severity, rule, config path (else object) and value are: its
-    line and wording may move with the edit. Nothing is marked when the committed stack cannot be checked (outside git,
+    line and wording may move with the edit. Accepted warnings are not marked (they are not printed); nothing is marked when the committed stack cannot be checked (outside git,
     a module this program no longer runs), everything when `ref` has no such stack."""
     from dataclasses import replace
 
+    from policy.core import project_stacks
     from render.engine import run
 
     def key(f: Finding) -> tuple[str, ...]:
@@ -238,10 +242,13 @@ def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previo
 
     try:
         committed = stacks.load_committed(config.name, ref)
-        before = {key(f) for f in _preflight(committed, run(committed), previous)} if committed is not None else set()
+        before: set[tuple[str, ...]] = set()
+        if committed is not None:  # compared with the stacks committed beside it (a stack copied since is new there)
+            others = [o for o in project_stacks(config.name) if o.name in stacks.committed_names(ref)]
+            before = {key(f) for f in _preflight(committed, run(committed), previous, others)}
     except Exception:  # noqa: BLE001 (the committed stack is only compared with: any failure means nothing can be told new)
         return findings
-    return [replace(f, new=True) if f.severity != "info" and key(f) not in before else f for f in findings]
+    return [replace(f, new=True) if f.severity != "info" and not f.accepted and key(f) not in before else f for f in findings]
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
