@@ -230,8 +230,9 @@ def cmd_check(args: argparse.Namespace) -> int:
 def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> list[Finding]:
     """The findings, each error or warning the check of the stack committed at `ref` did not have marked `new`: the ones
     this change made. A finding is the same one when its severity, rule, config path (else object) and value are: its
-    line and wording may move with the edit. Accepted warnings are not marked (they are not printed); nothing is marked when the committed stack cannot be checked (outside git,
-    a module this program no longer runs), everything when `ref` has no such stack."""
+    line and wording may move with the edit. Accepted warnings are not marked (they are not printed). Nothing is marked
+    when the committed stack cannot be checked (outside git, a module this program no longer runs), everything when
+    `ref` has no such stack."""
     from dataclasses import replace
 
     from policy.core import project_stacks

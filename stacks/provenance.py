@@ -146,22 +146,22 @@ def origin(root: Any, path: Path_) -> tuple[str, int] | None:
     return found
 
 
-_CALLS: dict[str, tuple[float, dict[tuple[int, str], ast.Call]]] = {}
+_CALLS: dict[str, tuple[str, dict[tuple[int, str], ast.Call]]] = {}
 
 
 def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
-    """The calls of a module by (line, called name), parsed once per file version (a check reads it for every finding)."""
+    """The calls of a module by (line, called name), parsed once per text of the file (a check asks for every finding;
+    an edit between two checks of one process, as in a test, is read again)."""
     try:
-        mtime = os.stat(file).st_mtime
+        text = Path(file).read_text(encoding="utf-8")
         cached = _CALLS.get(file)
-        if cached is None or cached[0] != mtime:
-            tree = ast.parse(Path(file).read_text(encoding="utf-8"))
+        if cached is None or cached[0] != text:
             calls: dict[tuple[int, str], ast.Call] = {}
-            for n in ast.walk(tree):
+            for n in ast.walk(ast.parse(text)):
                 if isinstance(n, ast.Call):
                     called = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
                     calls.setdefault((n.lineno, called), n)
-            cached = _CALLS[file] = (mtime, calls)
+            cached = _CALLS[file] = (text, calls)
     except (OSError, SyntaxError, ValueError):
         return {}
     return cached[1]
