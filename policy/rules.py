@@ -1185,6 +1185,8 @@ def _orphaned_by(stack: Stack, name: str) -> tuple[ConfigPath | None, str]:
         if w.name == name:
             return path, ""
     was = ((stack.previous or {}).get("workloads") or {}).get(name) or {}
+    if was.get("mode") != "tcp":
+        return None, ""  # not a TCP variant: renamed or removed
     rdma_before = set(_was(stack, str(was.get("namespace")), "mode", "rdma"))
     switched = [(p, w) for p, w in entries if w.name in rdma_before and w.transport == "tcp" and not w.tcp_variants]
     switched.sort(key=lambda pw: not name.startswith(pw[1].name + "-"))  # its source first: variants are named after it
@@ -1413,7 +1415,8 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
 
 @rule(
     "accepted-warnings",
-    "Every warning a stack accepts (accepted_warnings) still matches a finding, so acceptances do not outlive what they accepted.",
+    "Every warning a stack accepts (accepted_warnings) still matches a finding, and the value it names (an image) is still the "
+    "one the warning is about, so acceptances do not outlive what they accepted.",
 )
 def accepted_warnings(stack: Stack) -> Iterator[Finding]:
     return iter(())  # `check` reports stale acceptances under this id

@@ -336,8 +336,15 @@ SWITCH = "(the TCP switch of 'dev', which drops its tcp_variants)"
         ("TCP switch drops its variant", _switch, "dev-tcp", "workloads[dev].transport", SWITCH),
         ("its volume renamed", _volume_renamed, "dev", "workloads[dev]", DEV_CLAIMS),
         ("renamed: no entry left", _rename, "dev", "", DEV_CLAIMS),
+        (
+            "renamed beside another's switch",
+            both(_rename, lambda d: fixtures.workload(d, "train").update(transport="tcp")),
+            "dev",
+            "",
+            DEV_CLAIMS,
+        ),
     ],
-    ids=["TCP switch drops its variant", "its volume renamed", "renamed: no entry left"],
+    ids=["TCP switch drops its variant", "its volume renamed", "renamed: no entry left", "renamed beside another's switch"],
 )
 def test_orphaned_claims_name_the_change(case: str, edit: Edit, workload: str, where: str, phrase: str) -> None:
     before = stack_outputs(fixtures.config("roce"))
