@@ -330,24 +330,39 @@ CONFIG = ClusterConfig(
             for port, _, _, _ in _PORTS
         ],
     ],
-    # The image rule warns on every image not pinned by digest; the sources give tags only. Pin each one
-    # (IMAGE@sha256:..., `skopeo inspect docker://IMAGE`) when its digest is read, and drop its entry here.
+    # The image rule warns on every image not pinned by digest; the sources give tags only. Each entry accepts one image
+    # (value): a new tag warns again. Pin each one (IMAGE@sha256:..., `skopeo inspect docker://IMAGE`) when its digest
+    # is read, and drop its entry here.
     accepted_warnings=[
         AcceptedWarning(
             rule="image",
             object=f"StatefulSet {H_KIM_NS}/h-kim",
-            reason="ml-dev-env commit c0394e2 records the tag quay.io/jschless/ml-dev-env:h-kim only, no digest",
+            value="quay.io/jschless/ml-dev-env:h-kim",
+            reason="ml-dev-env commit c0394e2 records the tag only, no digest",
         ),
         AcceptedWarning(
             rule="image",
             object=f"StatefulSet {YUNSHI_NS}/tsfm-node",
-            reason=f"statefulset-yunshi.yaml ({FACTS}) names the NGC tag nvcr.io/nvidia/pytorch:25.12-py3 only, no digest",
+            value="nvcr.io/nvidia/pytorch:25.12-py3",
+            reason=f"statefulset-yunshi.yaml ({FACTS}) names the NGC tag only, no digest",
         ),
         AcceptedWarning(
             rule="image",
-            object=f"StatefulSet {NS}/deepti-barcelona*",
-            reason=f"deepti's pods run tags of ml-dev-env (the ImageStream another project builds, and its quay.io copies); {FACTS} "
-            "records no digests",
+            object=f"StatefulSet {NS}/deepti-barcelona",
+            value=f"image-registry.openshift-image-registry.svc:5000/{NS}/ml-dev-env:pytorch-2.9-numpy2",
+            reason=f"deepti's pods run tags of ml-dev-env (the ImageStream another project builds); {FACTS} records no digests",
+        ),
+        AcceptedWarning(
+            rule="image",
+            object=f"StatefulSet {NS}/deepti-barcelona-pytorch28",
+            value="quay.io/jschless/ml-dev-env:pytorch-2.8",
+            reason=f"a quay.io copy of ml-dev-env deepti ran; {FACTS} records no digests",
+        ),
+        AcceptedWarning(
+            rule="image",
+            object=f"StatefulSet {NS}/deepti-barcelona-pytorch29",
+            value="quay.io/jschless/ml-dev-env:pytorch-2.9-numpy2",
+            reason=f"a quay.io copy of ml-dev-env deepti ran; {FACTS} records no digests",
         ),
     ],
     notes=[

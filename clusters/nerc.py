@@ -107,12 +107,14 @@ CONFIG = ClusterConfig(
         ),
     ],
     accepted_warnings=[
-        # The image rule warns on every image not pinned by digest. Pin it (IMAGE@sha256:..., `skopeo inspect
-        # docker://IMAGE`) once its digest is read, and drop this entry.
+        # The image rule warns on every image not pinned by digest; this entry accepts IMAGE only (value): another
+        # image warns again. Pin it (IMAGE@sha256:..., `skopeo inspect docker://IMAGE`) once its digest is read, and
+        # drop this entry.
         AcceptedWarning(
             rule="image",
             object=f"StatefulSet {NS}/deepti-*",
-            reason=f"deepti's pods ran {IMAGE} ({FACTS} 'Images'), a tag; no digest is recorded",
+            value=IMAGE,
+            reason=f"deepti's pods ran this tag ({FACTS} 'Images'); no digest is recorded",
         ),
     ],
     notes=[

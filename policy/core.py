@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from stacks import provenance
-from stacks.model import BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
+from stacks.model import AcceptedWarning, BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
 
 Severity = Literal["error", "warning", "info"]
 ConfigPath = tuple[str | int, ...]
@@ -73,12 +73,20 @@ class Finding:
     """Filled in by `check`: the file and line that write it (`clusters/nerc.py line 95`), where known."""
     affects: tuple[str, ...] = ()
     """Filled in by `check` when one cause shows in several objects: all of them (`object` is the first)."""
+    value: str = ""
+    """The value a warning is about, where it is about one (the image of an `image` warning, the claims of an
+    `orphaned-claims` one): an acceptance must name it (AcceptedWarning.value), so it stops accepting the warning
+    when the value changes (a new tag is not the one whose reason the stack wrote)."""
+    new: bool = False
+    """Filled in by `python -m stacks check`: the check of the committed stack did not have this finding."""
 
     def _head(self) -> str:
-        """`severity rule`, then the config path and its line where known, else the object and its field."""
+        """`severity rule` (`new severity` for a finding this change made), then the config path and its line where known,
+        else the object and its field."""
+        severity = f"new {self.severity}" if self.new else self.severity
         if not self.where:
-            return f"{self.severity} {self.rule} {self.object} {self.field}"
-        return f"{self.severity} {self.rule} {self.where}" + (f" ({self.origin})" if self.origin else "")
+            return f"{severity} {self.rule} {self.object} {self.field}"
+        return f"{severity} {self.rule} {self.where}" + (f" ({self.origin})" if self.origin else "")
 
     def _rendered(self) -> str:
         """The objects and field on the cluster, the secondary detail of a finding located in the config."""
@@ -86,8 +94,9 @@ class Finding:
         return f"[on the cluster: {', '.join(objects)}: {self.field}]"
 
     def _on_the_cluster(self) -> bool:
-        """Whether `object` is a Kubernetes object (not the whole stack, `Stack NAME`, or a config entry)."""
-        return bool(self.where) and not self.object.startswith(("Stack ", "accepted_warnings["))
+        """Whether `object` is a Kubernetes object (not the whole stack, `Stack NAME`, a workload of the committed render,
+        `Workload NAME`, or a config entry)."""
+        return bool(self.where) and not self.object.startswith(("Stack ", "Workload ", "accepted_warnings["))
 
     def line(self) -> str:
         """The finding on one line: severity, rule, where (the config path and its line, else the object and field),
@@ -129,8 +138,8 @@ def error(obj: str, where: str, message: str, fix: str, setting: str = "", confi
     return Finding("error", obj, where, message, fix, setting=setting, config=config)
 
 
-def warning(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
-    return Finding("warning", obj, where, message, fix, setting=setting, config=config)
+def warning(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None, value: str = "") -> Finding:
+    return Finding("warning", obj, where, message, fix, setting=setting, config=config, value=value)
 
 
 def info(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
@@ -434,23 +443,47 @@ def check(
         if f.severity != "warning":
             continue
         for k, a in enumerate(accepted):
-            if a.rule == f.rule and fnmatch.fnmatchcase(f.object, a.object):
+            if _accepts(a, f):
                 findings[i] = replace(f, accepted=a.reason)
                 used.add(k)
                 break
     if wanted is None:
-        for k, a in enumerate(accepted):
-            if k not in used:
-                findings.append(
-                    Finding(
-                        "warning", f"accepted_warnings[{k}]", "rule/object",
-                        f"the stack accepts warning {a.rule} on {a.object!r}, but no such warning remains",
-                        "remove the entry from accepted_warnings", rule="accepted-warnings", config=("accepted_warnings", k),
-                    )
-                )  # fmt: skip
+        unaccepted = [f for f in findings if f.severity == "warning" and not f.accepted]
+        findings += [_stale(k, a, unaccepted) for k, a in enumerate(accepted) if k not in used]
     findings = _in_config_terms(findings, config, sources or {})
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.field, f.message))
+
+
+def _accepts(a: AcceptedWarning, f: Finding, mind_value: bool = True) -> bool:
+    """Whether acceptance `a` accepts warning `f`: its rule, its object (`*` a run of any characters) and, for a warning
+    about a value, that very value (an acceptance without one accepts only warnings about none)."""
+    return a.rule == f.rule and fnmatch.fnmatchcase(f.object, a.object) and (not mind_value or (a.value or "") == f.value)
+
+
+def _stale(k: int, a: AcceptedWarning, unaccepted: list[Finding]) -> Finding:
+    """The `accepted-warnings` finding of an acceptance that accepts nothing, located at its AcceptedWarning(...) line.
+    When a warning of its rule and object remains with another value (a new image tag, a copied module's new
+    workload), it says which, so the stack accepts the new value only if the reason holds for it."""
+    what = f"warning {a.rule} on {a.object!r}" + (f" for the value {a.value!r}" if a.value else "")
+    values = sorted({f.value for f in unaccepted if _accepts(a, f, mind_value=False) and f.value})
+    if not values:
+        message = f"the stack accepts {what}, but no such warning remains"
+        fix = "remove the entry from accepted_warnings"
+    elif a.value is None:
+        message = (
+            f"the stack accepts {what} without naming the value it accepts, and that warning is about one "
+            f"({', '.join(map(repr, values))}): it stays unaccepted"
+        )
+        fix = f"if the reason holds for it, name it: value={values[0]!r} (one entry per value); else fix the warning"
+    else:
+        message = (
+            f"the stack accepts {what}, but the warning is now about {', '.join(map(repr, values))}: the value changed, so the "
+            "reason written for the old one may no longer hold"
+        )
+        fix = f"fix the warning, or, if the reason holds for the new value, write value={values[0]!r} in this entry"
+    where = ("accepted_warnings", k)
+    return Finding("warning", f"accepted_warnings[{k}]", "rule/object/value", message, fix, rule="accepted-warnings", config=where)
 
 
 def _in_config_terms(findings: list[Finding], config: ClusterConfig, sources: Mapping[ObjectKey, ConfigPath]) -> list[Finding]:
@@ -506,14 +539,19 @@ def errors(findings: Iterable[Finding]) -> list[Finding]:
     return [f for f in findings if f.severity == "error"]
 
 
-def summary(name: str, findings: list[Finding]) -> str:
+def summary(name: str, findings: list[Finding], accepted_listed: bool = True) -> str:
+    """`NAME: ok|FAIL: N errors, N warnings, N accepted, N new, N info (N rules)`; the parts that are 0 left out but the
+    errors and warnings. `accepted_listed=False` (`check` without -v) says that -v lists the accepted warnings."""
     n_err = len(errors(findings))
     n_warn = sum(1 for f in findings if f.severity == "warning")
     n_acc = sum(1 for f in findings if f.accepted)
+    n_new = sum(1 for f in findings if f.new)
     n_info = sum(1 for f in findings if f.severity == "info")
     verdict = "FAIL" if n_err else "ok"
-    accepted = f", {n_acc} accepted" if n_acc else ""
+    accepted = f", {n_acc} accepted" + ("" if accepted_listed else " (-v lists them)") if n_acc else ""
+    new = f", {n_new} new" if n_new else ""
     infos = f", {n_info} info" if n_info else ""
     return (
-        f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{accepted}{infos} ({len(RULES)} rules)"
+        f"{name}: {verdict}: {n_err} error{'s' * (n_err != 1)}, {n_warn} warning{'s' * (n_warn != 1)}{accepted}{new}{infos} "
+        f"({len(RULES)} rules)"
     )

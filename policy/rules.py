@@ -18,6 +18,7 @@ from policy.core import (
     REQUIRED_SCC,
     RESOURCE_NAME,
     SCC_USE_ROLE_PREFIX,
+    ConfigPath,
     Finding,
     PodView,
     Stack,
@@ -811,6 +812,7 @@ def image(stack: Stack) -> Iterator[Finding]:
                         f"`oc policy add-role-to-user system:image-puller system:serviceaccount:{pod.namespace}:"
                         f"{pod.spec.get('serviceAccountName')} -n {ns}`, or build the image in {pod.namespace}",
                         setting="image",
+                        value=ref_,
                     )
                 b = built.get((ns, stream))
                 if b is not None and pod.env(c).get("LAUNCHER_MODE") == "rdma":
@@ -845,8 +847,9 @@ def _mutable_image(pod: PodView, path: str, image: str, built: dict[tuple[str, s
         f"image {image} names {shown} without a digest: the registry may move it, so pods started at different times "
         "(a restart, a reschedule, a second node) may run different code",
         f"pin it: {image.split('@')[0]}@sha256:<digest> (`skopeo inspect docker://{image}` prints it), or accept the warning "
-        "in accepted_warnings with the reason",
+        f'in accepted_warnings with the reason and value="{image}"',
         setting="image",
+        value=image,
     )
 
 
@@ -870,8 +873,9 @@ def _python_env(pod: PodView, path: str, container: dict[str, Any]) -> Iterator[
                 f"{path}.env[{name}]",
                 f"{name} {PYTHON_ENV[name]}",
                 "install the code into the image (or `pip install -e` it), or name paths in args; if it is meant, accept the "
-                "warning in accepted_warnings with the reason",
+                "warning in accepted_warnings with the reason and the variable's value",
                 setting=f"env.{name}",
+                value=str(e.get("value") or ""),
             )
 
 
@@ -947,8 +951,10 @@ def shm_size(stack: Stack) -> Iterator[Finding]:
                     pod.at(f"spec.volumes[{i}].emptyDir.sizeLimit"),
                     f"/dev/shm is {size}, less than the 64 MiB a container gets without it: NCCL's shared-memory transport and "
                     "DataLoader workers run out of it ('unhandled system error', bus errors)",
-                    "set shm_size to 1Gi or more (the seeds ran with 4Gi to 32Gi), or accept the warning with the reason",
+                    "set shm_size to 1Gi or more (the seeds ran with 4Gi to 32Gi), or accept the warning with the reason and "
+                    f'value="{size}"',
                     setting="shm_size",
+                    value=str(size),
                 )
 
 
@@ -1157,14 +1163,37 @@ def orphaned_claims(stack: Stack) -> Iterator[Finding]:
     for c in lost:
         by_workload.setdefault(before[c], []).append(c)
     for name, claims in sorted(by_workload.items()):
+        entry, because = _orphaned_by(stack, name)
         yield warning(
             f"Workload {name}",
             "name / mounts[].volume",
-            f"the committed render gives {name!r} the per-pod claims {', '.join(claims)}; after this change no pod mounts "
-            "them: they keep their data but the pods start on new, empty claims",
+            f"the committed render gives {name!r} the per-pod claims {', '.join(claims)}; after this change{because} no pod "
+            "mounts them: they keep their data but the pods start on new, empty claims",
             "keep the workload's and the volume's names (and namespace), or move the data into the new claims first "
             "(e.g. a pod that mounts both); delete the old claims by hand when they are no longer needed",
+            config=entry,
+            value=", ".join(claims),
         )
+
+
+def _orphaned_by(stack: Stack, name: str) -> tuple[ConfigPath | None, str]:
+    """The config entry whose change left a workload's claims unmounted, and how, as far as the config tells: the workload
+    itself where it is still there (moved, or its volume renamed), else the workload of its namespace whose switch to TCP
+    dropped it as a TCP variant (named like its source). None for a workload renamed or removed: no entry is left."""
+    entries = stack.config.located_workloads()
+    for path, w in entries:
+        if w.name == name:
+            return path, ""
+    was = ((stack.previous or {}).get("workloads") or {}).get(name) or {}
+    if was.get("mode") != "tcp":
+        return None, ""  # not a TCP variant: renamed or removed
+    rdma_before = set(_was(stack, str(was.get("namespace")), "mode", "rdma"))
+    switched = [(p, w) for p, w in entries if w.name in rdma_before and w.transport == "tcp" and not w.tcp_variants]
+    switched.sort(key=lambda pw: not name.startswith(pw[1].name + "-"))  # its source first: variants are named after it
+    if switched and (len(switched) == 1 or name.startswith(switched[0][1].name + "-")):
+        path, w = switched[0]
+        return (*path, "transport"), f" (the TCP switch of {w.name!r}, which drops its tcp_variants)"
+    return None, ""
 
 
 def _claims_of(pod: PodView, pods: int) -> list[str]:
@@ -1386,7 +1415,8 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
 
 @rule(
     "accepted-warnings",
-    "Every warning a stack accepts (accepted_warnings) still matches a finding, so acceptances do not outlive what they accepted.",
+    "Every warning a stack accepts (accepted_warnings) still matches a finding, and the value it names (an image) is still the "
+    "one the warning is about, so acceptances do not outlive what they accepted.",
 )
 def accepted_warnings(stack: Stack) -> Iterator[Finding]:
     return iter(())  # `check` reports stale acceptances under this id

@@ -16,10 +16,14 @@ from stacks import _process  # noqa: F401
 # isort: split
 
 import importlib.util
+import io
 import os
 import re
 import stat
+import subprocess
 import sys
+import tarfile
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -178,32 +182,75 @@ def load_module(name: str) -> ClusterConfig:
     once per process (kept in sys.modules as `clusters.NAME`, as an import would), by its path: clusters/ is a
     folder of files, not a package on sys.path."""
     path = ROOT / CLUSTERS / f"{name}.py"
-    source = module_file(name)
     qualified = f"{CLUSTERS}.{name}"
     module = sys.modules.get(qualified)
     if module is None or Path(getattr(module, "__file__", "")) != path:
-        token = IN_STACK_MODULE.set(True)
-        deferred: list[ModelError] = []
-        reported = DEFERRED.set(deferred)
-        try:
-            module = _run_module(qualified, path)
-            if deferred:  # models that failed, and no ClusterConfig(...) that raised them
-                raise ModelError.of(deferred)
-        except ModelError as err:  # each of its lines names the file and line that write the field
-            raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
-        except SyntaxError as err:
-            raise ConfigError(f"{source}:{err.lineno}: not valid Python: {err.msg}") from None
-        except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
-            line = _line_in(err.__traceback__, path)
-            where = f"{source}:{line}" if line else source
-            raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
-        finally:
-            DEFERRED.reset(reported)
-            IN_STACK_MODULE.reset(token)
+        module = _stack_module(qualified, path, module_file(name))
+    return _config_of(module, module_file(name))
+
+
+def _stack_module(qualified: str, path: Path, source: str) -> Any:
+    """Run a stack module as `qualified`, every error in it a ConfigError naming `source` and the line."""
+    token = IN_STACK_MODULE.set(True)
+    deferred: list[ModelError] = []
+    reported = DEFERRED.set(deferred)
+    try:
+        module = _run_module(qualified, path)
+        if deferred:  # models that failed, and no ClusterConfig(...) that raised them
+            raise ModelError.of(deferred)
+        return module
+    except ModelError as err:  # each of its lines names the file and line that write the field
+        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+    except SyntaxError as err:
+        raise ConfigError(f"{source}:{err.lineno}: not valid Python: {err.msg}") from None
+    except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
+        line = _line_in(err.__traceback__, path)
+        where = f"{source}:{line}" if line else source
+        raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
+    finally:
+        DEFERRED.reset(reported)
+        IN_STACK_MODULE.reset(token)
+
+
+def _config_of(module: Any, source: str) -> ClusterConfig:
     config = getattr(module, "CONFIG", None)
     if not isinstance(config, ClusterConfig):
         raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
     return config
+
+
+def _committed_clusters(ref: str, *command: str) -> bytes:
+    """`git COMMAND REF:./clusters` in the project: clusters/ as committed at `ref`."""
+    try:
+        done = subprocess.run(["git", *command, f"{ref}:./{CLUSTERS}"], cwd=ROOT, capture_output=True, check=True, timeout=60)
+    except (OSError, subprocess.SubprocessError) as err:
+        raise ConfigError(f"cannot read {CLUSTERS}/ at {ref}: {err}") from None
+    return done.stdout
+
+
+def committed_names(ref: str) -> list[str]:
+    """The stacks committed at git `ref` (names() there); a ConfigError outside git or for an unknown ref."""
+    files = _committed_clusters(ref, "ls-tree", "--name-only").decode().split("\n")
+    return sorted(f[: -len(".py")] for f in files if f.endswith(".py") and not f.startswith("_"))
+
+
+def load_committed(name: str, ref: str) -> ClusterConfig | None:
+    """The stack's module as committed at git `ref` (with the rest of clusters/ there: its files, its helpers), run by this
+    program: what `python -m stacks check` compares a check with (the findings it did not have are new). None when `ref`
+    has no such module. A ConfigError when it cannot tell: outside git, an unknown ref, a stack deployed from a YAML
+    config file (gpu-training:configFile), a committed module this program cannot run."""
+    if config_file_of(name)[0]:
+        raise ConfigError(f"{name} is deployed from a YAML config file: only a stack module is compared with its commit")
+    if name not in committed_names(ref):
+        return None
+    with tempfile.TemporaryDirectory(prefix="stacks-committed-") as tmp:
+        with tarfile.open(fileobj=io.BytesIO(_committed_clusters(ref, "archive", "--format=tar"))) as tar:
+            tar.extractall(tmp, filter="data")
+        qualified = f"{CLUSTERS}.{name}@{ref}"  # never the working tree's module: both stay loaded
+        try:
+            return _config_of(_stack_module(qualified, Path(tmp) / f"{name}.py", f"{module_file(name)} at {ref}"), module_file(name))
+        finally:
+            sys.modules.pop(qualified, None)
 
 
 def _run_module(qualified: str, path: Path) -> Any:

@@ -104,15 +104,18 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preflight(config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None) -> list[Finding]:
+def _preflight(
+    config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None, others: list[ClusterConfig] | None = None
+) -> list[Finding]:
     """The rules over a rendering, each finding located in the config by the provenance layout() carries (the entry
-    each object is rendered from), as the Pulumi program's preflight does (__main__.py)."""
+    each object is rendered from), as the Pulumi program's preflight does (__main__.py). `others`: the stacks compared
+    with (default: the project's others)."""
     import policy
     from components.program import layout, sources
 
     objects = [r.object for r in rendering.resources if not r.is_patch]
     patches = [r.object for r in rendering.resources if r.is_patch]
-    return policy.check(config, objects, patches, previous=previous, sources=sources(layout(config)))
+    return policy.check(config, objects, patches, previous=previous, others=others, sources=sources(layout(config)))
 
 
 def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
@@ -205,18 +208,48 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Render each stack offline, run the preflight rules, print one finding per line; 1 on any error."""
+    """Render each stack offline, run the preflight rules, print each finding to act on (the warnings the stack accepts
+    are counted; -v prints them too), the ones the committed stack's check did not have marked new; 1 on any error."""
     import policy
     from render.engine import run
 
     failed = False
     for config in _configs(args):
-        findings = _preflight(config, run(config), _previous(config.name, args.against))
+        previous = _previous(config.name, args.against)
+        findings = _preflight(config, run(config), previous)
+        if not args.config and any(f.severity != "info" and not f.accepted for f in findings):
+            findings = _marked_new(config, findings, args.against or "HEAD", previous)
         for f in findings:
-            print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
-        print(policy.summary(config.name, findings))
+            if args.verbose or not f.accepted:
+                print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
+        print(policy.summary(config.name, findings, accepted_listed=args.verbose))
         failed = failed or bool(policy.errors(findings))
     return 1 if failed else 0
+
+
+def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> list[Finding]:
+    """The findings, each error or warning the check of the stack committed at `ref` did not have marked `new`: the ones
+    this change made. A finding is the same one when its severity, rule, config path (else object) and value are: its
+    line and wording may move with the edit. Accepted warnings are not marked (they are not printed). Nothing is marked
+    when the committed stack cannot be checked (outside git, a module this program no longer runs), everything when
+    `ref` has no such stack."""
+    from dataclasses import replace
+
+    from policy.core import project_stacks
+    from render.engine import run
+
+    def key(f: Finding) -> tuple[str, ...]:
+        return (f.severity, f.rule, f.where or f.object, f.value)
+
+    try:
+        committed = stacks.load_committed(config.name, ref)
+        before: set[tuple[str, ...]] = set()
+        if committed is not None:  # compared with the stacks committed beside it (a stack copied since is new there)
+            others = [o for o in project_stacks(config.name) if o.name in stacks.committed_names(ref)]
+            before = {key(f) for f in _preflight(committed, run(committed), previous, others)}
+    except Exception:  # noqa: BLE001 (the committed stack is only compared with: any failure means nothing can be told new)
+        return findings
+    return [replace(f, new=True) if f.severity != "info" and not f.accepted and key(f) not in before else f for f in findings]
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
@@ -413,7 +446,10 @@ def parser() -> argparse.ArgumentParser:
     k.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
     k.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
     k.add_argument("--config", metavar="FILE", help="check this YAML config instead of a named stack")
-    k.add_argument("--against", metavar="GIT_REF", help="compare claims with the render committed at this ref (default: HEAD)")
+    k.add_argument(
+        "--against", metavar="GIT_REF", help="compare with the stack and render committed at this ref: what is new, claims (default: HEAD)"
+    )
+    k.add_argument("-v", "--verbose", action="store_true", help="print the warnings the stack accepts too, each with its reason")
     k.set_defaults(func=cmd_check)
 
     d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and now")

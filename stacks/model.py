@@ -1503,13 +1503,17 @@ class HandMade(Strict):
 
 
 class AcceptedWarning(Strict):
-    """A preflight warning this stack accepts knowingly. `python -m stacks check` prints it with the
-    reason; an acceptance that matches no finding is reported, so they do not go stale."""
+    """A preflight warning this stack accepts knowingly. `python -m stacks check` counts it (`-v` prints it with the
+    reason); an acceptance that matches no finding is reported, so they do not go stale."""
 
     rule: str = Field(min_length=1, max_length=64)
     """The rule id (python -m stacks check prints it)."""
     object: str = Field(min_length=1, max_length=512)
     """The object as the finding names it (`StatefulSet nccl-test/h-kim`); `*` matches any run of characters."""
+    value: str | None = Field(default=None, min_length=1, max_length=1024)
+    """The value it accepts, for a warning about one (an `image` warning's image, written whole): required there, and
+    matched exactly, so a changed value (a new tag, a copied module's new image) is warned about again, and this entry
+    is reported as no longer matching. The check's `accepted-warnings` finding names the value to write."""
     reason: str = Field(min_length=1)
     """Why the stack accepts it."""
 

@@ -13,6 +13,7 @@ written (a module, or its YAML dump). Two sources:
 
 from __future__ import annotations
 
+import ast
 import os
 import sys
 import weakref
@@ -122,18 +123,63 @@ def _child(node: Any, part: str | int) -> Any:
 
 def origin(root: Any, path: Path_) -> tuple[str, int] | None:
     """(file, line) that writes the value at `path` of `root` (a config, or the data a config is being built from):
-    the YAML line of the deepest key, or the call that built the deepest model on the path."""
+    the YAML line of the deepest key, or the call that built the deepest model on the path. A plain value the stack
+    module's ClusterConfig(...) call writes (`api_host`, `namespaces[0]`) has its own line: its keyword's, or its
+    list item's (keyword_line), not the line of `ClusterConfig(`."""
     known = _YAML.get(id(root))
     if known is not None and known[0]() is root:
         return yaml_line(known[1], known[2], path)
     found = source_line(root)
     node = root
+    below_root = False  # a model on the path was built by a call of its own
     for part in path:
         node = _child(node, part)
         if node is None:
             break
-        found = source_line(node) or found
+        built = source_line(node)
+        if built is not None:
+            found, below_root = built, True
+    if found is not None and path and not below_root:
+        line = keyword_line(found[0], found[1], type(root).__name__, path)
+        if line is not None:
+            return found[0], line
     return found
+
+
+_CALLS: dict[str, tuple[str, dict[tuple[int, str], ast.Call]]] = {}
+
+
+def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
+    """The calls of a module by (line, called name), parsed once per text of the file (a check asks for every finding;
+    an edit between two checks of one process, as in a test, is read again)."""
+    try:
+        text = Path(file).read_text(encoding="utf-8")
+        cached = _CALLS.get(file)
+        if cached is None or cached[0] != text:
+            calls: dict[tuple[int, str], ast.Call] = {}
+            for n in ast.walk(ast.parse(text)):
+                if isinstance(n, ast.Call):
+                    called = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+                    calls.setdefault((n.lineno, called), n)
+            cached = _CALLS[file] = (text, calls)
+    except (OSError, SyntaxError, ValueError):
+        return {}
+    return cached[1]
+
+
+def keyword_line(file: str, line: int, called: str, path: Path_) -> int | None:
+    """The line of keyword `path[0]` in the call of `called` at `line` of `file`, or, where `path[1]` is an index into the
+    list the keyword writes literally, the line of that item (not past a `*spread` before it, which shifts the indexes)."""
+    call = _calls(file).get((line, called))
+    keyword = next((k for k in call.keywords if k.arg == path[0]), None) if call is not None else None
+    if keyword is None:
+        return None
+    value = keyword.value
+    if len(path) > 1 and isinstance(path[1], int) and isinstance(value, ast.List | ast.Tuple):
+        items = value.elts[: path[1] + 1]
+        if len(items) == path[1] + 1 and not any(isinstance(item, ast.Starred) for item in items):
+            return items[-1].lineno
+    return keyword.lineno
 
 
 def shown(where: tuple[str, int] | None) -> str:

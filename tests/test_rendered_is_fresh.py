@@ -22,7 +22,14 @@ def test_rendered_is_what_the_code_renders(tmp_path: Path) -> None:
         if not (committed / name).is_dir() or _files(committed / name) != fresh:
             stale.append(name)
     orphans = sorted(p.name for p in committed.iterdir() if p.is_dir() and p.name not in stacks.names()) if committed.is_dir() else []
-    assert not stale and not orphans, (
-        f"rendered/ is stale for: {', '.join(stale) or '-'}; left over from removed stacks: {', '.join(orphans) or '-'}. "
-        "Run `make render` (and remove the left-over folders), read `git diff rendered/`, and commit it with the change."
+    assert not problems(stale, orphans), (
+        f"{problems(stale, orphans)}. Run `make render`, read `git diff rendered/`, and commit it with the change."
     )
+
+
+def problems(stale: list[str], orphans: list[str]) -> str:
+    """What is wrong with rendered/, naming only what is (a "stale for: -" read as if a stack named "-" were stale); ""
+    when nothing is."""
+    found = [f"rendered/ is stale for: {', '.join(stale)}"] if stale else []
+    found += [f"rendered/ has folders left over from removed stacks: {', '.join(orphans)} (remove them)"] if orphans else []
+    return "; ".join(found)
