@@ -511,9 +511,12 @@ def shipped_scc(stack: Stack) -> Iterator[Finding]:
             claimed = sorted(claimed)
         if claimed == actual:
             continue
-        said = (
-            "every capability" if claimed is None else ", ".join(claimed) or "none" if isinstance(claimed, list) else str(claimed).lower()
-        )
+        if claimed is None:
+            said = "every capability"
+        elif isinstance(claimed, list):
+            said = ", ".join(claimed) or "none"
+        else:
+            said = str(claimed).lower()
         yield warning(
             f"SecurityContextConstraints {sec.scc}",
             f"security.{name}",
@@ -1136,23 +1139,27 @@ def control_plane_nodes(stack: Stack) -> Iterator[Finding]:
             continue
         own = entries.get((pod.namespace, pod.instance))
         w = stack.workload(pod)
+        # Where each rendered value comes from: the stack's GPU settings, then the workload's own (components/training.py).
+        selectors: dict[str, tuple[str | int, ...]] = {key: ("gpu_node_selector", key) for key in config.gpu_node_selector}
+        tolerations: list[tuple[str | int, ...]] = [("gpu_tolerations", i) for i in range(len(config.gpu_tolerations))]
+        if own and w:
+            selectors.update({key: (*own, "node_selector", key) for key in w.node_selector})
+            tolerations += [(*own, "tolerations", i) for i in range(len(w.tolerations))]
         for key in pod.spec.get("nodeSelector") or {}:
             if key in CONTROL_PLANE_ROLES:
-                cause = (*own, "node_selector", key) if own and w and key in w.node_selector else ("gpu_node_selector", key)
                 yield error(
                     pod.ref,
                     pod.at(f"spec.nodeSelector[{key}]"),
                     f"the GPU pod selects the control plane's nodes ({key})",
                     fix,
-                    config=cause if key in config.gpu_node_selector or own else None,
+                    config=selectors.get(key),
                 )
-        shared = len(config.gpu_tolerations)
         for i, t in enumerate(pod.spec.get("tolerations") or []):
             key = t.get("key") or ""
             if key not in CONTROL_PLANE_ROLES and (key or t.get("operator") != "Exists"):
                 continue
             what = f"the control plane's taint {key}" if key else "every taint (no key, operator Exists), the control plane's included"
-            at = ("gpu_tolerations", i) if i < shared else ((*own, "tolerations", i - shared) if own else None)
+            at = tolerations[i] if i < len(tolerations) else None
             yield error(pod.ref, pod.at(f"spec.tolerations[{i}]"), f"the GPU pod tolerates {what}", fix, config=at)
         affinity = ((pod.spec.get("affinity") or {}).get("nodeAffinity")) or {}
         terms = ((affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or []

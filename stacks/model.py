@@ -779,6 +779,17 @@ class Toleration(Strict):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """The taint's effect; None tolerates every effect."""
 
+    @field_validator("key", mode="before")
+    @classmethod
+    def _a_key(cls, value: Any) -> Any:
+        if value == "":
+            # The API server takes it (with operator Exists): it tolerates every taint, the control plane's included.
+            raise ValueError(
+                "an empty key (with operator Exists) tolerates every taint, the control plane's NoSchedule taints included, so "
+                "GPU pods may land on the API server's nodes: name the taint's key (e.g. nvidia.com/gpu)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _value_matches_operator(self) -> Toleration:
         if self.operator == "Equal" and self.value is None:

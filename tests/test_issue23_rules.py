@@ -237,6 +237,13 @@ INVALID: list[tuple[str, str, str, Edit, str, str]] = [
     (KEYS, "two slashes", "roce", W("dev", tolerations=[toleration("a/b/c")]), "workloads[dev].tolerations[0].key", "prefix 'a/b'"),
 ]
 
+INVALID += [
+    (CONTROL_PLANE, "a toleration of every taint", "tcp", W("one", tolerations=[{"key": "", "operator": "Exists"}]),
+     "workloads[one].tolerations[0].key", "tolerates every taint, the control plane's NoSchedule taints included"),
+    (CONTROL_PLANE, "the stack's toleration of every taint", "roce", lambda d: d["gpu_tolerations"].append(toleration("")),
+     "gpu_tolerations[1].key", "name the taint's key"),
+]  # fmt: skip
+
 # --- a preflight finding: (class, case, fixture, edit, rule, severity, object, a phrase of message and fix) ---------
 
 CAPS = ["IPC_LOCK"]
@@ -732,6 +739,39 @@ def _affinity(kind: str, expression: dict[str, Any]) -> dict[str, Any]:
 def test_node_affinity_on_the_control_plane(case: str, kind: str, expression: dict[str, Any], errors: int) -> None:
     found = _control_plane(lambda spec: spec.update(affinity=_affinity(kind, expression)))
     assert len(found) == errors and all("node affinity asks for node-role.kubernetes.io/" in f.message for f in found)
+
+
+LOCATED = [
+    (
+        "a workload's toleration",
+        "roce",
+        W("solo", tolerations=[toleration("nvidia.com/x"), toleration(CONTROL)]),
+        "workloads[solo].tolerations[1]",
+    ),
+    ("the stack's toleration", "roce", lambda d: d["gpu_tolerations"].append(toleration(ARBITER)), "gpu_tolerations[1]"),
+    ("a variant's source", "roce", W("dev", node_selector={MASTER: ""}), "workloads[dev].node_selector['node-role.kubernetes.io/master']"),
+    (
+        "the stack's selector",
+        "tcp",
+        lambda d: d.setdefault("gpu_node_selector", {}).update({CONTROL: ""}),
+        "gpu_node_selector['node-role.kubernetes.io/control-plane']",
+    ),
+]
+
+
+@cases_of(CONTROL_PLANE, len(LOCATED))
+@pytest.mark.parametrize("case,fixture,edit,where", LOCATED, ids=[c[0] for c in LOCATED])
+def test_one_finding_where_the_config_writes_it(case: str, fixture: str, edit: Edit, where: str) -> None:
+    [f] = [f for f in findings_of(fixtures.config(fixture, edit)) if f.rule == "control-plane-nodes"]
+    assert f.where == where, f.line()
+
+
+@cases_of(DEBUGGER, len(stacks.names()))
+@pytest.mark.parametrize("name", stacks.names())
+def test_the_committed_stacks_route_no_debugger(name: str) -> None:
+    routes = [o for o in rendered_stack(name).objects() if o["kind"] == "Route"]
+    assert not [r for r in routes if r["spec"]["port"]["targetPort"] in ("debugpy", 5678)]
+    assert all(not (p.route and p.route_reason) for w in stacks.load(name).workloads for p in w.ports)  # none needs a reason
 
 
 @cases_of(CONTROL_PLANE, 2)
