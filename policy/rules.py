@@ -1325,7 +1325,8 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
                         shown,
                         f"{where}.labels[{key}]",
                         f"the label {str(key)[:80]!r} is refused by the API server: {problem}",
-                        "label values are at most 63 letters, digits, '-', '_' and '.', starting and ending with a letter or digit",
+                        "a label key is [DNS subdomain/]name with a name of at most 63 characters, a value at most 63 letters, "
+                        "digits, '-', '_' and '.', starting and ending with a letter or digit: name what the label comes from so",
                     )
         size = len(json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass"))
         if size > OBJECT_MAX:

@@ -1217,6 +1217,18 @@ class ContainerPort(Strict):
     """Required to route a debugger's port (named debugpy, or port 5678): why it is exposed outside the cluster, where
     whoever reaches it runs any code in the pod. Printed with every check."""
 
+    @model_validator(mode="after")
+    def _reason_of_a_routed_debugger(self) -> ContainerPort:
+        # A reason nothing needs would outlive what it accepted (as a stale accepted warning would).
+        if self.route_reason is not None and not (self.route and (self.name in DEBUGGER_PORT_NAMES or self.port in DEBUGGER_PORTS)):
+            raise FieldError(
+                ("route_reason",),
+                "route_reason says why a debugger's port (debugpy, 5678) is routed; this port is "
+                + ("not routed (route: false)" if not self.route else "not a debugger's")
+                + ": remove it",
+            )
+        return self
+
 
 class TcpVariant(Strict):
     """A TCP copy of an RDMA workload under another name (another image, say). It is an alternative:

@@ -244,6 +244,13 @@ INVALID += [
      "gpu_tolerations[1].key", "name the taint's key"),
 ]  # fmt: skip
 
+INVALID += [
+    (DEBUGGER, "a reason for a port not routed", "roce", port("dev", 1, route_reason="a tutorial"),
+     "workloads[dev].ports[debugpy].route_reason", "not routed (route: false)"),
+    (DEBUGGER, "a reason for Jupyter", "roce", port("dev", 0, route_reason="a tutorial"), "workloads[dev].ports[jupyter].route_reason",
+     "not a debugger's"),
+]  # fmt: skip
+
 # --- a preflight finding: (class, case, fixture, edit, rule, severity, object, a phrase of message and fix) ---------
 
 CAPS = ["IPC_LOCK"]
