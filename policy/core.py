@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
 from stacks import provenance
-from stacks.model import AcceptedWarning, BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
+from stacks.model import OPENSHIFT_SCCS, AcceptedWarning, BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
 
 Severity = Literal["error", "warning", "info"]
 ConfigPath = tuple[str | int, ...]
@@ -35,15 +35,6 @@ NETWORKS = "k8s.v1.cni.cncf.io/networks"
 RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
 INSTANCE = "app.kubernetes.io/instance"
-# What the default SCCs allow, as far as the rules need it (KNOWLEDGE.md: restricted-v2 allows only
-# NET_BIND_SERVICE, drops ALL, assigns a non-root uid, forbids escalation; every user may use it).
-KNOWN_SCCS = {
-    "restricted-v2": (frozenset({"NET_BIND_SERVICE"}), False, False),
-    "restricted": (frozenset(), False, False),
-    "nonroot-v2": (frozenset({"NET_BIND_SERVICE"}), False, False),
-    "anyuid": (frozenset(), False, True),
-    "privileged": (None, True, True),
-}
 
 
 @dataclass(frozen=True)
@@ -290,7 +281,7 @@ def parse_networks(value: str, pod_namespace: str) -> list[NetworkRef]:
     return out
 
 
-def _pod_view(obj: dict[str, Any]) -> PodView | None:
+def pod_view(obj: dict[str, Any]) -> PodView | None:
     kind = obj.get("kind")
     spec = obj.get("spec") or {}
     if kind == "Pod":
@@ -315,6 +306,9 @@ class SccView:
     allows_root: bool
     where: str
     """Where the facts come from, for messages: the rendered object or the config fields."""
+    allows_host_paths: bool = False
+    shipped: bool = False
+    """One of the SCCs OpenShift ships (OPENSHIFT_SCCS): its facts are the platform's, never the config's."""
 
     def allows(self, capability: str) -> bool:
         return self.allowed_capabilities is None or capability in self.allowed_capabilities
@@ -332,6 +326,7 @@ def _scc_from_object(obj: dict[str, Any]) -> SccView:
         allows_privileged=bool(obj.get("allowPrivilegedContainer")),
         allows_root=root,
         where=f"the SCC this stack creates ({ref(obj)})",
+        allows_host_paths=bool(obj.get("allowHostDirVolumePlugin")),
     )
 
 
@@ -354,7 +349,7 @@ class Stack:
         return [o for o in self.objects if o.get("kind") == kind]
 
     def pods(self) -> list[PodView]:
-        return [p for p in map(_pod_view, self.objects) if p is not None]
+        return [p for p in map(pod_view, self.objects) if p is not None]
 
     def spec_of(self, pod: PodView) -> Workload | BandwidthCheck | None:
         """The workload, TCP variant or bandwidth check a pod was rendered from (its instance label)."""
@@ -379,10 +374,24 @@ class Stack:
         return spec.privileged_reason if spec is not None else None
 
     def scc(self, name: str) -> SccView | None:
-        """The SCC of that name as far as the stack knows it; None when it knows nothing of it."""
+        """The SCC of that name as far as the stack knows it; None when it knows nothing of it. An SCC OpenShift ships
+        is what OpenShift ships (OPENSHIFT_SCCS), whatever the config's existing_* fields say of it (rule shipped-scc
+        reports where they disagree); the config's facts describe only SCCs the program does not know."""
         for obj in self.of_kind("SecurityContextConstraints"):
             if (obj.get("metadata") or {}).get("name") == name:
                 return _scc_from_object(obj)
+        facts = OPENSHIFT_SCCS.get(name)
+        if facts is not None:
+            return SccView(
+                name,
+                created=False,
+                allowed_capabilities=facts.capabilities,
+                allows_privileged=facts.privileged,
+                allows_root=facts.allows_root,
+                where=f"OpenShift ships {name} so: runAsUser {facts.run_as_user}",
+                allows_host_paths=facts.host_paths,
+                shipped=True,
+            )
         sec = self.config.security
         if name == sec.scc and not sec.create:
             caps = sec.existing_allowed_capabilities
@@ -394,9 +403,6 @@ class Stack:
                 allows_root=sec.existing_allows_root,
                 where="security.existing_allowed_capabilities / existing_allows_* of the config",
             )
-        if name in KNOWN_SCCS:
-            caps_known, privileged, root = KNOWN_SCCS[name]
-            return SccView(name, False, caps_known, privileged, root, f"OpenShift's default SCC {name}")
         return None
 
     def scc_of(self, pod: PodView) -> str:

@@ -8,6 +8,8 @@ lists the warnings it accepts with its reason in accepted_warnings).
 
 from __future__ import annotations
 
+import json
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any
@@ -24,6 +26,7 @@ from policy.core import (
     Stack,
     error,
     info,
+    pod_view,
     ref,
     rule,
     warning,
@@ -32,11 +35,20 @@ from policy.placement import Group, place
 from stacks import provenance
 from stacks.model import (
     BUILTIN_SCCS,
+    CONTROL_PLANE_ROLES,
+    DEBUGGER_PORT_NAMES,
+    DEBUGGER_PORTS,
     INTERNAL_REGISTRY,
     MIB,
+    OBJECT_MAX,
+    OPENSHIFT_SCCS,
     STRATEGY_CAPABILITIES,
     STRATEGY_RUNS_AS_ROOT,
     HandMade,
+    SccFacts,
+    is_label_value,
+    located,
+    qualified_name_problem,
     quantity_value,
 )
 from stacks.provenance import source_line
@@ -203,7 +215,14 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
                     "strategies), or choose a memlock strategy that adds none (node-limit; see KNOWLEDGE.md)"
                 )
                 cause: tuple[str | int, ...] | None = None
-                if not scc.created and name == stack.config.security.scc:
+                if scc.shipped and name == stack.config.security.scc:
+                    cause = ("security", "scc")
+                    fix = (
+                        f"{name!r} is an SCC OpenShift ships, and it allows {allowed} on every cluster (whatever "
+                        "security.existing_allowed_capabilities says): let the stack create a least-privilege SCC (security.scc: "
+                        "a name of your own, create: true), or use memlock node-limit (KNOWLEDGE.md)"
+                    )
+                elif not scc.created and name == stack.config.security.scc:
                     # The stack's facts about an SCC it does not own: the admission error of seed 003, before preview reads it.
                     # One cause for every pod under it: one finding, at the fact, listing the pods.
                     cause = ("security", "existing_allowed_capabilities")
@@ -278,6 +297,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         f"memlock strategy {strategy!r} runs as uid 0, but SCC {scc.name!r} does not admit root "
                         f"({scc.where}): admission rejects the pod",
                         "run under an SCC with runAsUser RunAsAny (security.create: true makes one), or use memlock node-limit",
+                        config=_shipped_cause(stack, scc.name) if scc.shipped else None,
                     )
             elif strategy == "privileged":
                 if not _security(c).get("privileged"):
@@ -295,6 +315,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         f"({scc.where}): admission rejects the pod",
                         "use memlock root-ipc-lock under an SCC that allows IPC_LOCK (security.create: true), or an SCC "
                         "allowing privileged containers (with security.broad_grant_reason)",
+                        config=_shipped_cause(stack, scc.name) if scc.shipped else None,
                     )
             elif strategy == "node-limit" and mode == "rdma" and not node_limit_real:
                 yield warning(
@@ -305,6 +326,15 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                     "set node_level.crio_memlock_unlimited: true (a MachineConfig the platform tier applies; it reboots the "
                     'pool), or have the admin write /etc/crio/crio.conf.d/99-memlock with default_ulimits = ["memlock=-1:-1"]',
                 )
+
+
+def _shipped_cause(stack: Stack, scc: str) -> tuple[str | int, ...] | None:
+    """The config path that names a shipped SCC the pods run under: security.scc or security.unprivileged_scc (one
+    cause for every pod under it); None when the SCC comes from elsewhere (a pod's own annotation)."""
+    sec = stack.config.security
+    if scc == sec.scc:
+        return ("security", "scc")
+    return ("security", "unprivileged_scc") if scc == sec.unprivileged_scc else None
 
 
 def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
@@ -408,15 +438,22 @@ def privileged_container(stack: Stack) -> Iterator[Finding]:
 
 @rule(
     "privileged-scc",
-    "An SCC allowing privileged containers is granted only with a stated reason (security.broad_grant_reason), printed with every check.",
+    "An SCC allowing privileged containers or hostPath volumes (privileged, hostaccess, hostmount-anyuid, ... as OpenShift "
+    "ships them, whatever the config says) is granted only with a stated reason (security.broad_grant_reason), printed "
+    "with every check.",
 )
 def privileged_scc(stack: Stack) -> Iterator[Finding]:
     sec = stack.config.security
     scc = stack.scc(sec.scc) if sec.scc else None
-    if scc is None or not scc.allows_privileged:
+    if scc is None or not (scc.allows_privileged or scc.allows_host_paths):
         return
     obj = f"SecurityContextConstraints {scc.name}"
-    where = "allowPrivilegedContainer" if scc.created else "security.existing_allows_privileged"
+    broad = " and ".join(["privileged containers"] * scc.allows_privileged + ["hostPath volumes"] * scc.allows_host_paths)
+    # The SCC's own field (it is on the cluster: created, or shipped), else the config's claim about it.
+    where = "allowPrivilegedContainer" if scc.allows_privileged else "allowHostDirVolumePlugin"
+    if not (scc.created or scc.shipped):
+        where = "security.existing_allows_privileged"
+    cause = ("security", "scc") if scc.shipped else None
     bound = sorted(
         f"{(b.get('metadata') or {}).get('namespace')}/{s.get('name')}"
         for b in stack.of_kind("RoleBinding")
@@ -428,16 +465,67 @@ def privileged_scc(stack: Stack) -> Iterator[Finding]:
         yield warning(
             obj,
             where,
-            f"SCC {scc.name!r} allows privileged containers and is granted to {accounts}; the stack's broad_grant_reason: "
-            f"{sec.broad_grant_reason}",
+            f"SCC {scc.name!r} allows {broad} and is granted to {accounts}; the stack's broad_grant_reason: {sec.broad_grant_reason}",
             "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds",
+            config=cause,
         )
     else:
         yield error(
             obj,
             where,
-            f"SCC {scc.name!r} allows privileged containers and is granted to {accounts} without a stated reason",
+            f"SCC {scc.name!r} allows {broad} and is granted to {accounts} without a stated reason",
             "set security.broad_grant_reason, or use a least-privilege SCC (security.create: true)",
+            config=cause,
+        )
+
+
+def _shipped_facts(facts: SccFacts) -> dict[str, tuple[object, str]]:
+    """What each security.existing_* field would say of a shipped SCC, and how its manifest says it."""
+    caps = None if facts.capabilities is None else sorted(facts.capabilities)
+    root = f"runAsUser {facts.run_as_user}" + (" (uid 0 admitted)" if facts.allows_root else " (never uid 0)")
+    return {
+        "existing_allowed_capabilities": (
+            caps,
+            "allowedCapabilities " + ("* (every capability)" if caps is None else ", ".join(caps) or "none"),
+        ),
+        "existing_allows_privileged": (facts.privileged, f"allowPrivilegedContainer {str(facts.privileged).lower()}"),
+        "existing_allows_root": (facts.allows_root, root),
+    }
+
+
+@rule(
+    "shipped-scc",
+    "The config's security.existing_* facts of an SCC OpenShift ships agree with what OpenShift ships: the preflight "
+    "judges such an SCC by the platform's facts (OPENSHIFT_SCCS in stacks/model.py), so a field claiming more (IPC_LOCK "
+    "on restricted-v2, root on nonroot-v2) is reported where it is written, not believed.",
+)
+def shipped_scc(stack: Stack) -> Iterator[Finding]:
+    sec = stack.config.security
+    facts = OPENSHIFT_SCCS.get(sec.scc or "")
+    if facts is None or sec.create:
+        return
+    for name, (actual, manifest) in _shipped_facts(facts).items():
+        if name not in sec.model_fields_set:
+            continue  # a default nobody wrote claims nothing
+        claimed = getattr(sec, name)
+        if isinstance(claimed, list):
+            claimed = sorted(claimed)
+        if claimed == actual:
+            continue
+        if claimed is None:
+            said = "every capability"
+        elif isinstance(claimed, list):
+            said = ", ".join(claimed) or "none"
+        else:
+            said = str(claimed).lower()
+        yield warning(
+            f"SecurityContextConstraints {sec.scc}",
+            f"security.{name}",
+            f"security.{name} says {said}, but OpenShift ships {sec.scc!r} with {manifest}: the preflight uses OpenShift's facts, "
+            "not this field",
+            f"remove security.{name} (the existing_* fields describe only SCCs the program does not know), or name an SCC "
+            "that allows what the pods need (security.create: true makes a least-privilege one)",
+            config=("security", name),
         )
 
 
@@ -927,6 +1015,44 @@ def route_port(stack: Stack) -> Iterator[Finding]:
 
 
 @rule(
+    "debugger-route",
+    "No Route reaches a debugger's port (a port named debugpy, or 5678) unless the port says why (route_reason, printed "
+    "with every check): a debugger runs whatever code its client sends, so a Route hands the pod, its GPUs, data and "
+    "service account to anyone who reaches the router. `oc port-forward` reaches it from the user's own machine only.",
+)
+def debugger_route(stack: Stack) -> Iterator[Finding]:
+    entries = {(w.namespace, w.name): path[:2] for path, w in stack.config.located_workloads()}  # a variant's ports are its source's
+    for r in stack.of_kind("Route"):
+        meta = r.get("metadata") or {}
+        at = entries.get((str(meta.get("namespace")), str((meta.get("labels") or {}).get(INSTANCE))))
+        if at is None:
+            continue
+        target = ((r.get("spec") or {}).get("port") or {}).get("targetPort")
+        w = stack.config.workloads[int(at[1])]
+        for k, p in enumerate(w.ports):
+            if target not in (p.name, p.port) or not (p.name in DEBUGGER_PORT_NAMES or p.port in DEBUGGER_PORTS):
+                continue
+            if p.route_reason:
+                yield info(
+                    ref(r),
+                    "spec.port.targetPort",
+                    f"the Route exposes the debugger port {p.name} ({p.port}) outside the cluster; its route_reason: {p.route_reason}",
+                    f"set route: false once the reason no longer holds (`oc port-forward POD {p.port}` reaches it from your machine)",
+                    config=(*at, "ports", k, "route_reason"),
+                )
+            else:
+                yield error(
+                    ref(r),
+                    "spec.port.targetPort",
+                    f"the Route exposes the debugger port {p.name} ({p.port}) outside the cluster: whoever reaches the router can "
+                    "run any code in the pod, with its GPUs, data and service account",
+                    f"set route: false and reach it with `oc port-forward POD {p.port}`; if it must be routed, say why in the "
+                    "port's route_reason (printed with every check)",
+                    config=(*at, "ports", k, "route"),
+                )
+
+
+@rule(
     "shm-size",
     "/dev/shm (a memory emptyDir) fits in the container's memory limit: what is written there counts "
     "against it, and a larger size is an OOM kill waiting to happen. Below 64 MiB, the runtime's own size, it warns (NCCL).",
@@ -999,6 +1125,55 @@ def gpu_toleration(stack: Stack) -> Iterator[Finding]:
                     "let the program add gpu_tolerations to every GPU pod (components/training.py scheduling)",
                     config=("gpu_tolerations",),
                 )
+
+
+@rule(
+    "control-plane-nodes",
+    "No GPU pod selects or tolerates the control plane's nodes (node-role.kubernetes.io/master, control-plane, arbiter, "
+    "in a node selector, node affinity or toleration; a toleration without key and with operator Exists tolerates every "
+    "taint, theirs too): a training pod there takes the CPU, memory and network the API server and etcd need.",
+)
+def control_plane_nodes(stack: Stack) -> Iterator[Finding]:
+    config = stack.config
+    entries = {(w.namespace, w.name): path[:2] for path, w in config.located_workloads()}  # a variant's fields are its source's
+    fix = (
+        "remove it: GPU pods belong on the GPU nodes (node_sets, gpu_node_selector) and tolerate their taints by key "
+        "(gpu_tolerations). On a compact cluster the control-plane nodes are workers too: select them by their GPU label"
+    )
+    for pod in stack.pods():
+        if not _gpus(pod):
+            continue
+        own = entries.get((pod.namespace, pod.instance))
+        w = stack.workload(pod)
+        # Where each rendered value comes from: the stack's GPU settings, then the workload's own (components/training.py).
+        selectors: dict[str, tuple[str | int, ...]] = {key: ("gpu_node_selector", key) for key in config.gpu_node_selector}
+        tolerations: list[tuple[str | int, ...]] = [("gpu_tolerations", i) for i in range(len(config.gpu_tolerations))]
+        if own and w:
+            selectors.update({key: (*own, "node_selector", key) for key in w.node_selector})
+            tolerations += [(*own, "tolerations", i) for i in range(len(w.tolerations))]
+        for key in pod.spec.get("nodeSelector") or {}:
+            if key in CONTROL_PLANE_ROLES:
+                yield error(
+                    pod.ref,
+                    pod.at(f"spec.nodeSelector[{key}]"),
+                    f"the GPU pod selects the control plane's nodes ({key})",
+                    fix,
+                    config=selectors.get(key),
+                )
+        for i, t in enumerate(pod.spec.get("tolerations") or []):
+            key = t.get("key") or ""
+            if key not in CONTROL_PLANE_ROLES and (key or t.get("operator") != "Exists"):
+                continue
+            what = f"the control plane's taint {key}" if key else "every taint (no key, operator Exists), the control plane's included"
+            at = tolerations[i] if i < len(tolerations) else None
+            yield error(pod.ref, pod.at(f"spec.tolerations[{i}]"), f"the GPU pod tolerates {what}", fix, config=at)
+        affinity = ((pod.spec.get("affinity") or {}).get("nodeAffinity")) or {}
+        terms = ((affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms")) or []
+        terms = [*terms, *((p.get("preference") or {}) for p in affinity.get("preferredDuringSchedulingIgnoredDuringExecution") or [])]
+        for term in terms:
+            for e in term.get("matchExpressions") or []:
+                if e.get("key") in CONTROL_PLANE_ROLES and e.get("operator") in ("In", "Exists"):
+                    yield error(pod.ref, pod.at("spec.affinity.nodeAffinity"), f"the GPU pod's node affinity asks for {e['key']}", fix)
 
 
 def _hostnames(pod: PodView) -> tuple[str, list[str]]:
@@ -1120,6 +1295,94 @@ def _unplaceable(nodes: dict[str, int], groups: list[Group], changed: dict[str, 
 
 
 # --- the whole stack ------------------------------------------------------------------------------
+
+
+# The API server's limits on what an object carries (k8s.io/apimachinery ValidateAnnotations: TotalAnnotationSizeLimitB).
+ANNOTATIONS_MAX = 256 * 1024
+
+
+@rule(
+    "api-limits",
+    "Every rendered object passes the API server's own validation of what it carries: its annotations (a reason written "
+    "into one, say) take at most 256 KiB in all, every label key is a qualified name and every label value at most 63 "
+    "characters of the label grammar, and the whole object fits etcd's request limit (1.5 MiB). Otherwise `pulumi up` "
+    "stops half-way, on the first object refused.",
+)
+def api_limits(stack: Stack) -> Iterator[Finding]:
+    for obj, shown in [*((o, ref(o)) for o in stack.objects), *((p, ref(p) + " (patch)") for p in stack.patches)]:
+        pod = pod_view(obj)
+        metas = [("metadata", obj.get("metadata") or {})] + ([(pod.at("metadata"), pod.meta)] if pod and pod.base else [])
+        for where, meta in metas:
+            annotations = meta.get("annotations") or {}
+            size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+            if size > ANNOTATIONS_MAX:
+                yield error(
+                    shown,
+                    f"{where}.annotations",
+                    f"its annotations take {size} bytes, over the {ANNOTATIONS_MAX} the API server takes (the object is refused)",
+                    "shorten the text the config writes into it (a reason, a description): keep long text in the stack's notes",
+                )
+            for key, value in (meta.get("labels") or {}).items():
+                problem = qualified_name_problem(str(key))
+                if not problem and not is_label_value(str(value)):
+                    problem = f"its value {str(value)[:80]!r} is not a label value"
+                if problem:
+                    yield error(
+                        shown,
+                        f"{where}.labels[{key}]",
+                        f"the label {str(key)[:80]!r} is refused by the API server: {problem}",
+                        "a label key is [DNS subdomain/]name with a name of at most 63 characters, a value at most 63 letters, "
+                        "digits, '-', '_' and '.', starting and ending with a letter or digit: name what the label comes from so",
+                    )
+        size = len(json.dumps(obj, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if size > OBJECT_MAX:
+            yield error(
+                shown,
+                "",
+                f"the object takes {size} bytes, over the {OBJECT_MAX} the API server takes in one request (etcd's limit)",
+                "move long text (scripts, environment values) into a volume or several ConfigMaps",
+            )
+
+
+# Characters that make text display otherwise than it reads to a program (Trojan Source, CVE-2021-42574): the bidi
+# embeddings and overrides (U+202A..U+202E) and isolates (U+2066..U+2069), and the zero-width ones.
+HIDDEN = frozenset([*map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"])
+
+
+@rule(
+    "hidden-characters",
+    "No text of the config (a script, a Dockerfile, a command, an environment value, a name) holds a bidi override or "
+    "isolate or a zero-width character: they make the text display otherwise than it runs (a warning, since text in a "
+    "right-to-left language may need them).",
+)
+def hidden_characters(stack: Stack) -> Iterator[Finding]:
+    for path, text in _texts(stack.config.model_dump(), ()):
+        found = sorted({c for c in text if c in HIDDEN})
+        if not found:
+            continue
+        first = min(text.index(c) for c in found)
+        names = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, '')}".strip() for c in found)
+        yield warning(
+            f"Stack {stack.config.name}",
+            located(path, stack.config),
+            f"the text holds {names} (first at character {first + 1}): it displays otherwise than it runs, so a reviewer "
+            "does not see what it does",
+            "retype the text without them (`grep -nP '[\\x{200B}-\\x{200D}\\x{202A}-\\x{202E}\\x{2060}\\x{2066}-\\x{2069}\\x{FEFF}]'` "
+            "finds them); if they are meant (right-to-left text), accept the warning in accepted_warnings with the reason",
+            config=path,
+        )
+
+
+def _texts(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...], str]]:
+    """Every string of a dumped config with its path (dict keys are names the model's grammars already restrict)."""
+    if isinstance(value, str):
+        yield path, value
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            yield from _texts(v, (*path, k))
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            yield from _texts(v, (*path, i))
 
 
 @rule(

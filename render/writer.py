@@ -69,13 +69,23 @@ def to_yaml(obj: dict[str, Any]) -> str:
     return yaml.dump(canonical(obj, top=True), Dumper=_Dumper, sort_keys=False, width=4096, allow_unicode=True)
 
 
+FILE_NAME_MAX = 255  # bytes of a file name (Linux NAME_MAX)
+
+
 def relative_path(rec: Recorded) -> Path:
+    """`<namespace or _cluster>/[patch-]<kind>-<name>.yaml`. A file name is not an object name: an object may be named
+    with 253 characters, which with its kind exceeds what a file name holds, so a name that would is cut and carries
+    a short hash of the whole name (unique, the same on every render); every shorter name is kept as it is."""
     obj = rec.object
     meta = obj.get("metadata") or {}
     folder = meta.get("namespace") or "_cluster"
-    prefix = "patch-" if rec.is_patch else ""
+    head = ("patch-" if rec.is_patch else "") + f"{obj['kind'].lower()}-"
     name = str(meta.get("name", rec.name)).replace(":", "_")
-    return Path(folder) / f"{prefix}{obj['kind'].lower()}-{name}.yaml"
+    if len(f"{head}{name}.yaml".encode()) > FILE_NAME_MAX:
+        digest = hashlib.sha256(name.encode()).hexdigest()[:12]
+        room = FILE_NAME_MAX - len(f"{head}-{digest}.yaml".encode())
+        name = f"{name.encode()[:room].decode(errors='ignore')}-{digest}"
+    return Path(folder) / f"{head}{name}.yaml"
 
 
 def document(rec: Recorded) -> str:

@@ -13,6 +13,7 @@ stack module or a YAML file: see `located` and `ModelError`.
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import re
 import weakref
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -83,23 +84,77 @@ EXEC_MARGIN = 256 * 1024
 OBJECT_MAX = 1536 * 1024
 # What a training pod's template holds besides the environment (containers, volumes, affinity, labels): an upper bound.
 POD_TEMPLATE_BASE = 16 * 1024
-# The SCCs OpenShift ships. A stack that `create`s one of them would own, and on destroy delete,
-# the SCC every user of the cluster runs under.
-BUILTIN_SCCS = frozenset(
-    {
-        "anyuid", "hostaccess", "hostmount-anyuid", "hostnetwork", "hostnetwork-v2", "machine-api-termination-handler",
-        "node-exporter", "nonroot", "nonroot-v2", "privileged", "restricted", "restricted-v2",
-    }
-)  # fmt: skip
+
+
+class SccFacts(NamedTuple):
+    """What admission lets a pod do under an SCC OpenShift ships (the fields of its manifest the rules judge)."""
+
+    capabilities: frozenset[str] | None
+    """allowedCapabilities: what a container may add; None for `*` (any)."""
+    run_as_user: str
+    """runAsUser.type: RunAsAny admits uid 0; MustRunAsRange and MustRunAsNonRoot never do."""
+    privileged: bool
+    """allowPrivilegedContainer."""
+    host_paths: bool
+    """allowHostDirVolumePlugin: hostPath volumes, the node's file system."""
+    escalation: bool
+    """allowPrivilegeEscalation (unset in a manifest means allowed)."""
+
+    @property
+    def allows_root(self) -> bool:
+        return self.run_as_user == "RunAsAny"
+
+
+_NET_BIND = frozenset({"NET_BIND_SERVICE"})
+_NONE: frozenset[str] = frozenset()
+# The SCCs OpenShift ships, and what each one allows: facts of the platform, not of a stack's config. Read from the
+# manifests OpenShift installs them from: openshift/cluster-kube-apiserver-operator bindata/bootkube/scc-manifests/
+# (0000_20_kube-apiserver-operator_00_scc-NAME.yaml), openshift/machine-api-operator
+# install/0000_30_machine-api-operator_09_security_context_constraint.yaml (machine-api-termination-handler) and
+# openshift/cluster-monitoring-operator assets/node-exporter/security-context-constraints.yaml (node-exporter); they
+# agree with the OpenShift documentation's "Default security context constraints". A stack that `create`s one of them
+# would own, and on destroy delete, the SCC every user of the cluster runs under; a stack that names one is judged by
+# these facts, whatever its security.existing_* fields say (policy.core.Stack.scc).
+OPENSHIFT_SCCS: dict[str, SccFacts] = {
+    "anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=False, escalation=True),
+    "hostaccess": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=True, escalation=True),
+    "hostmount-anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
+    "hostmount-anyuid-v2": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
+    "hostnetwork": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True),
+    "hostnetwork-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False),
+    "machine-api-termination-handler": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
+    "node-exporter": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
+    "nonroot": SccFacts(_NONE, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=True),
+    "nonroot-v2": SccFacts(_NET_BIND, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=False),
+    "privileged": SccFacts(None, "RunAsAny", privileged=True, host_paths=True, escalation=True),
+    "restricted": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True),
+    "restricted-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False),
+}
+BUILTIN_SCCS = frozenset(OPENSHIFT_SCCS)
 INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"
 # Service accounts OpenShift makes in every project (the value: which part of it does).
 PROJECT_SERVICE_ACCOUNTS = {"default": "", "builder": "", "deployer": "", "pipeline": " that has OpenShift Pipelines"}
 # Machine config pools of the control plane: a MachineConfig there drains and reboots the API server's nodes in turn.
 CONTROL_PLANE_POOLS = frozenset({"master", "control-plane", "arbiter"})
+# The node-role labels (and taint keys) of the same nodes: a GPU pod that selects or tolerates them may land on, and
+# load, the nodes the API server and etcd run on.
+CONTROL_PLANE_ROLES = tuple(sorted(f"node-role.kubernetes.io/{pool}" for pool in CONTROL_PLANE_POOLS))
+# Namespaces a stack never touches: the platform's own and `default`. What a stack declares there it owns, and its
+# `pulumi destroy` deletes (a NAD copy, a RoleBinding, a claim); an import would adopt the platform's objects.
+PLATFORM_NAMESPACES = ("kube-*", "openshift", "openshift-*", "default")
+
+
+def platform_namespace(namespace: str) -> bool:
+    return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in PLATFORM_NAMESPACES)
+
+
 # The files components/launcher/launcher.py writes in every pod (DEFAULT_ENV_FILE, DEFAULT_BASH_ENV_FILE,
 # DEFAULT_REPORT_JSON; tests hold them equal): a DeepSpeed hostfile must not be one of them, and /tmp must be writable.
 LAUNCHER_FILES = ("/tmp/launcher.env", "/tmp/launcher-bash-env.sh", "/tmp/launcher-report.json")
 NAME_MAX = 255  # bytes of one path component (Linux NAME_MAX)
+# A debugger's port (debugpy's name and its default port): it runs whatever code its client sends.
+DEBUGGER_PORT_NAMES = frozenset({"debugpy"})
+DEBUGGER_PORTS = frozenset({5678})
 
 
 def _label(value: str) -> str:
@@ -222,16 +277,39 @@ def _capability(value: str) -> str:
     return value
 
 
+def is_label_value(value: str) -> bool:
+    """Whether the API server takes `value` as a label value: at most 63 characters of the label grammar."""
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
 def _label_value(value: str) -> str:
-    if len(value) > 63 or not _LABEL_VALUE.match(value):
+    if not is_label_value(value):
         raise ValueError(f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.')")
     return value
 
 
+def qualified_name_problem(value: str) -> str:
+    """Why the API server refuses `value` as a qualified name ("" when it takes it). It checks label and node selector
+    keys, taint and toleration keys and affinity expression keys alike with this grammar: [DNS subdomain '/'] name."""
+    prefix, slash, name = value.rpartition("/")
+    problem = ""
+    if slash and not prefix:
+        problem = "the prefix before '/' is empty"
+    elif prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        problem = f"the prefix {prefix[:64]!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    elif len(name) > 63:
+        problem = f"the name (after any prefix) has {len(name)} characters, at most 63 are allowed"
+    elif not _LABEL_KEY_NAME.match(name):
+        problem = "the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+    return problem
+
+
 def _label_key(value: str) -> str:
-    prefix, _, name = value.rpartition("/")
-    if (prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix))) or len(name) > 63 or not _LABEL_KEY_NAME.match(name):
-        raise ValueError(f"{value!r} is not a valid label or taint key (optional DNS prefix '/', then at most 63 characters)")
+    if problem := qualified_name_problem(value):
+        raise ValueError(
+            f"{value[:80]!r} is not a key the API server accepts (label, node selector, taint and toleration keys are qualified "
+            f"names): {problem}. Write NAME or PREFIX/NAME, e.g. nvidia.com/gpu.present"
+        )
     return value
 
 
@@ -701,6 +779,17 @@ class Toleration(Strict):
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """The taint's effect; None tolerates every effect."""
 
+    @field_validator("key", mode="before")
+    @classmethod
+    def _a_key(cls, value: Any) -> Any:
+        if value == "":
+            # The API server takes it (with operator Exists): it tolerates every taint, the control plane's included.
+            raise ValueError(
+                "an empty key (with operator Exists) tolerates every taint, the control plane's NoSchedule taints included, so "
+                "GPU pods may land on the API server's nodes: name the taint's key (e.g. nvidia.com/gpu)"
+            )
+        return value
+
     @model_validator(mode="after")
     def _value_matches_operator(self) -> Toleration:
         if self.operator == "Equal" and self.value is None:
@@ -977,12 +1066,22 @@ class Security(Strict):
             )
         if self.create and self.scc is None:
             raise FieldError(("scc",), "create: true needs the name of the SCC to create")
-        if self.scc and not self.create and self.existing_allows_privileged and not self.broad_grant_reason:
+        if self.scc and not self.create and not self.broad_grant_reason and (broad := self.broad_grant()):
             raise FieldError(
                 ("broad_grant_reason",),
-                f"SCC {self.scc!r} allows privileged containers: set broad_grant_reason to say why this stack accepts it",
+                f"SCC {self.scc!r} allows {broad}: set broad_grant_reason to say why this stack accepts it, or use a "
+                "least-privilege SCC (create: true, with a name of your own)",
             )
         return self
+
+    def broad_grant(self) -> str:
+        """What makes the existing `scc` a broad grant ("" when nothing does): privileged containers, hostPath volumes.
+        Judged by OpenShift's own facts for an SCC it ships (OPENSHIFT_SCCS), by existing_allows_privileged otherwise."""
+        facts = OPENSHIFT_SCCS.get(self.scc or "")
+        if facts is None:
+            return "privileged containers" if self.existing_allows_privileged else ""
+        broad = ["privileged containers"] * facts.privileged + ["hostPath volumes (the node's file system)"] * facts.host_paths
+        return " and ".join(broad) + (f" (OpenShift ships {self.scc!r} so)" if broad else "")
 
 
 class NamespacedName(Strict):
@@ -1114,6 +1213,21 @@ class ContainerPort(Strict):
     route: bool = False
     """Expose it outside the cluster: a Service port plus an OpenShift Route (edge TLS) to rank 0's pod.
     Off: reachable with `oc port-forward` only (right for debugpy)."""
+    route_reason: str | None = None
+    """Required to route a debugger's port (named debugpy, or port 5678): why it is exposed outside the cluster, where
+    whoever reaches it runs any code in the pod. Printed with every check."""
+
+    @model_validator(mode="after")
+    def _reason_of_a_routed_debugger(self) -> ContainerPort:
+        # A reason nothing needs would outlive what it accepted (as a stale accepted warning would).
+        if self.route_reason is not None and not (self.route and (self.name in DEBUGGER_PORT_NAMES or self.port in DEBUGGER_PORTS)):
+            raise FieldError(
+                ("route_reason",),
+                "route_reason says why a debugger's port (debugpy, 5678) is routed; this port is "
+                + ("not routed (route: false)" if not self.route else "not a debugger's")
+                + ": remove it",
+            )
+        return self
 
 
 class TcpVariant(Strict):
@@ -1735,8 +1849,31 @@ def _references(c: ClusterConfig) -> None:
                 f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {_where(first, c)}): names must be unique",
             )
 
+    nad_source = c.fabric.nad_source_namespace if c.fabric else None
+
+    def untouchable(path: tuple[str | int, ...], namespace: str) -> None:
+        """A namespace no stack may touch: one error at the entry that names it."""
+        if platform_namespace(namespace):
+            raise FieldError(
+                path,
+                f"{namespace!r} is a namespace of the platform ({', '.join(PLATFORM_NAMESPACES)}): what a stack declares there it "
+                "owns, and its `pulumi destroy` deletes it from under the cluster (an import would adopt the platform's own "
+                "objects). Use the users' own projects",
+            )
+        if namespace == nad_source:
+            raise FieldError(
+                path,
+                f"{namespace!r} holds the SR-IOV operator's NADs (fabric.nad_source_namespace): a NAD copy there would adopt the "
+                "operator's own NAD, and `pulumi destroy` would delete it. Use the users' own projects",
+            )
+
+    for i, name in enumerate(c.namespaces):
+        with problems.collect():
+            untouchable(("namespaces", i), name)
+
     def in_namespaces(path: tuple[str | int, ...], what: str, namespace: str) -> None:
         if namespace not in ns:
+            untouchable(path, namespace)  # the entry's own error, not "add it to namespaces"
             raise FieldError(path, f"{what} is in namespace {namespace!r}, which is not in namespaces")
 
     sets = {s.name for s in c.node_sets}
@@ -1763,6 +1900,8 @@ def _references(c: ClusterConfig) -> None:
             unique("volume", v.namespace, v.name, ("volumes", i, "name"))
     classes = {s.name for s in c.storage_classes}
     for i, f in enumerate(c.pvc_fixes):
+        with problems.collect():
+            untouchable(("pvc_fixes", i, "namespace"), f.namespace)
         with problems.collect():
             for cls in f.serves_storage_classes:
                 if cls not in classes:
@@ -1931,6 +2070,10 @@ def _references(c: ClusterConfig) -> None:
         with problems.collect():
             path = ("bandwidth_checks", i)
             pod_refs("bandwidth check", path, path, chk)
+    for i, h in enumerate(c.hand_made):
+        with problems.collect():
+            if h.namespace and h.namespace not in ns:  # one of namespaces: that entry's error says it
+                untouchable(("hand_made", i, "namespace"), h.namespace)
     with problems.collect():
         _derived_names(c, paths)
     problems.raise_all()
