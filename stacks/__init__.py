@@ -337,7 +337,6 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
             return Yaml11Number(text)
         return super().construct_yaml_int(node)
 
-
     def construct_unordered(self, node: yaml.Node) -> Any:
         # A !!set has no order (Python's changes from run to run, so two renders of one file could differ), and
         # !!omap/!!pairs become lists of tuples no field reads. A config writes lists and mappings.

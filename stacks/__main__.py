@@ -323,7 +323,7 @@ def cmd_adopt_diff(args: argparse.Namespace) -> int:
     from render import adoption
 
     config = stacks.load(args.stack)
-    live = stacks.read_yaml(Path(args.live))
+    live = stacks.read_yaml(Path(args.live), stacks.LIVE_LIMITS)
     report, narrowing = adoption.adopt_diff(config, live, str(args.live))
     sys.stdout.write(report)
     return 1 if narrowing else 0
