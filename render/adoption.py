@@ -258,9 +258,9 @@ def _declared(config: ClusterConfig) -> dict[tuple[str, str | None, str], dict[s
 def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -> tuple[str, bool]:
     """Each item of a List the stack declares, diffed as one object; the others named."""
     items = live["items"]
-    bad = [i for i, item in enumerate(items) if not _is_object(item) or not isinstance(item["metadata"].get("name"), str)]
+    bad = [i for i, item in enumerate(items) if not _is_object(item)]
     if bad:
-        raise stacks.ConfigError(f"{source}: items[{bad[0]}] of the List is not a Kubernetes object (a kind and metadata.name)")
+        raise stacks.ConfigError(f"{source}: items[{bad[0]}] of the List is not a Kubernetes object (a kind and metadata)")
     for i, item in enumerate(items):
         error = _object_error(source, item, f"items[{i}] of the List, ")
         if error:

@@ -269,7 +269,8 @@ def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
     """The files under `folder` (relative to `root`) as committed at `ref`; None if the ref has no
-    such folder (a new stack). Raises DiffError outside a git repository or for an unknown ref."""
+    such folder (a new stack). Raises DiffError outside a git repository or for an unknown ref, and ConfigError
+    naming `REF:PATH` for a file that is not one a render writes (parse)."""
     try:
         _git(root, "rev-parse", "--git-dir")
     except DiffError:
@@ -304,9 +305,9 @@ def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
         header = blob[pos:header_end].split()
         if len(header) != 3 or not header[2].isdigit():  # `NAME missing`: a name git's batch protocol cannot carry
             raise stacks.ConfigError(f"{ref}:{name}: git cannot read it back ({blob[pos:header_end].decode('utf-8', 'replace')})")
-        size = int(header[2])
-        raw = blob[header_end + 1 : header_end + 1 + size]
-        pos = header_end + 1 + size + 1  # the content is followed by a newline
+        length = int(header[2])
+        raw = blob[header_end + 1 : header_end + 1 + length]
+        pos = header_end + 1 + length + 1  # the content is followed by a newline
         shown = f"{ref}:{name}"
         files[name[len(folder) + 1 :]] = parse(name, stacks.decode_text(raw, shown, stacks.RENDERED_LIMITS), shown)
     return files

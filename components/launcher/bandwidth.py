@@ -85,8 +85,8 @@ _COUNT = re.compile(r"[0-9]{1,20}")
 _MEASURE = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?")  # 34562.5, the old error column's 5e-07
 # nccl-tests' first line (`# nThread 1 nGpus 4 minBytes 8 maxBytes 8589934592 step: 2(factor) ...`) and the torch
 # loop's title carry the sizes the run was asked for; nccl-tests lowers maxBytes to fit GPU memory, and says so.
-_SIZES = re.compile(r"\bminBytes (\d{1,20}) maxBytes (\d{1,20})\b(?: step: (\d{1,20})\((factor|bytes)\))?", re.ASCII)
-_REDUCED_MAX = re.compile(r"^#\s*Reducing maxBytes to (\d{1,20})\b", re.ASCII)
+_SIZES = re.compile(r"\bminBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?", re.ASCII)
+_REDUCED_MAX = re.compile(r"^#\s*Reducing maxBytes to (\d+)", re.ASCII)
 # nccl-tests' device list: `#  Rank  0 Group  0 Pid     57 on rdma-bandwidth-0 device  0 [0x18] NVIDIA H100 80GB HBM3`
 # (versions before 2.13 print no Group).
 _RANK_ON = re.compile(r"^#\s*Rank\s+(\d{1,20})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b", re.ASCII)
@@ -258,6 +258,10 @@ def shown(text: str, limit: int = 80) -> str:
 
 def _read_header(line: str, header: Run, out: Results) -> None:
     """What a `#` line before a table says: the sizes asked for, the ranks' hosts, the torch loop's world."""
+    sizes = _SIZES.search(line) or _REDUCED_MAX.match(line)
+    if sizes and any(len(digits) > 20 for digits in sizes.groups() if digits):
+        out.malformed.append(f"a size of thousands of digits in the line {shown(line)}")  # no run asks for 10^20 bytes
+        return
     sizes = _SIZES.search(line)
     if sizes:
         header.min_bytes, header.max_bytes = int(sizes.group(1)), int(sizes.group(2))
@@ -451,7 +455,7 @@ def judge(
     measured: Optional[float] = None
     if results.malformed:
         failures.append(
-            f"{len(results.malformed)} row(s) of the results hold a value that is not a number (NaN, inf, a digit of "
+            f"{len(results.malformed)} line(s) of the results hold a value that is not a number (NaN, inf, a digit of "
             f"another script, a size of thousands of digits): {results.malformed[0]}; no benchmark prints one"
         )
     if not results.rows:
