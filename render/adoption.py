@@ -173,9 +173,9 @@ def _narrowing(path: str, old: Any, new: Any) -> str | None:
     return None
 
 
-# What the API server sets a field to when the object does not: a live object read back without it has this value,
-# so declaring the other one changes it (and may narrow it: a ServiceAccount's token mount, an SCC's privilege
-# escalation). Only fields the stack's kinds declare; paths as _leaves writes them.
+# What the API server takes a field to be when the object does not set it: a live object read back without it has
+# this value, so declaring the other one changes it (and may narrow it: a ServiceAccount's token mount, an SCC's
+# privilege escalation). Used only where the stack declares the field; paths as _leaves writes them.
 API_DEFAULTS: dict[str, dict[str, Any]] = {
     "ServiceAccount": {"automountServiceAccountToken": True},
     "SecurityContextConstraints": {"allowPrivilegeEscalation": True, "readOnlyRootFilesystem": False, "requiredDropCapabilities": []},
@@ -196,14 +196,19 @@ def _metadata_problem(obj: dict[str, Any]) -> str | None:
     kind, namespace and name and reads labels and annotations as maps of text."""
     meta = obj["metadata"]
     name, namespace = meta.get("name"), meta.get("namespace")
+
+    def shown(value: Any) -> str:
+        text = _yaml(value)
+        return text if len(text) <= 80 else text[:80] + "..."
+
     if not isinstance(name, str) or not name:
-        return f"metadata.name is {_yaml(name)}, not a name"
+        return f"metadata.name is {shown(name)}, not a name"
     if namespace is not None and (not isinstance(namespace, str) or not namespace):
-        return f"metadata.namespace is {_yaml(namespace)}, not a namespace's name"
+        return f"metadata.namespace is {shown(namespace)}, not a namespace's name"
     for key in ("labels", "annotations"):
         value = meta.get(key)
         if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
-            return f"metadata.{key} is {_yaml(value)[:80]}, not a map of names to text"
+            return f"metadata.{key} is {shown(value)}, not a map of names to text"
     return None
 
 
