@@ -23,7 +23,6 @@ with it, and a test holds that it passes every check.
 from __future__ import annotations
 
 import functools
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -33,7 +32,7 @@ import pulumi
 from components.kube import NAD_API, NAD_KIND, RESOURCE_NAME, SCC_API, SRIOV_OWNER_REF, LiveObject
 from components.networks import rdma_namespaces
 from components.security import granted_accounts, needed_capabilities, use_binding, use_role_name
-from stacks.model import ClusterConfig, PvcStorageClassFix, SriovAttachment
+from stacks.model import MAX_CNI_DEPTH, ClusterConfig, PvcStorageClassFix, SriovAttachment, bounded_json
 
 Check = Callable[[dict[str, Any]], "str | None"]
 
@@ -191,7 +190,9 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
             problems.append(f"its resourceName is {resource!r}, the stack's {att.resource!r}")
         if copies and att.cni_config:
             try:
-                same = json.loads((state.get("spec") or {}).get("config") or "null") == json.loads(att.cni_config)
+                # The live NAD's config is read as the stack's is: nested too deep (or NaN) is no config, and differs.
+                live = bounded_json((state.get("spec") or {}).get("config") or "null", MAX_CNI_DEPTH)
+                same = live == bounded_json(att.cni_config, MAX_CNI_DEPTH)
             except ValueError:
                 same = False
             if not same:

@@ -173,8 +173,55 @@ def _narrowing(path: str, old: Any, new: Any) -> str | None:
     return None
 
 
+# What the API server takes a field to be when the object does not set it: a live object read back without it has
+# this value, so declaring the other one changes it (and may narrow it: a ServiceAccount's token mount, an SCC's
+# privilege escalation). Used only where the stack declares the field; paths as _leaves writes them.
+API_DEFAULTS: dict[str, dict[str, Any]] = {
+    "ServiceAccount": {"automountServiceAccountToken": True},
+    "SecurityContextConstraints": {"allowPrivilegeEscalation": True, "readOnlyRootFilesystem": False, "requiredDropCapabilities": []},
+    "PersistentVolumeClaim": {"spec.volumeMode": "Filesystem"},
+    "Service": {"spec.type": "ClusterIP", "spec.sessionAffinity": "None", "spec.publishNotReadyAddresses": False},
+    "StatefulSet": {"spec.replicas": 1, "spec.podManagementPolicy": "OrderedReady", "spec.revisionHistoryLimit": 10},
+    "Job": {"spec.backoffLimit": 6, "spec.completions": 1, "spec.parallelism": 1},
+}
+DEFAULTED = " (not set on the live object: the API's default)"
+
+
 def _is_object(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("metadata"), dict) and isinstance(value.get("kind"), str)
+
+
+def _metadata_problem(obj: dict[str, Any]) -> str | None:
+    """What makes an object's metadata one the API server would not return, or None: adopt-diff names objects by
+    kind, namespace and name and reads labels and annotations as maps of text."""
+    meta = obj["metadata"]
+    name, namespace = meta.get("name"), meta.get("namespace")
+
+    def shown(value: Any) -> str:
+        text = _yaml(value)
+        return text if len(text) <= 80 else text[:80] + "..."
+
+    if not isinstance(name, str) or not name:
+        return f"metadata.name is {shown(name)}, not a name"
+    if namespace is not None and (not isinstance(namespace, str) or not namespace):
+        return f"metadata.namespace is {shown(namespace)}, not a namespace's name"
+    for key in ("labels", "annotations"):
+        value = meta.get(key)
+        if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
+            return f"metadata.{key} is {shown(value)}, not a map of names to text"
+    return None
+
+
+def _object_error(source: str, obj: dict[str, Any], where: str = "") -> stacks.ConfigError | None:
+    """The error for an object whose metadata is malformed, naming the file and the object; None when it is sound."""
+    problem = _metadata_problem(obj)
+    if problem is None:
+        return None
+    name = obj["metadata"].get("name")
+    named = f"{obj['kind']} {name}" if isinstance(name, str) and name else f"the {obj['kind']}"
+    return stacks.ConfigError(
+        f"{source}: {where}{named}: {problem} (expected the output of `oc get KIND NAME -o yaml` as the cluster returns it)"
+    )
 
 
 def _is_list(value: Any) -> bool:
@@ -195,6 +242,9 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
         raise stacks.ConfigError(
             f"{source}: not a Kubernetes object (expected the output of `oc get KIND NAME -o yaml`, or of `oc get KIND -o yaml`: a List)"
         )
+    bad = _object_error(source, live)
+    if bad:
+        raise bad
     declared = _declared(config).get(_ref(live))
     if declared is None:
         raise stacks.ConfigError(f"{source}: stack {config.name} declares no {_label(live)}: nothing would adopt it")
@@ -213,9 +263,13 @@ def _declared(config: ClusterConfig) -> dict[tuple[str, str | None, str], dict[s
 def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -> tuple[str, bool]:
     """Each item of a List the stack declares, diffed as one object; the others named."""
     items = live["items"]
-    bad = [i for i, item in enumerate(items) if not _is_object(item) or not isinstance(item["metadata"].get("name"), str)]
+    bad = [i for i, item in enumerate(items) if not _is_object(item)]
     if bad:
-        raise stacks.ConfigError(f"{source}: items[{bad[0]}] of the List is not a Kubernetes object (a kind and metadata.name)")
+        raise stacks.ConfigError(f"{source}: items[{bad[0]}] of the List is not a Kubernetes object (a kind and metadata)")
+    for i, item in enumerate(items):
+        error = _object_error(source, item, f"items[{i}] of the List, ")
+        if error:
+            raise error
     if not items:
         raise stacks.ConfigError(f"{source}: the List holds no items: nothing to adopt")
     declared = _declared(config)
@@ -243,6 +297,9 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
     """The report on adopting one live object, and whether adopting narrows it."""
     kind = live["kind"]
     before, after = _leaves(_clean(live)), _leaves(declared)
+    # A field the live object leaves out holds the API's default, where the stack declares it.
+    defaulted = {path for path in API_DEFAULTS.get(kind, {}) if path in after and path not in before}
+    before.update({path: API_DEFAULTS[kind][path] for path in defaulted})
     lines = [f"{_label(live)}: live ({source}) -> what stack {config.name} declares"]
     narrows: list[str] = []
     for path in sorted(before.keys() | after.keys()):
@@ -253,13 +310,14 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
         if old == new:
             continue
         narrowing = _narrowing(path, old, new)
+        unset = DEFAULTED if path in defaulted else ""
         if narrowing:
             narrows.append(path)
-            lines.append(f"  - {narrowing}")
+            lines.append(f"  - {narrowing}{unset}")
         elif path not in before:
             lines.append(f"  + sets {path}: {_yaml(new)}")
         else:
-            lines.append(f"  ~ changes {path}: {_yaml(old)} -> {_yaml(new)}")
+            lines.append(f"  ~ changes {path}: {_yaml(old)} -> {_yaml(new)}{unset}")
     if narrows:
         lines += [
             "",

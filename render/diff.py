@@ -20,8 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
+import stacks
 from render import MANIFEST
 
 OUTPUTS = "outputs.json"
@@ -239,24 +238,23 @@ def report(stack: str, before: str, changes: list[ObjectChange], total: int, aft
 # --- reading the two sides ----------------------------------------------------------------------
 
 
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 class DiffError(Exception):
     """The comparison cannot be made (no git repository, unknown ref); the message says why."""
 
 
-def parse(path: str, text: str) -> Any:
-    """One rendered file: outputs.json, or one YAML document (patch files start with a comment)."""
+def parse(path: str, text: str, source: str | None = None) -> Any:
+    """One rendered file: outputs.json, or one YAML document (patch files start with a comment). Read as a config
+    is read (stacks.parse_yaml: bounded depth, size and values, no aliases), with a rendered file's limits: a
+    committed render is anyone's commit. `source` names the file in errors (default: `path`)."""
     if path.endswith(".json"):
-        return json.loads(text)
-    return yaml.load(text, Loader=_LOADER)  # noqa: S506 (a SafeLoader: libyaml's, about ten times faster)
+        return stacks.parse_json(text, source or path, stacks.RENDERED_LIMITS)
+    return stacks.parse_yaml(text, source or path, stacks.RENDERED_LIMITS)
 
 
 def read_folder(folder: Path) -> dict[str, Any]:
     """Every rendered file under a stack folder, keyed by its path relative to the folder."""
     files = sorted(p for p in folder.rglob("*") if p.is_file() and p.name != MANIFEST)
-    return {p.relative_to(folder).as_posix(): parse(p.name, p.read_text(encoding="utf-8")) for p in files}
+    return {p.relative_to(folder).as_posix(): parse(p.name, stacks.read_text(p, stacks.RENDERED_LIMITS), str(p)) for p in files}
 
 
 def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
@@ -271,7 +269,8 @@ def _git(root: Path, *args: str, stdin: bytes | None = None) -> bytes:
 
 def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
     """The files under `folder` (relative to `root`) as committed at `ref`; None if the ref has no
-    such folder (a new stack). Raises DiffError outside a git repository or for an unknown ref."""
+    such folder (a new stack). Raises DiffError outside a git repository or for an unknown ref, and ConfigError
+    naming `REF:PATH` for a file that is not one a render writes (parse)."""
     try:
         _git(root, "rev-parse", "--git-dir")
     except DiffError:
@@ -280,22 +279,37 @@ def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
         commit = _git(root, "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}").decode().strip()
     except DiffError:
         raise DiffError(f"unknown git ref {ref!r}: give a branch, tag or commit (e.g. --against origin/main)") from None
-    names = _git(root, "ls-tree", "-r", "--name-only", "-z", commit, "--", f"{folder}/").decode().split("\0")
-    names = [n for n in names if n and not n.endswith("/" + MANIFEST)]
-    if not names:
+    # `ls-tree -l` gives each blob's size: one past a rendered file's limit is refused before git reads it out.
+    listing = _git(root, "ls-tree", "-r", "-l", "-z", commit, "--", f"{folder}/").decode("utf-8", "replace").split("\0")
+    sizes: dict[str, str] = {}
+    for entry in filter(None, listing):
+        info, name = entry.split("\t", 1)
+        if not name.endswith("/" + MANIFEST):
+            sizes[name] = info.split()[-1]
+    if not sizes:
         return None
+    for name, size in sizes.items():
+        shown = f"{ref}:{name}"
+        if not size.isdecimal():  # a submodule (a commit), not a file
+            raise stacks.ConfigError(f"{shown}: not a file: a committed render holds files only")
+        if int(size) > stacks.RENDERED_LIMITS.max_bytes:
+            raise stacks.ConfigError(f"{shown}: {size} bytes is larger than a rendered file can be ({stacks.RENDERED_LIMITS.max_bytes})")
     # One `git cat-file --batch` reads every blob (a `git show` per file would start ~40 processes).
     prefix = _git(root, "rev-parse", "--show-prefix").decode().strip()
-    request = "".join(f"{commit}:{prefix}{n}\n" for n in names).encode()
+    request = "".join(f"{commit}:{prefix}{n}\n" for n in sizes).encode()
     blob = _git(root, "cat-file", "--batch", stdin=request)
     files: dict[str, Any] = {}
     pos = 0
-    for name in names:
+    for name in sizes:
         header_end = blob.index(b"\n", pos)
-        size = int(blob[pos:header_end].split()[2])
-        text = blob[header_end + 1 : header_end + 1 + size].decode("utf-8")
-        pos = header_end + 1 + size + 1  # the content is followed by a newline
-        files[name[len(folder) + 1 :]] = parse(name, text)
+        header = blob[pos:header_end].split()
+        if len(header) != 3 or not header[2].isdigit():  # `NAME missing`: a name git's batch protocol cannot carry
+            raise stacks.ConfigError(f"{ref}:{name}: git cannot read it back ({blob[pos:header_end].decode('utf-8', 'replace')})")
+        length = int(header[2])
+        raw = blob[header_end + 1 : header_end + 1 + length]
+        pos = header_end + 1 + length + 1  # the content is followed by a newline
+        shown = f"{ref}:{name}"
+        files[name[len(folder) + 1 :]] = parse(name, stacks.decode_text(raw, shown, stacks.RENDERED_LIMITS), shown)
     return files
 
 

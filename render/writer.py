@@ -31,6 +31,7 @@ from typing import Any
 
 import yaml
 
+import stacks
 from render import MANIFEST
 from render.engine import Recorded, Rendering
 
@@ -125,11 +126,17 @@ def read_manifest(text: str) -> dict[str, str | None]:
     return listed
 
 
-def _read(path: Path) -> bytes:
-    """A file's bytes, never through a symlink (ELOOP if the path became one)."""
+MAX_READ = stacks.RENDERED_LIMITS.max_bytes
+"""What the writer reads back of a file (the manifest, a file it hashes): as much as any reader of a render takes."""
+
+
+def _read(path: Path) -> bytes | None:
+    """A file's bytes, never through a symlink (ELOOP if the path became one); None past MAX_READ, which no file
+    a render wrote reaches."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     with os.fdopen(fd, "rb") as f:
-        return f.read()
+        data = f.read(MAX_READ + 1)
+    return data if len(data) <= MAX_READ else None
 
 
 def _walk(folder: Path, rel: str = "") -> Iterator[tuple[str, os.DirEntry[str]]]:
@@ -169,7 +176,10 @@ def _check(target: Path, shown: Path | None = None) -> None:
                 "Choose another --out folder, or empty this one yourself"
             )
         return
-    listed = read_manifest(_read(target / MANIFEST).decode("utf-8", errors="replace"))
+    text = _read(target / MANIFEST)
+    if text is None:
+        raise WriteError(f"{shown / MANIFEST} is larger than a render writes ({MAX_READ} bytes): {unchanged}. Delete the folder yourself")
+    listed = read_manifest(text.decode("utf-8", errors="replace"))
     folders = {str(PurePosixPath(rel).parent) for rel in listed} - {"."}
     folders |= {str(parent) for f in folders for parent in PurePosixPath(f).parents} - {"."}
     changed, foreign = [], []
@@ -181,8 +191,8 @@ def _check(target: Path, shown: Path | None = None) -> None:
                 foreign.append(rel)
         elif not entry.is_file(follow_symlinks=False) or rel not in listed:
             foreign.append(rel)
-        elif (digest := listed[rel]) is not None and hashlib.sha256(_read(target / rel)).hexdigest() != digest:
-            changed.append(rel)
+        elif (digest := listed[rel]) is not None and ((data := _read(target / rel)) is None or hashlib.sha256(data).hexdigest() != digest):
+            changed.append(rel)  # a file past MAX_READ is not one the render wrote
     more = len(changed) + len(foreign) - 1
     others = f" ({more} other path{'s' * (more > 1)} too)" if more > 0 else ""
     fix = f"move what you want to keep out of {shown}/ (a render replaces the whole folder), then render again"

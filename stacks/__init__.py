@@ -33,7 +33,7 @@ import yaml
 from pydantic import ValidationError
 
 from stacks import provenance
-from stacks.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
+from stacks.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, TooDeep, bounded_json, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
 """The project folder: Pulumi.yaml, the stack files, clusters/, rendered/."""
@@ -50,6 +50,26 @@ TIERS = ("all", "platform", "project")
 MAX_FILE_BYTES = 8 * 1024 * 1024
 MAX_DEPTH = 40
 MAX_YAML_VALUES = 200_000
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What one reader of YAML or JSON takes (read_text, parse_yaml, parse_json): a file past them is refused,
+    naming it, before anything is built from it."""
+
+    what: str
+    """What the file is, as the messages say it: `a config`."""
+    max_bytes: int = MAX_FILE_BYTES
+    max_depth: int = MAX_DEPTH
+    max_values: int = MAX_YAML_VALUES
+
+
+CONFIG_LIMITS = Limits("a config")
+# A rendered object is nested a dozen levels at most; a launcher ConfigMap is its ~3,300 lines of source in one
+# value (a ConfigMap holds 1 MiB): the config's limits have room for both, and still stop a bomb.
+RENDERED_LIMITS = Limits("a rendered file")
+# `oc get KIND -o yaml` of every SCC of a cluster is a few thousand lines.
+LIVE_LIMITS = Limits("a live object")
 
 
 class ConfigError(Exception):
@@ -364,11 +384,20 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
             return Yaml11Number(text)
         return super().construct_yaml_int(node)
 
+    def construct_unordered(self, node: yaml.Node) -> Any:
+        # A !!set has no order (Python's changes from run to run, so two renders of one file could differ), and
+        # !!omap/!!pairs become lists of tuples no field reads. A config writes lists and mappings.
+        tag = node.tag.rsplit(":", 1)[-1]
+        why = "a set has no order, so two renders could differ: write a list ([a, b])" if tag == "set" else "write a mapping (a: 1)"
+        raise yaml.constructor.ConstructorError(None, None, f"!!{tag} is not supported: {why}", node.start_mark)
+
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+for _tag in ("set", "omap", "pairs"):
+    _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _Loader.construct_unordered)
 
 
-def read_text(path: Path) -> str:
+def read_text(path: Path, limits: Limits = CONFIG_LIMITS) -> str:
     """A regular file's text, bounded: never blocks on a FIFO or reads a device forever."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
@@ -377,54 +406,62 @@ def read_text(path: Path) -> str:
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise ConfigError(f"{path}: not a regular file (a directory, device or FIFO): give a config file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise ConfigError(f"{path}: {info.st_size} bytes is larger than a config can be ({MAX_FILE_BYTES})")
+            raise ConfigError(f"{path}: not a regular file (a directory, device or FIFO): {limits.what} is a file")
+        if info.st_size > limits.max_bytes:
+            raise ConfigError(f"{path}: {info.st_size} bytes is larger than {limits.what} can be ({limits.max_bytes})")
         with os.fdopen(fd, "rb", closefd=True) as handle:
             fd = -1
-            raw = handle.read(MAX_FILE_BYTES + 1)
+            raw = handle.read(limits.max_bytes + 1)
     except OSError as err:
         raise ConfigError(f"{path}: cannot read the file: {err.strerror or err}") from None
     finally:
         if fd >= 0:
             os.close(fd)
+    return decode_text(raw, str(path), limits)
+
+
+def decode_text(raw: bytes, source: str, limits: Limits = CONFIG_LIMITS) -> str:
+    """Bytes read elsewhere (a file, a git blob) as text: at most limits.max_bytes, UTF-8 only."""
+    if len(raw) > limits.max_bytes:
+        raise ConfigError(f"{source}: {len(raw)} bytes is larger than {limits.what} can be ({limits.max_bytes})")
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{path}: not a UTF-8 text file (byte {err.start}): a config is YAML text") from None
+        raise ConfigError(f"{source}: not a UTF-8 text file (byte {err.start}): {limits.what} is text") from None
 
 
-def _yaml_error(path: Path, err: yaml.YAMLError) -> ConfigError:
+def _yaml_error(path: Path | str, err: yaml.YAMLError) -> ConfigError:
     mark = getattr(err, "problem_mark", None) or getattr(err, "context_mark", None)
     where = f":{mark.line + 1}:{mark.column + 1}" if mark else ""
     problem = getattr(err, "problem", None) or str(err)
     return ConfigError(f"{path}{where}: not valid YAML: {problem}")
 
 
-def _bounded(path: Path, text: str) -> None:
+def _bounded(path: Path | str, text: str, limits: Limits = CONFIG_LIMITS) -> None:
     """Refuse nesting, size and aliases before anything is built from the text: the event stream is
-    read iteratively, so a file nested 100,000 deep cannot exhaust the stack."""
+    read iteratively, so a file nested 100,000 deep cannot exhaust the stack (libyaml's composer would
+    crash the process on it)."""
     depth = nodes = 0
     try:
         for event in yaml.parse(text, Loader=_Loader):
             line = event.start_mark.line + 1 if event.start_mark is not None else "?"
             if isinstance(event, yaml.AliasEvent):
-                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in a config")
+                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in {limits.what}")
             if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 depth += 1
-                if depth > MAX_DEPTH:
-                    raise ConfigError(f"{path}:{line}: nested more than {MAX_DEPTH} levels deep")
+                if depth > limits.max_depth:
+                    raise ConfigError(f"{path}:{line}: nested more than {limits.max_depth} levels deep")
             elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
                 depth -= 1
             if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
                 nodes += 1
-                if nodes > MAX_YAML_VALUES:
-                    raise ConfigError(f"{path}: more than {MAX_YAML_VALUES} values: not a config")
+                if nodes > limits.max_values:
+                    raise ConfigError(f"{path}: more than {limits.max_values} values: not {limits.what}")
     except yaml.YAMLError as err:
         raise _yaml_error(path, err) from None
 
 
-def _check_text(data: Any, path: Path, where: str = "") -> None:
+def _check_text(data: Any, path: Path | str, where: str = "") -> None:
     """Every string is valid Unicode text: a JSON-style escape like "\\ud800" yields a lone surrogate,
     which no API server accepts."""
     if isinstance(data, str):
@@ -441,15 +478,25 @@ def _check_text(data: Any, path: Path, where: str = "") -> None:
             _check_text(v, path, f"{where}[{i}]")
 
 
-def read_yaml(path: Path) -> Any:
+def read_yaml(path: Path, limits: Limits = CONFIG_LIMITS) -> Any:
     """Parse a YAML file with the limits above; every failure is a ConfigError naming the file."""
-    return read_yaml_lines(path)[0]
+    return _compose(read_text(path, limits), path, limits)[0]
 
 
 def read_yaml_lines(path: Path) -> tuple[Any, dict[provenance.Path_, int]]:
     """read_yaml, and the line of every key and list item (provenance.yaml_lines)."""
-    text = read_text(path)
-    _bounded(path, text)
+    data, node = _compose(read_text(path), path, CONFIG_LIMITS)
+    return data, provenance.yaml_lines(node)
+
+
+def parse_yaml(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
+    """YAML text read elsewhere (a committed render from git, a file a command reads back) with the same
+    limits and loader as a config file; `source` names it in every error."""
+    return _compose(text, source, limits)[0]
+
+
+def _compose(text: str, path: Path | str, limits: Limits) -> tuple[Any, yaml.Node | None]:
+    _bounded(path, text, limits)
     loader = _Loader(text)
     try:
         node = loader.get_single_node()
@@ -462,7 +509,21 @@ def read_yaml_lines(path: Path) -> tuple[Any, dict[provenance.Path_, int]]:
     finally:
         loader.dispose()
     _check_text(data, path)
-    return data, provenance.yaml_lines(node)
+    return data, node
+
+
+def parse_json(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
+    """JSON text with the limits of YAML (model.bounded_json: depth, no NaN), text only; `source` names it in errors."""
+    if len(text) > limits.max_bytes:
+        raise ConfigError(f"{source}: {len(text)} characters is larger than {limits.what} can be ({limits.max_bytes})")
+    try:
+        data = bounded_json(text, limits.max_depth)
+    except TooDeep as err:
+        raise ConfigError(f"{source}: {err}") from None
+    except ValueError as err:  # JSONDecodeError, NaN, and int() of more than 4300 digits
+        raise ConfigError(f"{source}: not valid JSON: {err}") from None
+    _check_text(data, source)
+    return data
 
 
 def load_file(path: str | Path) -> ClusterConfig:

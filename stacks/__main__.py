@@ -54,13 +54,11 @@ def _previous(name: str, ref: str | None) -> dict[str, object] | None:
 
 
 def _rendered_outputs(path: Path) -> dict[str, object] | None:
-    """The stack outputs of a render on disk, or None where there is none (or it is not one: never an error here)."""
-    try:
-        if not path.is_file() or path.stat().st_size > 16 * 1024 * 1024:
-            return None
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    """The stack outputs of the render on disk that a render replaces, or None where there is none. Read as the
+    committed render is (a rendered file's limits): a file that is not one is a message naming it, not a crash."""
+    if path.is_symlink() or not path.is_file():  # the writer refuses the folder, naming what is wrong with it
         return None
+    data = stacks.parse_json(stacks.read_text(path, stacks.RENDERED_LIMITS), str(path), stacks.RENDERED_LIMITS)
     return data if isinstance(data, dict) else None
 
 
@@ -358,7 +356,7 @@ def cmd_adopt_diff(args: argparse.Namespace) -> int:
     from render import adoption
 
     config = stacks.load(args.stack)
-    live = stacks.read_yaml(Path(args.live))
+    live = stacks.read_yaml(Path(args.live), stacks.LIVE_LIMITS)
     report, narrowing = adoption.adopt_diff(config, live, str(args.live))
     sys.stdout.write(report)
     return 1 if narrowing else 0

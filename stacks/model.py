@@ -379,9 +379,48 @@ def _text(value: str) -> str:
     return value
 
 
+def nesting(value: Any) -> int:
+    """How deep lists and mappings nest in a parsed value (a scalar: 0), walked without recursion: a value nested
+    thousands deep must be refused, not crash the check that measures it."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            todo += [(v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
+MAX_CNI_DEPTH = 20  # a CNI config nests a few levels (plugins[].ipam.routes[])
+
+
+class TooDeep(ValueError):
+    """A parsed value nests deeper than its reader takes."""
+
+
+def _no_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def bounded_json(text: str, max_depth: int) -> Any:
+    """JSON text nested at most `max_depth` deep, without NaN or Infinity (no JSON parser but Python's takes them).
+    Python's parser stops near 1,000 levels with a RecursionError, and whatever walks the value afterwards recurses
+    too: both are refused here with a TooDeep, any other fault with a ValueError saying why."""
+    try:
+        parsed = json.loads(text, parse_constant=_no_json_constant)
+    except RecursionError:
+        raise TooDeep(f"nested more than {max_depth} levels deep") from None
+    if nesting(parsed) > max_depth:
+        raise TooDeep(f"nested more than {max_depth} levels deep")
+    return parsed
+
+
 def _json_object(value: str) -> str:
     try:
-        parsed = json.loads(value)
+        parsed = bounded_json(value, MAX_CNI_DEPTH)
+    except TooDeep as err:
+        raise ValueError(f"{err}: a CNI config is a few levels deep; paste the source NAD's spec.config as it is") from None
     except ValueError as err:
         raise ValueError(f"not JSON ({err}): paste the source NAD's spec.config as it is") from None
     if not isinstance(parsed, dict):

@@ -97,7 +97,8 @@ def plan_for(sysfs_root: pathlib.Path, memlock: Any = None, **env_overrides: str
     cfg = L.load_config(contract_env(**env_overrides), str(sysfs_root))
     net_names = tuple(L.read_net_names(str(sysfs_root)))
     links = L.read_interface_links(str(sysfs_root), [i for i in cfg.rdma_interfaces if i in net_names])
-    facts = L.Facts(memlock or memlock_facts(), tuple(L.read_rdma_ports(str(sysfs_root))), net_names, links=links)
+    own = [d for link in links for d in link.devices]  # read first, as gather_facts does
+    facts = L.Facts(memlock or memlock_facts(), tuple(L.read_rdma_ports(str(sysfs_root), own=own)), net_names, links=links)
     plan = L.decide(cfg, facts)
     return plan, L.render_report(cfg, plan)
 

@@ -52,6 +52,7 @@ Exit codes: 0 pass; 1 fail; 2 bad arguments or an unreadable log.
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import re
 import shutil
@@ -78,17 +79,21 @@ FLOAT_BYTES = 4  # both tools reduce float32 sums
 # `--timestamps` (RFC 3339), mpirun --tag-output ([1,0]<stdout>:), torchrun --tee ([default0]:).
 _LINE_PREFIX = re.compile(r"^(?:\d{4}-\d\d-\d\dT[0-9:.]+(?:Z|[+-]\d\d:?\d\d)\s+|\[[^\]]*\](?:<std(?:out|err)>)?:?[ \t]*)+")
 _AVG_BUSBW = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+# Every number read from a log is ASCII and of a sane length (\d alone also matches Arabic-Indic or fullwidth digits,
+# which int() and float() accept, and int() raises on 5,000 digits); a cell of the table is one of these or N/A.
+_COUNT = re.compile(r"[0-9]{1,20}")
+_MEASURE = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?")  # 34562.5, the old error column's 5e-07
 # nccl-tests' first line (`# nThread 1 nGpus 4 minBytes 8 maxBytes 8589934592 step: 2(factor) ...`) and the torch
 # loop's title carry the sizes the run was asked for; nccl-tests lowers maxBytes to fit GPU memory, and says so.
-_SIZES = re.compile(r"\bminBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?")
-_REDUCED_MAX = re.compile(r"^#\s*Reducing maxBytes to (\d+)")
+_SIZES = re.compile(r"\bminBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?", re.ASCII)
+_REDUCED_MAX = re.compile(r"^#\s*Reducing maxBytes to (\d+)", re.ASCII)
 # nccl-tests' device list: `#  Rank  0 Group  0 Pid     57 on rdma-bandwidth-0 device  0 [0x18] NVIDIA H100 80GB HBM3`
 # (versions before 2.13 print no Group).
-_RANK_ON = re.compile(r"^#\s*Rank\s+(\d+)\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b")
+_RANK_ON = re.compile(r"^#\s*Rank\s+(\d{1,20})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b", re.ASCII)
 # The torch loop's title: `... world size 8 nodes 2 ranks per node 4 minBytes ...` (before it reported nodes: world size only).
 _TORCH_TITLE = re.compile(r"^#\s*torch\.distributed all_reduce\b")
-_TORCH_WORLD = re.compile(r"\bworld size (\d+)")
-_TORCH_NODES = re.compile(r"\bnodes (\d+) ranks per node (\d+)")
+_TORCH_WORLD = re.compile(r"\bworld size (\d{1,20})\b", re.ASCII)
+_TORCH_NODES = re.compile(r"\bnodes (\d{1,20}) ranks per node (\d{1,20})\b", re.ASCII)
 
 
 @dataclass
@@ -125,6 +130,7 @@ class Run:
     step: Optional[int] = None
     step_kind: str = "factor"  # nccl-tests -f (sizes multiply) or -i (sizes add)
     finished: bool = False  # nccl-tests' trailer (`# Avg bus bandwidth : X`) followed the rows
+    after_trailer: int = 0  # rows that came after the trailer: no benchmark prints them
 
     def expected_largest(self) -> Optional[int]:
         """The largest message the header's sizes reach (nccl-tests: from minBytes by the step while
@@ -155,6 +161,7 @@ class Results:
     torch_world: Optional[int] = None  # the torch loop's title
     torch_nodes: Optional[int] = None
     torch_ranks_per_node: Optional[int] = None
+    malformed: List[str] = field(default_factory=list)  # rows of a table whose numbers are not numbers
 
     def largest(self) -> List[Row]:
         if not self.rows:
@@ -167,11 +174,38 @@ def strip_prefix(line: str) -> str:
     return _LINE_PREFIX.sub("", line.rstrip("\r\n"), count=1)
 
 
+class Malformed(ValueError):
+    """A table cell that is neither a number nor N/A."""
+
+
 def _number(token: str) -> Optional[float]:
-    try:
-        return float(token)
-    except ValueError:
-        return None  # N/A
+    """A cell's value; None for N/A. NaN, inf, 1e999 (inf), '١٢' or '１２' are not a measurement: Malformed."""
+    if token == "N/A":
+        return None
+    value = float(token) if _MEASURE.fullmatch(token) else math.inf
+    if not math.isfinite(value):
+        raise Malformed(token)
+    return value
+
+
+def _row(tokens: List[str], columns: List[str]) -> Row:
+    """One row of a table whose header is `columns`; Malformed names the first cell that is not a number."""
+    for token in tokens[:2]:
+        if not _COUNT.fullmatch(token):
+            raise Malformed(token)
+    first = columns.index("time")
+    measures = []
+    for at in range(first, len(columns), 4):
+        wrong_col, wrong_raw = columns[at + 3], tokens[at + 3]
+        wrong = None
+        if wrong_col == "#wrong" and wrong_raw != "N/A":  # a count: anything but digits is no count (and no zero)
+            if not _COUNT.fullmatch(wrong_raw):
+                raise Malformed(wrong_raw)
+            wrong = int(wrong_raw)
+        elif wrong_col != "#wrong":
+            _number(wrong_raw)  # the old float error: read, never judged, but a number
+        measures.append(Measure(_number(tokens[at]), _number(tokens[at + 1]), _number(tokens[at + 2]), wrong))
+    return Row(int(tokens[0]), int(tokens[1]), measures)
 
 
 def parse_results(text: str) -> Results:
@@ -186,7 +220,7 @@ def parse_results(text: str) -> Results:
         if line.startswith("#"):
             avg = _AVG_BUSBW.match(line)
             if avg:
-                if _number(avg.group(1)) is not None:
+                if _MEASURE.fullmatch(avg.group(1)) and math.isfinite(float(avg.group(1))):
                     out.avg_busbw.append(float(avg.group(1)))
                 if out.runs:
                     out.runs[-1].finished = True
@@ -201,22 +235,33 @@ def parse_results(text: str) -> Results:
                     header = Run()
             continue
         tokens = line.split()
+        # A row: as many cells as the header, the first two digits of any script (str.isdigit: '٣' and '１' are
+        # digits too, and are refused below, as the row they start, never skipped).
         if not columns or len(tokens) != len(columns) or not (tokens[0].isdigit() and tokens[1].isdigit()):
             continue
-        first = columns.index("time")
-        measures = []
-        for at in range(first, len(columns), 4):
-            wrong_col, wrong_raw = columns[at + 3], tokens[at + 3]
-            wrong = int(wrong_raw) if wrong_col == "#wrong" and wrong_raw.isdigit() else None
-            measures.append(Measure(_number(tokens[at]), _number(tokens[at + 1]), _number(tokens[at + 2]), wrong))
-        row = Row(int(tokens[0]), int(tokens[1]), measures)
+        try:
+            row = _row(tokens, columns)
+        except Malformed as bad:
+            out.malformed.append(f"{shown(str(bad))} in the row {shown(line)}")
+            continue
         out.rows.append(row)
         out.runs[-1].rows.append(row)
+        if out.runs[-1].finished:
+            out.runs[-1].after_trailer += 1
     return out
+
+
+def shown(text: str, limit: int = 80) -> str:
+    """Text from a log, cut to a line's worth."""
+    return repr(text if len(text) <= limit else text[:limit] + "...")
 
 
 def _read_header(line: str, header: Run, out: Results) -> None:
     """What a `#` line before a table says: the sizes asked for, the ranks' hosts, the torch loop's world."""
+    sizes = _SIZES.search(line) or _REDUCED_MAX.match(line)
+    if sizes and any(len(digits) > 20 for digits in sizes.groups() if digits):
+        out.malformed.append(f"a size of thousands of digits in the line {shown(line)}")  # no run asks for 10^20 bytes
+        return
     sizes = _SIZES.search(line)
     if sizes:
         header.min_bytes, header.max_bytes = int(sizes.group(1)), int(sizes.group(2))
@@ -248,7 +293,8 @@ _NET_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)$")  # [0]eth0:10.0.0.
 _SOCKET_IFACE = re.compile(r"\[\d+\]([^\s\[]+)")
 _VIA_NET = re.compile(r"via NET/([A-Za-z][A-Za-z0-9_]*)(\S*)")  # NET/IB/0/GDRDMA, NET/Socket/0
 _VIA_LOCAL = re.compile(r"via (P2P|SHM)/")  # inside a node: P2P/CUMEM/read, P2P/IPC, SHM/direct/direct
-_COMM = re.compile(r"\bnRanks (\d+) nNodes (\d+) localRanks (\d+)")  # comm 0x... rank 0 nRanks 8 nNodes 2 localRanks 4
+# comm 0x... rank 0 nRanks 8 nNodes 2 localRanks 4
+_COMM = re.compile(r"\bnRanks (\d{1,20}) nNodes (\d{1,20}) localRanks (\d{1,20})\b", re.ASCII)
 
 
 def net_family(name: str) -> str:
@@ -407,6 +453,11 @@ def judge(
 
     largest = results.largest()
     measured: Optional[float] = None
+    if results.malformed:
+        failures.append(
+            f"{len(results.malformed)} line(s) of the results hold a value that is not a number (NaN, inf, a digit of "
+            f"another script, a size of thousands of digits): {results.malformed[0]}; no benchmark prints one"
+        )
     if not results.rows:
         failures.append(
             "no all-reduce results in the log: no nccl-tests table (a `# size count ... busbw` header "
@@ -521,6 +572,11 @@ def unfinished(results: Results) -> List[str]:
             out.append(
                 f"{which}the benchmark did not finish: its largest message is {top} B, but the header asks for sizes up to "
                 f"maxBytes {run.max_bytes} B (the last one {expected} B): the log ends before the sizes that decide the verdict"
+            )
+        if run.after_trailer:
+            out.append(
+                f"{which}{run.after_trailer} row(s) after the summary trailer (`# Avg bus bandwidth : ...`), which the benchmark "
+                "prints after its last size: the log was edited or joins two runs"
             )
         if not run.finished:
             out.append(

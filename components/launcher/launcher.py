@@ -840,14 +840,18 @@ def read_gids(pdir: str, odd: Optional[List[str]] = None) -> Tuple[Gid, ...]:
     return tuple(gids)
 
 
-def read_rdma_ports(sysfs_root: str, odd: Optional[List[str]] = None) -> List[RdmaPort]:
+def read_rdma_ports(sysfs_root: str, odd: Optional[List[str]] = None, own: Sequence[str] = ()) -> List[RdmaPort]:
+    """Every port of the RDMA devices the pod sees, at most MAX_PORTS, naturally sorted. The pod's own devices
+    (`own`: those behind its interfaces, read_interface_links) are read first, by name: on a host showing more
+    ports than the bound (or more devices than a listing holds), the ports left out are the host's, never the pod's."""
     base = os.path.join(sysfs_root, "class", "infiniband")
+    first = sorted({d for d in own if DEVICE_NAME.fullmatch(d)}, key=natural_key)
     ports: List[RdmaPort] = []
-    for device in _listdir(base, DEVICE_NAME, odd):
+    for device in first + [d for d in _listdir(base, DEVICE_NAME, odd) if d not in first]:
         ports_dir = os.path.join(base, device, "ports")
         for port in _listdir(ports_dir, NUMBER_NAME, odd):
             if len(ports) >= MAX_PORTS:
-                return ports
+                return sorted(ports, key=lambda p: (natural_key(p.device), p.port))
             pdir = os.path.join(ports_dir, port)
             link_layer = _read(os.path.join(pdir, "link_layer")) or ""
             ports.append(
@@ -859,7 +863,7 @@ def read_rdma_ports(sysfs_root: str, odd: Optional[List[str]] = None) -> List[Rd
                     gids=read_gids(pdir, odd),
                 )
             )
-    return ports
+    return sorted(ports, key=lambda p: (natural_key(p.device), p.port))
 
 
 def read_net_names(sysfs_root: str, odd: Optional[List[str]] = None) -> List[str]:
@@ -1045,13 +1049,15 @@ def gather_facts(cfg: Config) -> Facts:
     cgroup = read_cgroup_memory(cfg.sysfs_root)
     odd: List[str] = []
     net_names = tuple(read_net_names(cfg.sysfs_root, odd))
+    # The pod's interfaces first: the devices behind them are read before any other (read_rdma_ports' bound).
+    links = read_interface_links(cfg.sysfs_root, [i for i in cfg.rdma_interfaces if i in net_names])
     return Facts(
         memlock=gather_memlock(cfg, cgroup),
-        ports=tuple(read_rdma_ports(cfg.sysfs_root, odd)),
+        ports=tuple(read_rdma_ports(cfg.sysfs_root, odd, [d for link in links for d in link.devices])),
         net_names=net_names,
         cgroup=cgroup,
         odd_entries=tuple(odd),
-        links=read_interface_links(cfg.sysfs_root, [i for i in cfg.rdma_interfaces if i in net_names]),
+        links=links,
         isolated=bool(sys.flags.isolated),
     )
 
