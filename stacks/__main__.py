@@ -104,15 +104,23 @@ def cmd_schema(args: argparse.Namespace) -> int:
     return 0
 
 
-def _preflight(config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None) -> list[Finding]:
-    """The rules over a rendering, each finding located in the config by the provenance layout() carries (the entry
-    each object is rendered from), as the Pulumi program's preflight does (__main__.py)."""
+def _preflight(config: ClusterConfig, rendering: Rendering | None, previous: dict[str, object] | None) -> list[Finding]:
+    """The rules over a rendering (`render`), each finding located in the config by the provenance layout() carries
+    (the entry each object is rendered from), as the Pulumi program's preflight does (__main__.py). Without a rendering
+    (`check`), over the objects layout() declares, as that preflight reads them: the same objects the components register
+    (tests/test_program.py, tests/test_properties.py), without the mock runtime, which is most of a render's time and
+    would be most of a large stack's check (docs/performance.md, "Scale")."""
     import policy
     from components.program import layout, sources
 
-    objects = [r.object for r in rendering.resources if not r.is_patch]
-    patches = [r.object for r in rendering.resources if r.is_patch]
-    return policy.check(config, objects, patches, previous=previous, sources=sources(layout(config)))
+    whole = layout(config)
+    if rendering is None:
+        objects = [d.object for d in whole if not d.patch]
+        patches = [d.object for d in whole if d.patch]
+    else:
+        objects = [r.object for r in rendering.resources if not r.is_patch]
+        patches = [r.object for r in rendering.resources if r.is_patch]
+    return policy.check(config, objects, patches, previous=previous, sources=sources(whole))
 
 
 def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
@@ -205,13 +213,12 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Render each stack offline, run the preflight rules, print one finding per line; 1 on any error."""
+    """Run the preflight rules over each stack's objects, print one finding per line; 1 on any error."""
     import policy
-    from render.engine import run
 
     failed = False
     for config in _configs(args):
-        findings = _preflight(config, run(config), _previous(config.name, args.against))
+        findings = _preflight(config, None, _previous(config.name, args.against))
         for f in findings:
             print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
         print(policy.summary(config.name, findings))

@@ -65,6 +65,10 @@ MAX_WORKLOADS = 200
 # one bandwidth check; /work/shared/CLUSTER-FACTS.md), and so is any one team's project on one cluster.
 MAX_CLUSTER_NODES = 4096
 """GPU nodes of all node sets together: a large cluster's whole GPU fleet."""
+MAX_NAMED_NODES = 256
+"""Nodes named in all node sets together. Every pod template carries the names of its set (a pin) or of all of them
+(the pods of a count set avoid them), so the rendered objects grow with templates x names; a fleet larger than this is
+counted (`count`), not listed."""
 MAX_TCP_VARIANTS = 4
 """TCP variants of one workload (alternatives of it: an older and a newer image, say)."""
 MAX_POD_TEMPLATES = 256
@@ -733,8 +737,9 @@ class NodeSet(Strict):
     COLLECTION: ClassVar[str] = "node_sets"
     name: K8sName
     """Name of the set (workloads name it in node_set)."""
-    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NODE_SET_SIZE)
-    """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them."""
+    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NAMED_NODES)
+    """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them. At most
+    256 names in all node sets together (MAX_NAMED_NODES): count a larger fleet."""
     count: int | None = Field(strict=True, default=None, ge=1, le=MAX_NODE_SET_SIZE)
     """For nodes not known by name: how many the stack may count on. Pods are not pinned."""
     gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
@@ -1734,9 +1739,17 @@ class ClusterConfig(Strict):
 def _bounds(c: ClusterConfig) -> None:
     """The stack-wide bounds (MAX_CLUSTER_NODES, MAX_POD_TEMPLATES), checked before anything that grows with them. The
     error names the entry that crosses the bound, where the stack file writes it."""
-    total = 0
+    total = named = 0
     for i, s in enumerate(c.node_sets):
         total += s.size
+        named += len(s.nodes)
+        if named > MAX_NAMED_NODES:
+            raise FieldError(
+                ("node_sets", i, "nodes"),
+                f"the node sets name {named} nodes up to {s.name!r}: at most {MAX_NAMED_NODES} in all (every pod template carries "
+                "the names), the bound that keeps `python -m stacks check` fast. Give a larger set of interchangeable nodes as "
+                "a count instead of names",
+            )
         if total > MAX_CLUSTER_NODES:
             raise FieldError(
                 ("node_sets", i, "nodes" if s.nodes else "count"),
