@@ -36,7 +36,7 @@ def _attachment(i: int) -> dict[str, Any]:
 
 def data(workloads: int, nodes: int, named: bool = False, variants: int | None = None) -> dict[str, Any]:
     """A stack of `workloads` workloads on `nodes` GPU nodes (named in four pinned sets, or one count set), with a TCP
-    variant on every fourth workload (`variants`: that many instead, the first workloads' each)."""
+    variant on every fourth workload (`variants`: that many instead, on the first StatefulSets)."""
     if named:
         sets = [[f"gpu-{k}-{i:04d}" for i in range(nodes // NAMED_SETS)] for k in range(NAMED_SETS)]
         node_sets = [{"name": f"set-{k}", "nodes": names, "gpus_per_node": GPUS_PER_NODE} for k, names in enumerate(sets)]
@@ -46,6 +46,7 @@ def data(workloads: int, nodes: int, named: bool = False, variants: int | None =
     namespaces = [f"team-{k}" for k in range(4)]
     free = [[GPUS_PER_NODE] * len(names) for names in sets]  # the free GPUs of each node of each set, as placed so far
     out = []
+    made = 0  # TCP variants so far
     for i in range(workloads):
         pods, gpus = SHAPES[i % len(SHAPES)]
         where = free[i % len(free)]
@@ -75,9 +76,10 @@ def data(workloads: int, nodes: int, named: bool = False, variants: int | None =
         }
         if named:
             w["node_set"] = f"set-{i % NAMED_SETS}"
-        wanted = (i % 4 == 0) if variants is None else (i < variants)
+        wanted = (i % 4 == 0) if variants is None else made < variants
         if wanted and not job:
             w["tcp_variants"] = [{"name": f"w-{i:03d}-tcp"}]
+            made += 1
         out.append(w)
     return {
         "name": f"scale-{workloads}-{nodes}" + ("-named" if named else "") + ("" if variants is None else f"-v{variants}"),
@@ -106,7 +108,14 @@ def data(workloads: int, nodes: int, named: bool = False, variants: int | None =
             v
             for ns in namespaces
             for v in (
-                {"name": "workspace", "namespace": ns, "mount_path": "/workspace", "size": "10Gi", "storage_class": "ceph-rbd", "shared": False},
+                {
+                    "name": "workspace",
+                    "namespace": ns,
+                    "mount_path": "/workspace",
+                    "size": "10Gi",
+                    "storage_class": "ceph-rbd",
+                    "shared": False,
+                },
                 {"name": "datasets", "namespace": ns, "mount_path": "/datasets", "size": "50Gi", "storage_class": "cephfs"},
             )
         ],

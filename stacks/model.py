@@ -59,17 +59,17 @@ MAX_NODES = 256
 MAX_GPUS = 16
 MAX_NODE_SET_SIZE = 4096
 MAX_WORKLOADS = 200
-# Bounds on what one stack declares, so that `python -m stacks check` (a render under mocks and the preflight, both
-# linear in what is rendered) stays a matter of seconds: docs/performance.md "Scale" measures the largest stack they
-# accept. The committed stacks are far below every one of them (Barcelona: 5 GPU nodes, 5 workloads, one TCP variant,
-# one bandwidth check; /work/shared/CLUSTER-FACTS.md), and so is any one team's project on one cluster.
+# Bounds on what one stack declares, so that `python -m stacks check` (the preflight over the declared objects, linear
+# in them) and `render` stay a matter of seconds: docs/performance.md "Scale" measures the largest stack they accept.
+# The committed stacks use at most a quarter of each (Barcelona: 5 named GPU nodes, 5 workloads, two TCP variants of
+# one workload, one bandwidth check; /work/shared/CLUSTER-FACTS.md), and a large site's project on one cluster fits too.
 MAX_CLUSTER_NODES = 4096
 """GPU nodes of all node sets together: a large cluster's whole GPU fleet."""
 MAX_NAMED_NODES = 256
 """Nodes named in all node sets together. Every pod template carries the names of its set (a pin) or of all of them
 (the pods of a count set avoid them), so the rendered objects grow with templates x names; a fleet larger than this is
 counted (`count`), not listed."""
-MAX_TCP_VARIANTS = 4
+MAX_TCP_VARIANTS = 8
 """TCP variants of one workload (alternatives of it: an older and a newer image, say)."""
 MAX_POD_TEMPLATES = 256
 """Workloads, their TCP variants and the bandwidth checks together: each renders a StatefulSet or Job, its Services
@@ -566,7 +566,7 @@ def describe_errors(
             found = [(loc, msg + ": write the number without quotes")]
         elif e["type"] == "too_long" and isinstance(e.get("input"), (list, dict)):
             limit, actual = (e.get("ctx") or {}).get("max_length"), len(e["input"])
-            found = [(loc, f"{actual} entries, at most {limit}: a bound of the program (docs/reference.md, \"Bounds\")")]
+            found = [(loc, f'{actual} entries, at most {limit}: a bound of the program (docs/reference.md, "Bounds")')]
         for at, text in found:
             if skip is not None and skip(at):
                 continue
@@ -1216,7 +1216,7 @@ class Workload(Strict):
     scripts: list[ScriptMount] = []
     """ConfigMaps of scripts every pod mounts."""
     ports: list[ContainerPort] = Field(default=[], max_length=MAX_PORTS)
-    """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy)."""
+    """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy); at most 16 (MAX_PORTS)."""
     run: Literal["torchrun", "command"] = "command"
     """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
     command: it execs `args` as given (interactive pods: sleep infinity)."""
@@ -1235,7 +1235,7 @@ class Workload(Strict):
     backoff_limit: int = Field(strict=True, default=0, ge=0, le=100)
     """Jobs: retries of a failed pod before the Job fails."""
     tcp_variants: list[TcpVariant] = Field(default=[], max_length=MAX_TCP_VARIANTS)
-    """TCP copies derived from this definition (alternatives, stopped unless they say otherwise)."""
+    """TCP copies derived from this definition (alternatives, stopped unless they say otherwise); at most 8 (MAX_TCP_VARIANTS)."""
 
     @field_validator("kind", mode="before")
     @classmethod
