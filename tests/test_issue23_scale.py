@@ -406,7 +406,7 @@ def test_curve_rows_cover_the_sizes_the_bench_reports(monkeypatch: pytest.Monkey
     monkeypatch.setattr(scale, "check", lambda stack: (seen.append(stack["name"]), (0.0, 0.0, 1))[1])
     monkeypatch.setattr(scale, "render", lambda stack: 0.0)
     rows = scale.curve(repeats=1)
-    sizes = {(t, n) for _, t, n, *_ in rows}
+    sizes = {(row[1], row[2]) for row in rows}
     assert {n for _, n in sizes} >= {16, 512, 4096}
     assert any(name.startswith("scale-200-4096") for name in seen) and len(rows) == len(seen) == 12
     assert (MAX_POD_TEMPLATES, MAX_CLUSTER_NODES) in sizes
