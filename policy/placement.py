@@ -88,12 +88,13 @@ def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, c
             listed.setdefault(n, []).append(k)
     may_use: dict[tuple[int, ...], frozenset[int]] = {}  # the lists naming a node -> the groups that may use it
     start: dict[int, int] = {}
+    many = counts or {}
     for n, gpus in nodes.items():
-        names = tuple(listed.get(n, ()))
-        if names not in may_use:
-            may_use[names] = frozenset(i for k in names for i in lists[k])
-        c = intern((may_use[names], gpus))
-        start[c] = start.get(c, 0) + (counts or {}).get(n, 1)
+        naming = tuple(listed.get(n, ()))
+        if naming not in may_use:
+            may_use[naming] = frozenset(i for k in naming for i in lists[k])
+        c = intern((may_use[naming], gpus))
+        start[c] = start.get(c, 0) + many.get(n, 1)
     hopeless: set[tuple[int, State]] = set()
     steps = 0
     deepest = 0
