@@ -1,5 +1,7 @@
 """`python -m bench`: wall time to render each stack and synthetic stacks of 25/50/100 workloads,
-next to the time a fresh interpreter takes to `import pulumi_kubernetes` alone.
+next to the time a fresh interpreter takes to `import pulumi_kubernetes` alone; `check` of generated stacks of
+10/50/200 workloads on 16/512/4,096 nodes up to the largest the config's bounds accept (bench/scale.py); the phases
+of `make test`.
 
 Two views, because `pulumi preview` pays both:
 - end to end: a fresh `python -m stacks render --all` process (interpreter, imports, program, YAML);
@@ -10,6 +12,7 @@ the program stays linear.
 
 from __future__ import annotations
 
+import resource
 import statistics
 import subprocess
 import sys
@@ -17,7 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
+import yaml
+
 import stacks
+from bench import scale
 from render.engine import run
 from render.writer import write
 from stacks.model import ClusterConfig
@@ -84,12 +90,39 @@ def main() -> int:
         f"({per[100] / per[25]:.2f}x; 1.0 is linear)"
     )
     print()
+    print_scale()
+    print()
     loop = edit_loop()
     print("the edit loop, `make test` warm (its phases in fresh processes, once each; goal: 30 s on a quiet 2-core machine):")
     for phase, seconds in loop:
         print(f"  {phase:<44}{seconds:7.1f} s")
     print(f"  {'make test':<44}{sum(s for _, s in loop):7.1f} s")
     return 0
+
+
+def print_scale() -> None:
+    """The scale curve (bench/scale.py): `check` of generated stacks up to the largest the bounds accept, in process, then
+    the largest in a fresh process as a user runs it."""
+    print("check of generated stacks, in process (medians of 3; the render under mocks, which check skips, once, beside it):")
+    head = f"{'stack':<22}{'templates':>10}{'nodes':>7}{'objects':>9}{'validate ms':>13}{'preflight ms':>14}{'check ms':>10}"
+    print(f"{head}{'CPU ms':>8}{'render ms':>11}")
+    for name, templates, nodes, objects, validated, preflight, cpu, rendered in scale.curve():
+        row = f"{name:<22}{templates:>10}{nodes:>7}{objects:>9}{validated * 1000:>13.0f}{preflight * 1000:>14.0f}"
+        print(f"{row}{(validated + preflight) * 1000:>10.0f}{cpu * 1000:>8.0f}{rendered * 1000:>11.0f}")
+    # End to end: interpreter, imports, the YAML file read with its lines, the preflight, the report.
+    path = Path(tempfile.mkdtemp()) / "largest.yaml"
+    path.write_text(yaml.safe_dump(scale.largest(), sort_keys=False), encoding="utf-8")
+    walls, cpus = [], []
+    for _ in range(5):
+        before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.perf_counter()
+        subprocess.run([sys.executable, "-m", "stacks", "check", "--config", str(path)], cwd=ROOT, check=True, stdout=subprocess.DEVNULL)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        walls.append(time.perf_counter() - start)
+        cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    print(
+        f"python -m stacks check --config LARGEST.yaml, fresh process (medians of 5): {statistics.median(walls) * 1000:.0f} ms, "
+        f"CPU {statistics.median(cpus) * 1000:.0f} ms (goal: under 2 s)"
+    )
 
 
 def edit_loop() -> list[tuple[str, float]]:
@@ -111,4 +144,7 @@ def edit_loop() -> list[tuple[str, float]]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["scale"]:  # the scale curve alone: `python -m bench scale`
+        print_scale()
+        sys.exit(0)
     sys.exit(main())

@@ -14,6 +14,7 @@ import json
 import textwrap
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import Any, Literal
 
 from stacks import provenance
@@ -345,19 +346,37 @@ class Stack:
     others: list[ClusterConfig] = field(default_factory=list)
     """The configs of the project's other stacks (as `pulumi up` deploys them), for the rules that compare stacks."""
 
+    # The rules ask these per pod and per object: each is built once per check (the stack does not change during one),
+    # so a rule's work stays linear in the objects.
+
+    @cached_property
+    def _by_kind(self) -> dict[Any, list[dict[str, Any]]]:
+        out: dict[Any, list[dict[str, Any]]] = {}
+        for o in self.objects:
+            out.setdefault(o.get("kind"), []).append(o)
+        return out
+
+    @cached_property
+    def _pods(self) -> list[PodView]:
+        return [p for p in map(pod_view, self.objects) if p is not None]
+
+    @cached_property
+    def _specs(self) -> dict[tuple[str, str], Workload | BandwidthCheck]:
+        """(namespace, name) -> the workload, TCP variant or check of that name (the first, as the config lists them)."""
+        out: dict[tuple[str, str], Workload | BandwidthCheck] = {}
+        for w in [*self.config.all_workloads(), *(getattr(self.config, "bandwidth_checks", None) or [])]:
+            out.setdefault((w.namespace, w.name), w)
+        return out
+
     def of_kind(self, kind: str) -> list[dict[str, Any]]:
-        return [o for o in self.objects if o.get("kind") == kind]
+        return list(self._by_kind.get(kind, ()))
 
     def pods(self) -> list[PodView]:
-        return [p for p in map(pod_view, self.objects) if p is not None]
+        return list(self._pods)
 
     def spec_of(self, pod: PodView) -> Workload | BandwidthCheck | None:
         """The workload, TCP variant or bandwidth check a pod was rendered from (its instance label)."""
-        for w in self.config.all_workloads():
-            if w.namespace == pod.namespace and w.name == pod.instance:
-                return w
-        checks = getattr(self.config, "bandwidth_checks", None) or []
-        return next((c for c in checks if c.namespace == pod.namespace and c.name == pod.instance), None)
+        return self._specs.get((pod.namespace, pod.instance))
 
     def pods_started(self, pod: PodView) -> int:
         """Pods the object runs when its workload runs: a stopped StatefulSet's too (its object says 0)."""

@@ -13,7 +13,7 @@ stack in 250 "unknown", at most 1.7 s.)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 
 
@@ -60,8 +60,10 @@ def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
     yield from rec(0, pods)
 
 
-def place(nodes: dict[str, int], groups: list[Group], budget: int = 50_000) -> Placement:
-    """Whether every group fits on `nodes` (name -> GPUs) at once."""
+def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, counts: Mapping[str, int] | None = None) -> Placement:
+    """Whether every group fits on `nodes` (name -> GPUs) at once. With `counts`, an entry stands for that many
+    identical nodes that no pod pins by name (a node set's `count`): the same answer as listing each of them, with a
+    setup that grows with the entries, not with the nodes."""
     # Pods that may share a node are placed one at a time: each is a group of one.
     units = [g if g.spread else Group(g.name, 1, g.gpus, g.candidates, True) for g in groups for _ in range(1 if g.spread else g.pods)]
     order = sorted(units, key=lambda g: (-g.gpus, -g.pods, g.name))
@@ -74,10 +76,25 @@ def place(nodes: dict[str, int], groups: list[Group], budget: int = 50_000) -> P
             keys.append(key)
         return classes[key]
 
+    # Which groups may use each node, through the distinct candidate lists (the pods of one node set share theirs): the
+    # work grows with the entries and the distinct lists, not with nodes x groups x candidates.
+    sharing: dict[tuple[str, ...], list[int]] = {}  # a candidate list -> the groups (indexes in `order`) that have it
+    for i, g in enumerate(order):
+        sharing.setdefault(g.candidates, []).append(i)
+    lists = list(sharing.values())
+    listed: dict[str, list[int]] = {}  # node -> the candidate lists (indexes in `lists`) that name it
+    for k, candidates in enumerate(sharing):
+        for n in dict.fromkeys(candidates):
+            listed.setdefault(n, []).append(k)
+    may_use: dict[tuple[int, ...], frozenset[int]] = {}  # the lists naming a node -> the groups that may use it
     start: dict[int, int] = {}
+    many = counts or {}
     for n, gpus in nodes.items():
-        c = intern((frozenset(i for i, g in enumerate(order) if n in g.candidates), gpus))
-        start[c] = start.get(c, 0) + 1
+        naming = tuple(listed.get(n, ()))
+        if naming not in may_use:
+            may_use[naming] = frozenset(i for k in naming for i in lists[k])
+        c = intern((may_use[naming], gpus))
+        start[c] = start.get(c, 0) + many.get(n, 1)
     hopeless: set[tuple[int, State]] = set()
     steps = 0
     deepest = 0

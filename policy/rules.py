@@ -535,14 +535,20 @@ def shipped_scc(stack: Stack) -> Iterator[Finding]:
     "rendezvous (TCPStore) and NCCL's sockets admit the workload's own pods only.",
 )
 def network_policy(stack: Stack) -> Iterator[Finding]:
-    policies = stack.of_kind("NetworkPolicy")
+    # The ingress policies by namespace and by one label they require (None: they select every pod): a pod reads only
+    # those its own labels could satisfy, not every workload's policy.
+    selectors: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
+    for p in stack.of_kind("NetworkPolicy"):
+        spec = p.get("spec") or {}
+        if "Ingress" in (spec.get("policyTypes") or []):
+            match = (spec.get("podSelector") or {}).get("matchLabels") or {}
+            selectors.setdefault(((p.get("metadata") or {}).get("namespace"), next(iter(match.items()), None)), []).append(match)
     for pod in stack.pods():
         labels = pod.meta.get("labels") or {}
         covered = any(
-            (p.get("metadata") or {}).get("namespace") == pod.namespace
-            and all(labels.get(k) == v for k, v in (((p.get("spec") or {}).get("podSelector") or {}).get("matchLabels") or {}).items())
-            and "Ingress" in ((p.get("spec") or {}).get("policyTypes") or [])
-            for p in policies
+            all(labels.get(k) == v for k, v in match.items())
+            for label in [None, *labels.items()]
+            for match in selectors.get((pod.namespace, label), ())
         )
         if not covered:
             yield error(
@@ -1198,15 +1204,19 @@ def _gpus(pod: PodView) -> int:
 )
 def capacity(stack: Stack) -> Iterator[Finding]:
     config = stack.config
-    nodes: dict[str, int] = {}  # node id -> GPUs
-    named = {n for s in config.node_sets for n in s.nodes}
-    anonymous: list[str] = []
+    # The nodes as the search takes them: a named node each (pods pin them by name), and a count set's nodes as one
+    # entry standing for all of them (identical, and never pinned), so the setup grows with entries, not with 4,096 nodes.
+    nodes: dict[str, int] = {}  # entry -> GPUs of each of its nodes
+    counts: dict[str, int] = {}  # entry -> how many nodes it stands for, where more than one
     for s in config.node_sets:
         for n in s.nodes:
             nodes[n] = s.gpus_per_node
-        for i in range(0 if s.nodes else (s.count or 0)):
-            anonymous.append(f"{s.name}#{i + 1}")
-            nodes[anonymous[-1]] = s.gpus_per_node
+        if not s.nodes:
+            nodes[f"{s.name}#"] = s.gpus_per_node  # `#` is in no node name (a label value)
+            counts[f"{s.name}#"] = s.count or 0
+    named = {n for s in config.node_sets for n in s.nodes}
+    everywhere = tuple(nodes)
+    pinned: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}  # a pin -> its candidates, once per distinct pin
     groups: list[Group] = []
     changed: dict[str, str] = {}  # group -> how this change (against the committed render) made it run, or more of it
     for pod in stack.pods():
@@ -1222,15 +1232,21 @@ def capacity(stack: Stack) -> Iterator[Finding]:
                     f"pinned to {', '.join(unknown)}, which are not among the nodes the stack counts on (node_sets)",
                     "pin only nodes listed in node_sets (names as `oc get nodes` shows them)",
                 )
-            candidates = [h for h in hosts if h in nodes]
-        else:
-            candidates = [n for n in nodes if n not in hosts] if op == "NotIn" else list(nodes)
+        pin = (op, tuple(hosts))
+        if pin not in pinned:
+            if op == "In":
+                pinned[pin] = tuple(h for h in hosts if h in named)
+            elif op == "NotIn":
+                avoided = set(hosts)
+                pinned[pin] = tuple(n for n in everywhere if n not in avoided)
+            else:
+                pinned[pin] = everywhere
         spread = bool((pod.spec.get("affinity") or {}).get("podAntiAffinity")) or pod.replicas == 1
-        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), tuple(candidates), spread))
+        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), pinned[pin], spread))
         how = _started_by_this_change(stack, pod, groups[-1])
         if how:
             changed[pod.ref] = how
-    result = place(nodes, groups)
+    result = place(nodes, groups, counts=counts)
     if result.placed:
         return
     if result.exhausted:
@@ -1242,7 +1258,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             config=("node_sets",),
         )
         return
-    culprits = _unplaceable(nodes, groups, changed) or [result.unplaced.name if result.unplaced else f"Stack {config.name}"]
+    culprits = _unplaceable(nodes, counts, groups, changed) or [result.unplaced.name if result.unplaced else f"Stack {config.name}"]
 
     def short(group: str) -> str:  # `StatefulSet ns/name` -> name: the workload's name in the stack file
         return group.rsplit("/", 1)[-1]
@@ -1277,17 +1293,17 @@ def _started_by_this_change(stack: Stack, pod: PodView, group: Group) -> str:
     return ""
 
 
-def _unplaceable(nodes: dict[str, int], groups: list[Group], changed: dict[str, str]) -> list[str]:
+def _unplaceable(nodes: dict[str, int], counts: dict[str, int], groups: list[Group], changed: dict[str, str]) -> list[str]:
     """The groups this change made ask for more that do not fit beside what ran before, in the order of the config:
     the workloads to name first. Empty when what ran before no longer fits on its own (a node set shrank), or when
     nothing changed: the search's own culprit is named then."""
     before = [g for g in groups if g.name not in changed]
-    if not changed or not place(nodes, before).placed:
+    if not changed or not place(nodes, before, counts=counts).placed:
         return []
     fitting: list[Group] = []
     out = []
     for g in (g for g in groups if g.name in changed):
-        if place(nodes, [*before, *fitting, g]).placed:
+        if place(nodes, [*before, *fitting, g], counts=counts).placed:
             fitting.append(g)
         else:
             out.append(g.name)

@@ -103,17 +103,25 @@ def cmd_schema(args: argparse.Namespace) -> int:
 
 
 def _preflight(
-    config: ClusterConfig, rendering: Rendering, previous: dict[str, object] | None, others: list[ClusterConfig] | None = None
+    config: ClusterConfig, rendering: Rendering | None, previous: dict[str, object] | None, others: list[ClusterConfig] | None = None
 ) -> list[Finding]:
-    """The rules over a rendering, each finding located in the config by the provenance layout() carries (the entry
-    each object is rendered from), as the Pulumi program's preflight does (__main__.py). `others`: the stacks compared
-    with (default: the project's others)."""
+    """The rules over a rendering (`render`), each finding located in the config by the provenance layout() carries
+    (the entry each object is rendered from), as the Pulumi program's preflight does (__main__.py). Without a rendering
+    (`check`), over the objects layout() declares, as that preflight reads them: the same objects the components register
+    (tests/test_program.py, tests/test_properties.py), without the mock runtime, which is most of a render's time and
+    would be most of a large stack's check (docs/performance.md, "Scale"). `others`: the stacks compared with (default:
+    the project's others)."""
     import policy
     from components.program import layout, sources
 
-    objects = [r.object for r in rendering.resources if not r.is_patch]
-    patches = [r.object for r in rendering.resources if r.is_patch]
-    return policy.check(config, objects, patches, previous=previous, others=others, sources=sources(layout(config)))
+    whole = layout(config)
+    if rendering is None:
+        objects = [d.object for d in whole if not d.patch]
+        patches = [d.object for d in whole if d.patch]
+    else:
+        objects = [r.object for r in rendering.resources if not r.is_patch]
+        patches = [r.object for r in rendering.resources if r.is_patch]
+    return policy.check(config, objects, patches, previous=previous, others=others, sources=sources(whole))
 
 
 def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
@@ -206,15 +214,14 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 
 def cmd_check(args: argparse.Namespace) -> int:
-    """Render each stack offline, run the preflight rules, print each finding to act on (the warnings the stack accepts
+    """Run the preflight rules over each stack's objects, print each finding to act on (the warnings the stack accepts
     are counted; -v prints them too), the ones the committed stack's check did not have marked new; 1 on any error."""
     import policy
-    from render.engine import run
 
     failed = False
     for config in _configs(args):
         previous = _previous(config.name, args.against)
-        findings = _preflight(config, run(config), previous)
+        findings = _preflight(config, None, previous)
         if not args.config and any(f.severity != "info" and not f.accepted for f in findings):
             findings = _marked_new(config, findings, args.against or "HEAD", previous)
         for f in findings:
@@ -234,7 +241,6 @@ def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previo
     from dataclasses import replace
 
     from policy.core import project_stacks
-    from render.engine import run
 
     def key(f: Finding) -> tuple[str, ...]:
         return (f.severity, f.rule, f.where or f.object, f.value)
@@ -244,7 +250,7 @@ def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previo
         before: set[tuple[str, ...]] = set()
         if committed is not None:  # compared with the stacks committed beside it (a stack copied since is new there)
             others = [o for o in project_stacks(config.name) if o.name in stacks.committed_names(ref)]
-            before = {key(f) for f in _preflight(committed, run(committed), previous, others)}
+            before = {key(f) for f in _preflight(committed, None, previous, others)}
     except Exception:  # noqa: BLE001 (the committed stack is only compared with: any failure means nothing can be told new)
         return findings
     return [replace(f, new=True) if f.severity != "info" and not f.accepted and key(f) not in before else f for f in findings]

@@ -60,6 +60,23 @@ MAX_NODES = 256
 MAX_GPUS = 16
 MAX_NODE_SET_SIZE = 4096
 MAX_WORKLOADS = 200
+# Bounds on what one stack declares, so that `python -m stacks check` (the preflight over the declared objects, linear
+# in them) and `render` stay a matter of seconds: docs/performance.md "Scale" measures the largest stack they accept.
+# The committed stacks use at most a quarter of each (Barcelona: 5 named GPU nodes, 5 workloads, two TCP variants of
+# one workload, one bandwidth check; /work/shared/CLUSTER-FACTS.md), and a large site's project on one cluster fits too.
+MAX_CLUSTER_NODES = 4096
+"""GPU nodes of all node sets together: a large cluster's whole GPU fleet."""
+MAX_NAMED_NODES = 256
+"""Nodes named in all node sets together. Every pod template carries the names of its set (a pin) or of all of them
+(the pods of a count set avoid them), so the rendered objects grow with templates x names; a fleet larger than this is
+counted (`count`), not listed."""
+MAX_TCP_VARIANTS = 8
+"""TCP variants of one workload (alternatives of it: an older and a newer image, say)."""
+MAX_POD_TEMPLATES = 256
+"""Workloads, their TCP variants and the bandwidth checks together: each renders a StatefulSet or Job, its Services
+and its NetworkPolicy, whether it runs or not (a stopped StatefulSet keeps its claims at 0 replicas)."""
+MAX_PORTS = 16
+"""Developer ports of one workload: each routed port renders a Route."""
 MAX_TEXT = 256 * 1024  # one script file, one Dockerfile
 GIB = 1024**3
 MIB = 1024**2
@@ -664,6 +681,9 @@ def describe_errors(
             ]
         elif e["type"] == "int_type" and isinstance(e.get("input"), str):
             found = [(loc, msg + ": write the number without quotes")]
+        elif e["type"] == "too_long" and isinstance(e.get("input"), (list, dict)):
+            limit, actual = (e.get("ctx") or {}).get("max_length"), len(e["input"])
+            found = [(loc, f'{actual} entries, at most {limit}: a bound of the program (docs/reference.md, "Bounds")')]
         for at, text in found:
             if skip is not None and skip(at):
                 continue
@@ -845,8 +865,9 @@ class NodeSet(Strict):
     COLLECTION: ClassVar[str] = "node_sets"
     name: K8sName
     """Name of the set (workloads name it in node_set)."""
-    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NODE_SET_SIZE)
-    """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them."""
+    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NAMED_NODES)
+    """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them. At most
+    256 names in all node sets together (MAX_NAMED_NODES): count a larger fleet."""
     count: int | None = Field(strict=True, default=None, ge=1, le=MAX_NODE_SET_SIZE)
     """For nodes not known by name: how many the stack may count on. Pods are not pinned."""
     gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
@@ -1347,8 +1368,8 @@ class Workload(Strict):
     """Volumes of the stack every pod mounts."""
     scripts: list[ScriptMount] = []
     """ConfigMaps of scripts every pod mounts."""
-    ports: list[ContainerPort] = []
-    """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy)."""
+    ports: list[ContainerPort] = Field(default=[], max_length=MAX_PORTS)
+    """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy); at most 16 (MAX_PORTS)."""
     run: Literal["torchrun", "command"] = "command"
     """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
     command: it execs `args` as given (interactive pods: sleep infinity)."""
@@ -1366,8 +1387,8 @@ class Workload(Strict):
     """Write a DeepSpeed hostfile here at start (one line `POD.SERVICE slots=GPUS` per pod)."""
     backoff_limit: int = Field(strict=True, default=0, ge=0, le=100)
     """Jobs: retries of a failed pod before the Job fails."""
-    tcp_variants: list[TcpVariant] = []
-    """TCP copies derived from this definition (alternatives, stopped unless they say otherwise)."""
+    tcp_variants: list[TcpVariant] = Field(default=[], max_length=MAX_TCP_VARIANTS)
+    """TCP copies derived from this definition (alternatives, stopped unless they say otherwise); at most 8 (MAX_TCP_VARIANTS)."""
 
     @field_validator("kind", mode="before")
     @classmethod
@@ -1686,7 +1707,8 @@ class ClusterConfig(Strict):
     gpu_model: str
     """GPU model of the GPU nodes, for the record."""
     node_sets: list[NodeSet] = Field(min_length=1, max_length=64)
-    """The GPU nodes the stack counts on. Every running pod of the stack must fit on them at once."""
+    """The GPU nodes the stack counts on. Every running pod of the stack must fit on them at once. At most 4096 nodes
+    in all (MAX_CLUSTER_NODES)."""
     gpu_tolerations: list[Toleration] = []
     """Taints of the GPU nodes that every GPU pod of this cluster tolerates."""
     gpu_node_selector: dict[LabelKey, LabelValue] = {}
@@ -1715,7 +1737,8 @@ class ClusterConfig(Strict):
     node_level: NodeLevel = NodeLevel()
     """MachineConfigs for the GPU pool (cluster-admin; off by default; each reboots the pool's nodes)."""
     workloads: list[Workload] = Field(default=[], max_length=MAX_WORKLOADS)
-    """Training and development deployments."""
+    """Training and development deployments: at most 200, and at most 256 pod templates with their TCP variants and
+    the bandwidth checks (MAX_POD_TEMPLATES)."""
     bandwidth_checks: list[BandwidthCheck] = Field(default=[], max_length=16)
     """All-reduce benchmarks that gate the rollout of the workloads of their transport."""
     hand_made: list[HandMade] = []
@@ -1870,9 +1893,43 @@ class ClusterConfig(Strict):
         return next((s for s in self.storage_classes if s.name == name), None)
 
 
+def _bounds(c: ClusterConfig) -> None:
+    """The stack-wide bounds (MAX_CLUSTER_NODES, MAX_POD_TEMPLATES), checked before anything that grows with them. The
+    error names the entry that crosses the bound, where the stack file writes it."""
+    total = named = 0
+    for i, s in enumerate(c.node_sets):
+        total += s.size
+        named += len(s.nodes)
+        if named > MAX_NAMED_NODES:
+            raise FieldError(
+                ("node_sets", i, "nodes"),
+                f"the node sets name {named} nodes up to {s.name!r}: at most {MAX_NAMED_NODES} in all (every pod template carries "
+                "the names), the bound that keeps `python -m stacks check` fast. Give a larger set of interchangeable nodes as "
+                "a count instead of names",
+            )
+        if total > MAX_CLUSTER_NODES:
+            raise FieldError(
+                ("node_sets", i, "nodes" if s.nodes else "count"),
+                f"the node sets count {total} GPU nodes up to {s.name!r}: at most {MAX_CLUSTER_NODES} in all, the bound that keeps "
+                "`python -m stacks check` fast. Count only the nodes this stack's pods may use",
+            )
+    templates: list[tuple[str | int, ...]] = []
+    for i, w in enumerate(c.workloads):
+        templates += [("workloads", i, "name"), *(("workloads", i, "tcp_variants", j, "name") for j in range(len(w.tcp_variants)))]
+    templates += [("bandwidth_checks", i, "name") for i in range(len(c.bandwidth_checks))]
+    if len(templates) > MAX_POD_TEMPLATES:
+        raise FieldError(
+            templates[MAX_POD_TEMPLATES],
+            f"the stack declares {len(templates)} pod templates (workloads, their TCP variants and bandwidth checks, running or not): "
+            f"at most {MAX_POD_TEMPLATES}, the bound that keeps `python -m stacks check` fast, and this is the first past it. Remove the "
+            "TCP variants and workloads nobody runs any more, or split the stack",
+        )
+
+
 def _references(c: ClusterConfig) -> None:
     """Checks across the whole config. Each error carries the path of the offending field; every entry is checked, and
     the errors of all come together (FieldErrors), so a config with three bad namespaces hears of three."""
+    _bounds(c)  # alone: past a bound, the checks below would be the slow part
     problems = _Problems()
     ns = set(c.namespaces)
     with problems.collect():

@@ -1,0 +1,186 @@
+"""Generated stacks of a given size, for the scale curve of `make bench` and the timing test of the largest stack the
+config model accepts (tests/test_issue23_scale.py).
+
+A stack here is what a large site would write: RDMA workloads over SR-IOV with per-pod claims, a TCP variant of every
+fourth, Jobs among them, spread over namespaces, on GPU nodes counted (`count`) or named in pinned sets. As many
+workloads run as fit on the nodes with room to spare (the others are stopped), so `check` passes and times the work of
+a stack that deploys, not the reporting of a capacity error.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+from typing import Any
+
+from stacks import validate
+from stacks.model import MAX_CLUSTER_NODES, MAX_NAMED_NODES, MAX_POD_TEMPLATES, MAX_WORKLOADS, ClusterConfig
+
+GPUS_PER_NODE = 8
+NAMED_SETS = 4
+SHAPES = [(1, 8), (2, 4), (4, 8), (1, 2), (2, 8), (1, 1), (3, 4), (1, 4)]
+"""(pods, GPUs per pod) of the generated workloads, in turn."""
+IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3@sha256:" + "0123456789abcdef" * 4
+
+
+def _attachment(i: int) -> dict[str, Any]:
+    config = {"name": f"port{i}-network", "type": "sriov", "ipam": {"type": "whereabouts", "range": f"10.1.{i}.0/24"}}
+    return {
+        "network": f"port{i}-network",
+        "resource": f"openshift.io/port{i}rdma",
+        "interface": f"net{i}",
+        "cni_config": json.dumps(config, separators=(",", ":")),
+    }
+
+
+def data(workloads: int, nodes: int, named: bool = False, variants: int | None = None) -> dict[str, Any]:
+    """A stack of `workloads` workloads on `nodes` GPU nodes (named in four pinned sets, or one count set), with a TCP
+    variant on every fourth workload (`variants`: that many instead, on the first StatefulSets)."""
+    if named:
+        sets = [[f"gpu-{k}-{i:04d}" for i in range(nodes // NAMED_SETS)] for k in range(NAMED_SETS)]
+        node_sets = [{"name": f"set-{k}", "nodes": names, "gpus_per_node": GPUS_PER_NODE} for k, names in enumerate(sets)]
+    else:
+        sets = [[""] * nodes]
+        node_sets = [{"name": "pool", "count": nodes, "gpus_per_node": GPUS_PER_NODE}]
+    namespaces = [f"team-{k}" for k in range(4)]
+    free = [[GPUS_PER_NODE] * len(names) for names in sets]  # the free GPUs of each node of each set, as placed so far
+    out = []
+    made = 0  # TCP variants so far
+    for i in range(workloads):
+        pods, gpus = SHAPES[i % len(SHAPES)]
+        where = free[i % len(free)]
+        pods = min(pods, len(where))
+        # Placed first fit, one pod per node, on the nodes with the most free GPUs: a workload runs where that finds room,
+        # so a placement of every running pod exists and the preflight's capacity rule passes.
+        room = sorted(range(len(where)), key=lambda n: -where[n])[:pods]
+        running = all(where[n] >= gpus for n in room)
+        for n in room if running else ():
+            where[n] -= gpus
+        ns = namespaces[i % len(namespaces)]
+        job = i % 5 == 4
+        w: dict[str, Any] = {
+            "name": f"w-{i:03d}",
+            "namespace": ns,
+            "user": f"user-{i % 17}",
+            "kind": "job" if job else "statefulset",
+            "state": "running" if running else "stopped",
+            "image": IMAGE,
+            "service_account": "trainer",
+            "nodes": pods,
+            "gpus_per_node": gpus,
+            "transport": "rdma",
+            "memory": "64Gi",
+            "mounts": [{"volume": "datasets"}] if job else [{"volume": "workspace"}, {"volume": "datasets"}],
+            "env": {"NCCL_DEBUG": "WARN"},
+        }
+        if named:
+            w["node_set"] = f"set-{i % NAMED_SETS}"
+        wanted = (i % 4 == 0) if variants is None else made < variants
+        if wanted and not job:
+            w["tcp_variants"] = [{"name": f"w-{i:03d}-tcp"}]
+            made += 1
+        out.append(w)
+    return {
+        "name": f"scale-{workloads}-{nodes}" + ("-named" if named else "") + ("" if variants is None else f"-v{variants}"),
+        "description": "a generated stack (bench/scale.py)",
+        "gpu_model": "H100",
+        "node_sets": node_sets,
+        "gpu_tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}],
+        "fabric": {
+            "link_layer": "roce-v2",
+            "nic": "ConnectX-7",
+            "link_gbps": 400,
+            "devices": ["mlx5_0", "mlx5_1"],
+            "attachments": [_attachment(1), _attachment(2)],
+        },
+        "storage_classes": [
+            {"name": "ceph-rbd", "access_modes": ["ReadWriteOnce"]},
+            {"name": "cephfs", "access_modes": ["ReadWriteMany", "ReadWriteOnce"]},
+        ],
+        "namespaces": namespaces,
+        "security": {
+            "scc": "gpu-rdma",
+            "create": True,
+            "service_accounts": [{"name": "trainer", "namespace": ns} for ns in namespaces],
+        },
+        "volumes": [
+            v
+            for ns in namespaces
+            for v in (
+                {
+                    "name": "workspace",
+                    "namespace": ns,
+                    "mount_path": "/workspace",
+                    "size": "10Gi",
+                    "storage_class": "ceph-rbd",
+                    "shared": False,
+                },
+                {"name": "datasets", "namespace": ns, "mount_path": "/datasets", "size": "50Gi", "storage_class": "cephfs"},
+            )
+        ],
+        "workloads": out,
+    }
+
+
+def config(workloads: int, nodes: int, named: bool = False, variants: int | None = None) -> ClusterConfig:
+    return validate(data(workloads, nodes, named, variants), "bench/scale.py")
+
+
+def largest() -> dict[str, Any]:
+    """The largest stack the bounds accept: MAX_WORKLOADS workloads with TCP variants up to MAX_POD_TEMPLATES pod
+    templates, on MAX_CLUSTER_NODES counted nodes."""
+    return data(MAX_WORKLOADS, MAX_CLUSTER_NODES, variants=MAX_POD_TEMPLATES - MAX_WORKLOADS)
+
+
+def check(stack: dict[str, Any]) -> tuple[float, float, int]:
+    """What `python -m stacks check` does for one stack, in process and timed: (validate, preflight) in seconds, and the
+    objects it checks. Fails when the preflight finds an error: a generated stack must be one that deploys."""
+    from components.program import objects
+    from policy import errors
+    from stacks.__main__ import _preflight
+
+    start = time.perf_counter()
+    config = validate(stack, "bench/scale.py")
+    validated = time.perf_counter()
+    findings = _preflight(config, None, None)
+    done = time.perf_counter()
+    bad = errors(findings)
+    if bad:
+        raise AssertionError(f"{config.name}: {bad[0].line()}")
+    return validated - start, done - validated, len(objects(config))
+
+
+def render(stack: dict[str, Any]) -> float:
+    """What the render under mocks takes for the same stack (`render` and `diff` pay it, `check` no longer does)."""
+    from render.engine import run
+
+    config = validate(stack, "bench/scale.py")
+    start = time.perf_counter()
+    run(config)
+    return time.perf_counter() - start
+
+
+Row = tuple[str, int, int, int, float, float, float, float]
+"""(stack, pod templates, nodes, objects, validate s, preflight s, check's CPU s, render s)."""
+
+
+def curve(repeats: int = 3) -> list[Row]:
+    """check of 10/50/200 workloads on 16/512/4,096 counted nodes, of 200 on 16 and 256 named ones, and of the largest
+    stack accepted; the medians of `repeats` (wall time, and CPU time, which a busy shared machine inflates less), and
+    one render of each beside them."""
+    cases = [data(w, n) for w in (10, 50, 200) for n in (16, 512, 4096)]
+    cases += [data(200, 16, named=True), data(200, MAX_NAMED_NODES, named=True), largest()]
+    rows: list[Row] = []
+    for stack in cases:
+        runs, cpu = [], []
+        for _ in range(repeats):
+            start = time.process_time()
+            runs.append(check(stack))
+            cpu.append(time.process_time() - start)
+        templates = sum(1 + len(w.get("tcp_variants", [])) for w in stack["workloads"])
+        nodes = sum(s.get("count") or len(s["nodes"]) for s in stack["node_sets"])
+        validated = statistics.median(r[0] for r in runs)
+        preflight = statistics.median(r[1] for r in runs)
+        rows.append((stack["name"], templates, nodes, runs[0][2], validated, preflight, statistics.median(cpu), render(stack)))
+    return rows
