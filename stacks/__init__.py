@@ -16,6 +16,7 @@ from stacks import _process  # noqa: F401
 # isort: split
 
 import importlib.util
+import linecache
 import os
 import re
 import stat
@@ -28,7 +29,7 @@ from typing import Any
 import yaml
 from pydantic import ValidationError
 
-from stacks import provenance
+from stacks import _child, provenance
 from stacks.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -163,58 +164,178 @@ def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfi
     return config
 
 
-def _line_in(tb: TracebackType | None, path: Path) -> int | None:
-    """The last line of `path` on a traceback: where in the stack module the bad model was built."""
-    line = None
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+MODULE_TIME_LIMIT = float(os.environ.get("GPU_TRAINING_MODULE_TIME_LIMIT") or 20)
+"""Seconds a stack module may take to run (GPU_TRAINING_MODULE_TIME_LIMIT): one that loops or waits is stopped and
+reported, never left to hang a check, a render or `pulumi preview`."""
+
+_LOADED: dict[Path, tuple[tuple[int, int], ClusterConfig]] = {}
+"""The configs of the modules this process has run, by path, with the (mtime, size) they were read at: a module runs
+once per process (the tests, and `check`, which loads the other stacks too, load them again and again)."""
 
 
 def load_module(name: str) -> ClusterConfig:
-    """A stack's module; any error in it is a message with the file and line, never a traceback. A module runs
-    once per process (kept in sys.modules as `clusters.NAME`, as an import would), by its path: clusters/ is a
-    folder of files, not a package on sys.path."""
+    """A stack's module, run as user code: in a child process with a time limit (stacks/_child.py), so nothing it
+    does (an exit, an endless loop, a print, a change to the program's state) reaches this process; only its
+    config comes back, as data, with the line of each model's call. That data is validated here the way a YAML
+    config is (`validate`), so a model built around validation (model_construct, model_copy(update=...), a list
+    changed after ClusterConfig(...)) is checked too. Any error is a message with the file and line, never a
+    traceback."""
     path = ROOT / CLUSTERS / f"{name}.py"
     source = module_file(name)
-    qualified = f"{CLUSTERS}.{name}"
-    module = sys.modules.get(qualified)
-    if module is None or Path(getattr(module, "__file__", "")) != path:
-        token = IN_STACK_MODULE.set(True)
-        deferred: list[ModelError] = []
-        reported = DEFERRED.set(deferred)
-        try:
-            module = _run_module(qualified, path)
-            if deferred:  # models that failed, and no ClusterConfig(...) that raised them
-                raise ModelError.of(deferred)
-        except ModelError as err:  # each of its lines names the file and line that write the field
-            raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
-        except SyntaxError as err:
-            raise ConfigError(f"{source}:{err.lineno}: not valid Python: {err.msg}") from None
-        except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
-            line = _line_in(err.__traceback__, path)
-            where = f"{source}:{line}" if line else source
-            raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
-        finally:
-            DEFERRED.reset(reported)
-            IN_STACK_MODULE.reset(token)
-    config = getattr(module, "CONFIG", None)
-    if not isinstance(config, ClusterConfig):
-        raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
+    try:
+        info = path.stat()
+    except OSError as err:
+        raise ConfigError(f"{source}: cannot read the module: {err.strerror or err}") from None
+    version = (info.st_mtime_ns, info.st_size)
+    cached = _LOADED.get(path)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    if hasattr(os, "fork"):
+        answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT)
+    else:  # no fork (Windows): the module runs in this process, uncontained
+        answer, died = _run_module(name, path), ""
+    if died:
+        if died.startswith("did not finish"):
+            raise ConfigError(
+                f"{source}: the module {died} (GPU_TRAINING_MODULE_TIME_LIMIT): an endless loop, or a wait for something; "
+                "a stack module only defines CONFIG"
+            )
+        raise ConfigError(
+            f"{source}: the module {died} while it was loaded: a stack module only defines CONFIG (os._exit, sys.exit or "
+            "a signal end the program that loads it)"
+        )
+    if "error" in answer:
+        raise ConfigError(answer["error"])
+    data = answer["config"]
+    _check_text(data, Path(source))
+    if "yaml" in answer:  # the module returned a config it read from a YAML file (load_file): that file's lines
+        file, lines = answer["yaml"]
+        config = validate(data, file, {tuple(p): n for p, n in lines})
+    else:
+        config = validate(data, source, calls={tuple(p): (f, n) for p, f, n in answer["calls"]})
+    _LOADED[path] = (version, config)
     return config
 
 
-def _run_module(qualified: str, path: Path) -> Any:
-    """Run the module at `path` as `qualified`; registered only once it ran whole, so a failed one runs again."""
-    spec = importlib.util.spec_from_file_location(qualified, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"{path}: not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[qualified] = module
-    return module
+def _run_module(name: str, path: Path) -> dict[str, Any]:
+    """In the child: run the module at `path` as `clusters.NAME` and answer {"config": its dumped CONFIG, "calls" or
+    "yaml": where its values were written}, or {"error": the message}. Every failure of the module is answered here,
+    formatted here: an exception whose message itself fails or loops stays in the child too."""
+    source = module_file(name)
+    # `from clusters import _common` (a helper module beside the stacks) finds this project's clusters/.
+    sys.path.insert(0, str(ROOT))
+    for loaded in [m for m in sys.modules if m == CLUSTERS or m.startswith(f"{CLUSTERS}.")]:
+        del sys.modules[loaded]
+    token = IN_STACK_MODULE.set(True)
+    deferred: list[ModelError] = []
+    reported = DEFERRED.set(deferred)
+    try:
+        spec = importlib.util.spec_from_file_location(f"{CLUSTERS}.{name}", path)
+        if spec is None or spec.loader is None:
+            return {"error": f"{source}: not a Python module"}
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an import would: a dataclass in the module looks its module up
+        spec.loader.exec_module(module)
+        if deferred:  # models that failed, and no ClusterConfig(...) that raised them
+            raise ModelError.of(deferred)
+        config = getattr(module, "CONFIG", None)
+        if not isinstance(config, ClusterConfig):
+            return {"error": f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)"}
+        try:
+            data = config.model_dump(mode="json", warnings=False)
+        except Exception as err:  # noqa: BLE001 (model_construct can put anything in a model)
+            return {"error": f"{source}: CONFIG holds a value that is not config data: {_text(err)}: build it with the models' calls"}
+        yaml_of = provenance.yaml_of(config)
+        if yaml_of is not None:
+            return {"config": data, "yaml": [yaml_of[0], [[list(p), n] for p, n in yaml_of[1].items()]]}
+        return {"config": data, "calls": [[list(p), f, n] for p, (f, n) in provenance.calls(config).items()]}
+    except ModelError as err:  # each of its lines names the file and line that write the field
+        return {"error": f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)}
+    except SyntaxError as err:
+        where = _shown_file(err.filename, source)
+        hint = _syntax_hint(err.text or "")
+        return {"error": f"{where}:{err.lineno}: not valid Python: {err.msg}" + (f": {hint}" if hint else "")}
+    except SystemExit as err:
+        at = _user_line(err.__traceback__, path) or source
+        code = err.code if isinstance(err.code, int) else 1 if err.code is not None else 0
+        return {
+            "error": f"{at}: the module exited (code {code}) while it was loaded: a stack module only defines CONFIG "
+            "(sys.exit ends the program that loads it)"
+        }
+    except BaseException as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
+        at = _user_line(err.__traceback__, path) or source
+        hint = _name_hint(err, at) if isinstance(err, NameError) else ""
+        return {"error": f"{at}: the stack module failed: {type(err).__name__}: {_text(err)}" + (f": {hint}" if hint else "")}
+    finally:
+        DEFERRED.reset(reported)
+        IN_STACK_MODULE.reset(token)
+
+
+def _text(err: BaseException) -> str:
+    """An exception's message; one whose __str__ fails is named by its class instead of failing in turn."""
+    try:
+        return str(err)
+    except BaseException as failed:  # noqa: BLE001
+        return f"(its message cannot be shown: str() raised {type(failed).__name__})"
+
+
+def _shown_file(file: str | None, default: str) -> str:
+    """A file of the user's as messages name it (`clusters/_common.py`), or `default`."""
+    if not file:
+        return default
+    return provenance.shown((file, 0)).removesuffix(":0")
+
+
+def _user_line(tb: TracebackType | None, path: Path) -> str:
+    """Where a failure happened in the user's files: the last line of a file in clusters/ on the traceback, as
+    `clusters/_common.py:4` (a helper module is named as itself), and the stack's line that imported it."""
+    folder = (ROOT / CLUSTERS).resolve()
+    own = None
+    last: tuple[str, int] | None = None
+    while tb is not None:
+        file = Path(tb.tb_frame.f_code.co_filename).resolve()
+        if file.parent == folder:
+            last = (str(file), tb.tb_lineno)
+            if file == path.resolve():
+                own = last
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    if own is not None and own != last:
+        return f"{provenance.shown(last)} (from {provenance.shown(own)})"
+    return provenance.shown(last)
+
+
+# Python mistakes of a user who writes the stack file's YAML: the hint speaks its words.
+_YAML_WORDS = {"true": "True", "yes": "True", "on": "True", "false": "False", "no": "False", "off": "False"}
+_YAML_NULLS = ("null", "none", "nil", "~")
+
+
+def _syntax_hint(text: str) -> str:
+    """`nodes: 1` inside a call: a keyword argument written as a YAML key."""
+    found = re.search(r"\b([A-Za-z_]\w*)\s*:\s*([^,)\]}\s][^,)\]}]*?)\s*(?:[,)\]}]|$)", text)
+    if found is None or found.group(1) in ("lambda", "else", "try", "finally", "class", "def"):
+        return ""
+    key, value = found.group(1), found.group(2)
+    return f"use `{key}={value}` (a keyword argument is written with =; `{key}: {value}` is how a YAML file writes it)"
+
+
+def _name_hint(err: NameError, at: str) -> str:
+    """A bare word the module uses as a value: `true`, `null`, or text written without quotes."""
+    name = getattr(err, "name", None)
+    if not isinstance(name, str):
+        return ""
+    file, _, line = at.split(" ")[0].rpartition(":")
+    text = linecache.getline(str(ROOT / file), int(line)) if line.isdigit() else ""
+    keyword = re.search(rf"\b([A-Za-z_]\w*)\s*=\s*{re.escape(name)}\b", text)
+    python = _YAML_WORDS.get(name.lower()) or ("None" if name.lower() in _YAML_NULLS else "")
+    if python:
+        return f"Python writes {python}" + (f": `{keyword.group(1)}={python}`" if keyword else "")
+    if keyword:
+        return f'if it is text, quote it: `{keyword.group(1)}="{name}"`'
+    if re.search(rf"\b{re.escape(name)}\s*:", text):
+        return f'quote a key (`"{name}": ...`), or write a keyword argument as `{name}=...`'
+    return f'if it is text, quote it: `"{name}"`'
 
 
 def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
@@ -228,11 +349,19 @@ def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[s
     return []
 
 
-def validate(data: Any, source: str, lines: dict[provenance.Path_, int] | None = None) -> ClusterConfig:
-    """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors, and `lines` (the line of each
-    key, provenance.yaml_lines) start each error with its line and stay with the config for the preflight's findings."""
+def validate(
+    data: Any,
+    source: str,
+    lines: dict[provenance.Path_, int] | None = None,
+    calls: dict[provenance.Path_, tuple[str, int]] | None = None,
+) -> ClusterConfig:
+    """Validate plain data (parsed YAML, or a stack module's dumped CONFIG) as a ClusterConfig; `source` names it in
+    errors, and `lines` (the line of each key, provenance.yaml_lines) or `calls` (the line of each model's call,
+    provenance.calls) start each error with its line and stay with the config for the preflight's findings."""
 
     def line_of(loc: provenance.Path_) -> str:  # `FILE:N`, the form editors link
+        if calls is not None:
+            return provenance.shown(next((calls[loc[:end]] for end in range(len(loc), -1, -1) if loc[:end] in calls), None))
         where = provenance.yaml_line(source, lines or {}, loc)
         return f"{source}:{where[1]}" if where else ""
 
@@ -249,11 +378,13 @@ def validate(data: Any, source: str, lines: dict[provenance.Path_, int] | None =
     try:
         config = ClusterConfig.model_validate(data)
     except ValidationError as err:
-        found = describe_errors(err, data, line_of=line_of if lines else None)
+        found = describe_errors(err, data, line_of=line_of if lines or calls else None)
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in found)) from None
     except ModelError as err:  # a model built inside a validator
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
-    if lines:
+    if calls is not None:
+        provenance.register_calls(config, calls)
+    elif lines:
         provenance.register_yaml(config, source, lines)
     return config
 
