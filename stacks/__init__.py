@@ -21,6 +21,7 @@ import os
 import re
 import stat
 import sys
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -56,9 +57,9 @@ class ConfigError(Exception):
 # --- which stacks exist -------------------------------------------------------------------------
 
 
-def names() -> list[str]:
+def names(root: Path | None = None) -> list[str]:
     """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use)."""
-    return sorted(p.stem for p in (ROOT / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+    return sorted(p.stem for p in ((root or ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
 
 
 def module_file(name: str) -> str:
@@ -79,11 +80,65 @@ class PulumiStack:
     path: Path
 
 
+# Look-alikes of ASCII letters that a name copied from a web page or a chat may hold: Unicode's confusables
+# (confusables.txt) for the Latin letters, from the Cyrillic and Greek scripts. NFKC folds the rest that matter
+# here (full-width letters, ligatures), and case is folded too.
+_LOOK_ALIKES = str.maketrans(
+    "аеорсухіјѕԁԛԝһɡАВЕКМНОРСТХІЈЅΑΒΕΗΙΚΜΝΟΡΤΧΥΖοαικνρτυχ",
+    "aeopcyxijsdqwhgABEKMHOPCTXIJSABEHIKMNOPTXYZoaikvptux",
+)
+
+
+def _skeleton(name: str) -> str:
+    """What a name looks like: two names with one skeleton are told apart only by look-alike characters (Unicode's
+    confusables: `nеrc` with a Cyrillic е, `NERC`, `nerc` with 1 for l or 0 for o, `rn` for `m`)."""
+    text = unicodedata.normalize("NFKC", name).translate(_LOOK_ALIKES).replace("I", "l").casefold()
+    for alike, letter in (("rn", "m"), ("vv", "w"), ("1", "l"), ("0", "o"), ("|", "l")):
+        text = text.replace(alike, letter)
+    return text
+
+
+def _alike(one: str, other: str) -> bool:
+    return one.casefold() == other.casefold() or _skeleton(one) == _skeleton(other)
+
+
+def _name_problem(kind: str, name: str, known: list[str]) -> str:
+    """Why a stack or cluster name in a stack file is refused, or "": empty, not ASCII, or one that differs from a
+    cluster module's only by look-alike characters (it would load, or make, another stack than the one meant)."""
+    if not name:
+        return f"the {kind} name is empty"
+    alike = [k for k in known if k != name and _alike(k, name)]
+    hint = f"; it looks like {alike[0]!r} (clusters/{alike[0]}.py): write {alike[0]}" if alike else ""
+    odd = next((c for c in name if not c.isascii()), None)
+    if odd is not None:
+        return (
+            f"the {kind} name {name!r} is not ASCII ({odd!r} is U+{ord(odd):04X} {unicodedata.name(odd, 'unnamed')}): a {kind} name "
+            f"is ASCII letters, digits, - and _{hint}"
+        )
+    if alike:
+        return f"the {kind} name {name!r} differs from the cluster {alike[0]!r} only by case or look-alike characters{hint}"
+    return ""
+
+
 def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
-    """Every Pulumi stack file of the project, parsed (the workflow's preview matrix reads this)."""
+    """Every Pulumi stack file of the project, parsed (the workflow's preview matrix reads this). A file whose name or
+    settings would deploy something else than they seem to (an empty or look-alike name, an unknown tier) is an error,
+    never a silent default."""
     out = []
+    modules = names(root)
+    seen: list[str] = []
     for path in sorted((root or ROOT).glob("Pulumi.*.yaml")):
         name = path.name[len("Pulumi.") : -len(".yaml")]
+        problem = _name_problem("stack", name, modules)
+        if problem:
+            raise ConfigError(f"{path.name}: {problem}: name the file Pulumi.STACK.yaml, STACK being the cluster or CLUSTER-TIER")
+        twin = next((other for other in seen if _alike(other, name)), None)
+        if twin is not None:
+            raise ConfigError(
+                f"{path.name}: the stack name {name!r} differs from {twin!r} (Pulumi.{twin}.yaml) only by case or look-alike "
+                "characters: give each stack a name of its own"
+            )
+        seen.append(name)
         data = read_yaml(path)
         config = data.get("config") if isinstance(data, dict) else None
         config = config if isinstance(config, dict) else {}
@@ -92,15 +147,19 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
             value = config.get(key)
             return value if isinstance(value, str) and value else None
 
-        tier = text(TIER_KEY) or "all"
+        tier = config.get(TIER_KEY, "all")
         if tier not in TIERS:
-            raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)}")
+            raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)} (or no {TIER_KEY}: all)")
+        cluster = config.get(CLUSTER_KEY, name)
+        problem = _name_problem("cluster", cluster, modules) if isinstance(cluster, str) else f"{CLUSTER_KEY} is not a name: {cluster!r}"
+        if problem:
+            raise ConfigError(f"{path.name}: {problem.replace('the cluster name', CLUSTER_KEY)}")
         disabled = config.get("pulumi:disable-default-providers")
         out.append(
             PulumiStack(
                 name=name,
-                cluster=text(CLUSTER_KEY) or name,
-                tier=tier,
+                cluster=cluster,
+                tier=str(tier),
                 config_file=text(CONFIG_FILE_KEY),
                 context=text("kubernetes:context"),
                 disabled_default_providers=[str(d) for d in disabled] if isinstance(disabled, list) else [],

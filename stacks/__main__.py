@@ -38,6 +38,22 @@ def _configs(args: argparse.Namespace) -> list[ClusterConfig]:
     return [stacks.load(n) for n in dict.fromkeys(names)]  # a name given twice is one stack (rendered once)
 
 
+def _each_config(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]:
+    """`_configs` for the commands that go through several stacks (render, check): a stack whose config does not load
+    is reported (`error: ...` on stderr) and left out, so one broken stack stops only itself; (the configs that
+    loaded, whether any did not). One stack, or --config FILE, fails as `_configs` does."""
+    if getattr(args, "config", None) or args.all and args.stacks or len(dict.fromkeys(args.stacks)) == 1:
+        return _configs(args), False
+    configs = []
+    for name in dict.fromkeys(args.stacks or stacks.names()):
+        try:
+            configs.append(stacks.load(name))
+        except stacks.ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            print(f"{name}: not checked or rendered: its config does not load (above)", file=sys.stderr)
+    return configs, len(configs) < len(dict.fromkeys(args.stacks or stacks.names()))
+
+
 def _previous(name: str, ref: str | None) -> dict[str, object] | None:
     """The stack outputs of the render committed at `ref` (what the cluster holds, as far as the
     repository knows), or None outside git or for a stack the ref does not have."""
@@ -175,7 +191,9 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     if not args.out:
         raise stacks.ConfigError("--out '' names no folder: give the folder to render into (default: rendered/)")
-    configs = _configs(args)
+    configs, broken = _each_config(args)
+    if not configs:
+        return 2
     cores = os.cpu_count() or 1
     # Stacks render independently, and a fresh `render --all` runs on every pull request and in `make test`:
     # one process per core, the stacks dealt out so that each process gets a similar number of workloads.
@@ -201,7 +219,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         refused += 1
         print(detail, file=sys.stderr)
         print(f"{config.name}: not written: the preflight found errors (above; `python -m stacks check {config.name}`)", file=sys.stderr)
-    return 1 if refused else 0
+    return 2 if broken else 1 if refused else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -209,14 +227,15 @@ def cmd_check(args: argparse.Namespace) -> int:
     import policy
     from render.engine import run
 
+    configs, broken = _each_config(args)
     failed = False
-    for config in _configs(args):
+    for config in configs:
         findings = _preflight(config, run(config), _previous(config.name, args.against))
         for f in findings:
             print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
         print(policy.summary(config.name, findings))
         failed = failed or bool(policy.errors(findings))
-    return 1 if failed else 0
+    return 2 if broken else 1 if failed else 0
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
