@@ -227,6 +227,20 @@ MODULE_TIME_LIMIT = float(os.environ.get("GPU_TRAINING_MODULE_TIME_LIMIT") or 20
 """Seconds a stack module may take to run (GPU_TRAINING_MODULE_TIME_LIMIT): one that loops or waits is stopped and
 reported, never left to hang a check, a render or `pulumi preview`."""
 
+SPAWN_MODULES = False
+"""Run each module in a fresh interpreter instead of a fork of this process: set by the Pulumi program (policy/gate.py),
+whose gRPC threads a fork cannot copy safely. A fresh interpreter costs about half a second per module."""
+
+# What a spawned child runs: argv is [project's program folder, ROOT, stack name, module path].
+_SPAWNED = """import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import os, stacks
+from stacks import _child
+stacks.ROOT = Path(sys.argv[2])
+_child.answer(lambda: stacks._run_module(sys.argv[3], Path(sys.argv[4])), int(os.environ[_child.ANSWER_FD]))
+"""
+
 _LOADED: dict[Path, tuple[tuple[int, int], ClusterConfig]] = {}
 """The configs of the modules this process has run, by path, with the (mtime, size) they were read at: a module runs
 once per process (the tests, and `check`, which loads the other stacks too, load them again and again)."""
@@ -249,10 +263,12 @@ def load_module(name: str) -> ClusterConfig:
     cached = _LOADED.get(path)
     if cached is not None and cached[0] == version:
         return cached[1]
-    if hasattr(os, "fork"):
-        answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT)
-    else:  # no fork (Windows): the module runs in this process, uncontained
-        answer, died = _run_module(name, path), ""
+    spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(ROOT), name, str(path)]
+    answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
+    if died.startswith("was killed") and not SPAWN_MODULES:
+        # A crash of a forked child can be the fork's (a library's threads, state no fork can copy): once more, in a
+        # fresh interpreter, before it is the module's.
+        answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn)
     if died:
         if died.startswith("did not finish"):
             raise ConfigError(
@@ -312,8 +328,8 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         return {"error": f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)}
     except SyntaxError as err:
         where = _shown_file(err.filename, source)
-        hint = _syntax_hint(err.text or "")
-        return {"error": f"{where}:{err.lineno}: not valid Python: {err.msg}" + (f": {hint}" if hint else "")}
+        line, hint = _syntax_hint(err)
+        return {"error": f"{where}:{line}: not valid Python: {err.msg}" + (f": {hint}" if hint else "")}
     except SystemExit as err:
         at = _user_line(err.__traceback__, path) or source
         code = err.code if isinstance(err.code, int) else 1 if err.code is not None else 0
@@ -324,7 +340,8 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
     except BaseException as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
         at = _user_line(err.__traceback__, path) or source
         hint = _name_hint(err, at) if isinstance(err, NameError) else ""
-        return {"error": f"{at}: the stack module failed: {type(err).__name__}: {_text(err)}" + (f": {hint}" if hint else "")}
+        said = ": ".join(part for part in (type(err).__name__, _text(err), hint) if part)
+        return {"error": f"{at}: the stack module failed: {said}"}
     finally:
         DEFERRED.reset(reported)
         IN_STACK_MODULE.reset(token)
@@ -370,13 +387,18 @@ _YAML_WORDS = {"true": "True", "yes": "True", "on": "True", "false": "False", "n
 _YAML_NULLS = ("null", "none", "nil", "~")
 
 
-def _syntax_hint(text: str) -> str:
-    """`nodes: 1` inside a call: a keyword argument written as a YAML key."""
-    found = re.search(r"\b([A-Za-z_]\w*)\s*:\s*([^,)\]}\s][^,)\]}]*?)\s*(?:[,)\]}]|$)", text)
-    if found is None or found.group(1) in ("lambda", "else", "try", "finally", "class", "def"):
-        return ""
-    key, value = found.group(1), found.group(2)
-    return f"use `{key}={value}` (a keyword argument is written with =; `{key}: {value}` is how a YAML file writes it)"
+def _syntax_hint(err: SyntaxError) -> tuple[int | None, str]:
+    """(the line to name, a hint or ""): `nodes: 1` inside a call is a keyword argument written as a YAML key. Python
+    may place the error on the line before it ("Perhaps you forgot a comma?"), so the lines it spans are read."""
+    first = err.lineno or 0
+    lines = linecache.getlines(err.filename or "") if err.filename else []
+    for number in range(first, max(first, err.end_lineno or first) + 1):
+        text = lines[number - 1] if 0 < number <= len(lines) else err.text or ""
+        found = re.search(r"\b([A-Za-z_]\w*)\s*:\s*([^,)\]}\s][^,)\]}]*?)\s*(?:[,)\]}]|$)", text)
+        if found is not None and found.group(1) not in ("lambda", "else", "try", "finally", "class", "def"):
+            key, value = found.group(1), found.group(2)
+            return number, f"use `{key}={value}` (a keyword argument is written with =; `{key}: {value}` is how a YAML file writes it)"
+    return err.lineno, ""
 
 
 def _name_hint(err: NameError, at: str) -> str:

@@ -26,18 +26,29 @@ from typing import Any
 
 from stacks import _process
 
+ANSWER_FD = "STACKS_ANSWER_FD"
+"""The environment variable that gives a spawned child the descriptor of its answer's pipe."""
 
-def run(job: Callable[[], Any], limit: float) -> tuple[Any, str]:
+
+def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None) -> tuple[Any, str]:
     """(the job's answer, "") or (None, why the child gave none: "exited (code 3)", "was killed by signal
     SIGSEGV", "did not finish within 20 s", ...). The answer is what json.dumps/json.loads make of the job's
     return value. In the child, stdout is stderr (a print must not mix with a command's output, such as
-    `config NAME`'s YAML) and stdin is empty (nothing waits for a terminal)."""
+    `config NAME`'s YAML) and stdin is empty (nothing waits for a terminal).
+
+    With `spawn` (the arguments of `python` for a program that does the same job through `answer`), the child is a
+    fresh interpreter instead of a fork: for a process whose threads a fork cannot copy (the Pulumi program's gRPC
+    threads: a forked child of a live gRPC client can crash in gRPC's fork handlers)."""
     sys.stdout.flush()  # else what the parent has buffered would be written again by the child
     sys.stderr.flush()
     read, write = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # pragma: no cover (the child; its answer is what the tests see)
-        _child(job, read, write)
+    if spawn is not None:
+        os.set_inheritable(write, True)
+        pid = os.posix_spawn(sys.executable, [sys.executable, *spawn], {**os.environ, ANSWER_FD: str(write)})
+    else:
+        pid = os.fork()
+        if pid == 0:  # pragma: no cover (the child; its answer is what the tests see)
+            answer(job, write, read)
     os.close(write)
     _process.CHILDREN.add(pid)  # an interrupted command ends it too (stacks/_process.py)
     deadline = time.monotonic() + limit
@@ -98,16 +109,20 @@ def _collect(pid: int, read: int, deadline: float, chunks: list[bytes]) -> int |
             return status
 
 
-def _child(job: Callable[[], Any], read: int, write: int) -> None:  # pragma: no cover (runs in the child)
-    """Run the job, write its answer, and end the process without unwinding into the parent's code."""
+def answer(job: Callable[[], Any], write: int, read: int = -1) -> None:  # pragma: no cover (runs in the child)
+    """In the child: run the job, write its answer to `write`, and end the process without unwinding into the
+    parent's code."""
     try:
-        os.close(read)
+        if read >= 0:
+            os.close(read)
         os.dup2(2, 1)
+        sys.stdout = sys.stderr  # a print goes where the user sees it, never into the command's output
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
         os.close(null)
-        answer = json.dumps(job()).encode("utf-8")
-        view = memoryview(answer)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 (the child's whole life)
+        text = json.dumps(job()).encode("utf-8")
+        view = memoryview(text)
         while view:
             view = view[os.write(write, view) :]
     except BaseException:  # noqa: BLE001 (no answer is the answer: the parent reports how the child ended)
