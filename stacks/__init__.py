@@ -17,6 +17,7 @@ from stacks import _process  # noqa: F401
 
 import importlib.util
 import linecache
+import math
 import os
 import re
 import stat
@@ -223,9 +224,26 @@ def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfi
     return config
 
 
-MODULE_TIME_LIMIT = float(os.environ.get("GPU_TRAINING_MODULE_TIME_LIMIT") or 20)
+TIME_LIMIT_KEY = "GPU_TRAINING_MODULE_TIME_LIMIT"
+
+
+def _time_limit(text: str | None) -> float | str:
+    """The seconds `text` gives (none: 20), or why it gives none."""
+    try:
+        value = float(text or 20)
+    except ValueError:
+        value = math.nan
+    return (
+        value
+        if math.isfinite(value) and value > 0
+        else f"{TIME_LIMIT_KEY} is {text!r}: give a number of seconds above 0 (the default is 20)"
+    )
+
+
+MODULE_TIME_LIMIT = _time_limit(os.environ.get(TIME_LIMIT_KEY))
 """Seconds a stack module may take to run (GPU_TRAINING_MODULE_TIME_LIMIT): one that loops or waits is stopped and
-reported, never left to hang a check, a render or `pulumi preview`."""
+reported, never left to hang a check, a render or `pulumi preview`. A value that is no such number is the message
+that says so (every load reports it, and import stays quiet)."""
 
 SPAWN_MODULES = False
 """Run each module in a fresh interpreter instead of a fork of this process: set by the Pulumi program (policy/gate.py),
@@ -263,6 +281,8 @@ def load_module(name: str) -> ClusterConfig:
     cached = _LOADED.get(path)
     if cached is not None and cached[0] == version:
         return cached[1]
+    if isinstance(MODULE_TIME_LIMIT, str):
+        raise ConfigError(MODULE_TIME_LIMIT)
     spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(ROOT), name, str(path)]
     answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
     if died.startswith("was killed") and not SPAWN_MODULES:

@@ -11,7 +11,6 @@ Every case runs on a project folder of the test's own (the real clusters/ stays 
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
@@ -154,11 +153,27 @@ def test_a_module_reading_stdin_gets_nothing_instead_of_waiting(project: Callabl
     assert load_error().startswith("clusters/scratch.py:2: the stack module failed: EOFError")
 
 
-def test_the_time_limit_is_set_by_the_environment(tmp_path: Path) -> None:
-    program = "import stacks, sys; print(stacks.MODULE_TIME_LIMIT)"
-    env = {**os.environ, "GPU_TRAINING_MODULE_TIME_LIMIT": "1.5"}
-    done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
-    assert done.stdout.strip() == "1.5"
+TIME_LIMITS = cases(
+    "loop",
+    [
+        ("1.5", "1.5"),
+        ("", "20.0"),
+        ("soon", "GPU_TRAINING_MODULE_TIME_LIMIT is 'soon': give a number of seconds above 0"),
+        ("0", "GPU_TRAINING_MODULE_TIME_LIMIT is '0': give a number of seconds above 0"),
+        ("nan", "GPU_TRAINING_MODULE_TIME_LIMIT is 'nan': give a number of seconds above 0"),
+    ],
+)
+
+
+@pytest.mark.parametrize("value,expected", TIME_LIMITS)
+def test_the_time_limit_is_set_by_the_environment(value: str, expected: str, project: Callable[..., Path]) -> None:
+    limit = stacks._time_limit(value)
+    assert str(limit).startswith(expected)
+    if isinstance(limit, str):  # a value that is no time limit: every load says so, and nothing runs
+        project(scratch=module())
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(stacks, "MODULE_TIME_LIMIT", limit)
+            assert load_error() == limit
 
 
 # --- output: a print never reaches a command's stdout -------------------------------------------------------
