@@ -290,6 +290,8 @@ def load_module(name: str) -> ClusterConfig:
         # fresh interpreter, before it is the module's.
         answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn)
     if died:
+        if died.startswith("was not run"):
+            raise ConfigError(f"{source}: the module {died}: try again, or free processes or memory")
         if died.startswith("did not finish"):
             raise ConfigError(
                 f"{source}: the module {died} (GPU_TRAINING_MODULE_TIME_LIMIT): an endless loop, or a wait for something; "

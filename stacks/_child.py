@@ -26,6 +26,8 @@ from typing import Any
 
 from stacks import _process
 
+_exit = os._exit  # bound before any module runs: one that replaces os._exit must not bring the child back into the program
+
 ANSWER_FD = "STACKS_ANSWER_FD"
 """The environment variable that gives a spawned child the descriptor of its answer's pipe."""
 
@@ -42,14 +44,19 @@ def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None) ->
     sys.stdout.flush()  # else what the parent has buffered would be written again by the child
     sys.stderr.flush()
     read, write = os.pipe()
-    if spawn is not None:
-        os.set_inheritable(write, True)
-        pid = os.posix_spawn(sys.executable, [sys.executable, *spawn], {**os.environ, ANSWER_FD: str(write)})
-    else:
-        pid = os.fork()
-        if pid == 0:  # pragma: no cover (the child; its answer is what the tests see)
-            answer(job, write, read)
-    os.close(write)
+    try:
+        if spawn is not None:
+            os.set_inheritable(write, True)
+            pid = os.posix_spawn(sys.executable, [sys.executable, *spawn], {**os.environ, ANSWER_FD: str(write)})
+        else:
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover (the child; its answer is what the tests see)
+                answer(job, write, read)
+    except OSError as err:  # no process to run it in (a process limit, no memory)
+        os.close(read)
+        return None, f"was not run: no child process could be started ({err.strerror or err})"
+    finally:
+        os.close(write)
     _process.CHILDREN.add(pid)  # an interrupted command ends it too (stacks/_process.py)
     deadline = time.monotonic() + limit
     chunks: list[bytes] = []
@@ -126,11 +133,11 @@ def answer(job: Callable[[], Any], write: int, read: int = -1) -> None:  # pragm
         while view:
             view = view[os.write(write, view) :]
     except BaseException:  # noqa: BLE001 (no answer is the answer: the parent reports how the child ended)
-        os._exit(70)
+        _exit(70)
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except BaseException:  # noqa: BLE001,S110 (a module may have replaced or closed the streams)
                 pass
-    os._exit(0)
+    _exit(0)

@@ -11,6 +11,7 @@ Every case runs on a project folder of the test's own (the real clusters/ stays 
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -122,6 +123,16 @@ def test_an_exit_in_a_module_is_reported_and_never_ends_the_program(
     assert code_ == 2 and out == "" and err.startswith("error: clusters/scratch.py")  # never a pass
 
 
+def test_a_module_that_cannot_be_given_a_process_is_reported(project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    def no_fork() -> int:
+        raise BlockingIOError(11, "Resource temporarily unavailable")
+
+    monkeypatch.setattr(os, "fork", no_fork)
+    project(scratch=module())
+    message = load_error()
+    assert message.startswith("clusters/scratch.py: the module was not run: no child process could be started"), message
+
+
 # --- time: a module that does not finish is stopped ------------------------------------------------------
 
 
@@ -217,6 +228,7 @@ MUTATIONS = cases(
         "import stacks.provenance\nstacks.provenance.origin = lambda *args: None",
         "import sys\nsys.modules['yaml'] = None",
         "import policy\npolicy.check = lambda *args, **kwargs: []",
+        "import os\nos._exit = lambda code: None",  # the child still ends, never returns into the program
     ],
 )
 
