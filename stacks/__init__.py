@@ -5,7 +5,8 @@ A stack is a module `clusters/NAME.py` that defines `CONFIG` (discovered: adding
 module plus its `Pulumi.NAME.yaml`). clusters/ holds only the files users edit; this package is the program
 that reads them. `load(name)` honours `gpu-training:configFile` in the stack's
 Pulumi stack files, so `python -m stacks check NAME` checks what `pulumi up -s NAME` would deploy.
-Errors are ConfigError with a message that names the file and the field, never a traceback.
+Errors are ConfigError with a message that names the file and the field, never a traceback. A module is user code:
+it runs in a child process with a time limit, and only its config comes back, as data validated here (`load_module`).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
@@ -323,6 +324,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
     sys.path.insert(0, str(ROOT))
     for loaded in [m for m in sys.modules if m == CLUSTERS or m.startswith(f"{CLUSTERS}.")]:
         del sys.modules[loaded]
+    os._exit = _exit_at_its_line  # this process is the child: an os._exit in the module is reported with its line
     token = IN_STACK_MODULE.set(True)
     deferred: list[ModelError] = []
     reported = DEFERRED.set(deferred)
@@ -357,7 +359,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         code = err.code if isinstance(err.code, int) else 1 if err.code is not None else 0
         return {
             "error": f"{at}: the module exited (code {code}) while it was loaded: a stack module only defines CONFIG "
-            "(sys.exit ends the program that loads it)"
+            "(sys.exit and os._exit end the program that loads it)"
         }
     except BaseException as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
         at = _user_line(err.__traceback__, path) or source
@@ -367,6 +369,11 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
     finally:
         DEFERRED.reset(reported)
         IN_STACK_MODULE.reset(token)
+
+
+def _exit_at_its_line(code: int) -> NoReturn:
+    """os._exit in a module's child: a SystemExit instead, which unwinds to the report that names the calling line."""
+    raise SystemExit(code)
 
 
 def _text(err: BaseException) -> str:

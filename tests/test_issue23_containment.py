@@ -99,8 +99,10 @@ EXITS = cases(
         ("import sys\nsys.exit(3)", "clusters/scratch.py:3: the module exited (code 3) while it was loaded"),
         ("import sys\nsys.exit(0)", "clusters/scratch.py:3: the module exited (code 0) while it was loaded"),
         ("import sys\nsys.exit('bye')", "clusters/scratch.py:3: the module exited (code 1) while it was loaded"),
-        ("import os\nos._exit(3)", "clusters/scratch.py: the module exited (code 3) while it was loaded"),
-        ("import os\nos._exit(0)", "clusters/scratch.py: the module exited (code 0) while it was loaded"),
+        ("import os\nos._exit(3)", "clusters/scratch.py:3: the module exited (code 3) while it was loaded"),
+        ("import os\nos._exit(0)", "clusters/scratch.py:3: the module exited (code 0) while it was loaded"),
+        ("from os import _exit\n_exit(4)", "clusters/scratch.py:3: the module exited (code 4) while it was loaded"),
+        ("import os, signal\nos.kill(os.getpid(), signal.SIGTERM)", "clusters/scratch.py: the module was killed by signal SIGTERM"),
         ("import os, signal\nos.kill(os.getpid(), signal.SIGKILL)", "clusters/scratch.py: the module was killed by signal SIGKILL"),
         ("raise KeyboardInterrupt", "clusters/scratch.py:2: the stack module failed: KeyboardInterrupt"),
     ],
@@ -506,7 +508,7 @@ port = server.add_insecure_port("127.0.0.1:0")
 server.start()
 channel = grpc.insecure_channel(f"127.0.0.1:{port}")
 grpc.channel_ready_future(channel).result(timeout=30)
-for _ in range(5):
+for _ in range(ROUNDS):
     for name in stacks.names():
         stacks._LOADED.clear()
         stacks.load(name)
@@ -519,7 +521,7 @@ server.stop(0)
 def test_modules_load_in_a_process_with_grpc_threads_like_the_pulumi_program(spawn: bool) -> None:
     """The Pulumi program loads its stack's module with the language host's gRPC threads running. It spawns a fresh
     interpreter for each (policy/gate.py sets SPAWN_MODULES); a fork that gRPC's handlers crash is retried that way."""
-    program = f"import stacks\nstacks.SPAWN_MODULES = {spawn}\n" + GRPC
+    program = f"import stacks\nstacks.SPAWN_MODULES = {spawn}\nROUNDS = {1 if spawn else 5}\n" + GRPC
     done = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0 and done.stdout.strip() == "loaded", done.stderr
 
