@@ -371,9 +371,9 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         IN_STACK_MODULE.reset(token)
 
 
-def _exit_at_its_line(code: int) -> NoReturn:
+def _exit_at_its_line(status: int) -> NoReturn:
     """os._exit in a module's child: a SystemExit instead, which unwinds to the report that names the calling line."""
-    raise SystemExit(code)
+    raise SystemExit(status)
 
 
 def _text(err: BaseException) -> str:
