@@ -44,14 +44,17 @@ def _each_config(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]:
     loaded, whether any did not). One stack, or --config FILE, fails as `_configs` does."""
     if getattr(args, "config", None) or args.all and args.stacks or len(dict.fromkeys(args.stacks)) == 1:
         return _configs(args), False
+    wanted = list(dict.fromkeys(args.stacks or stacks.names()))
+    if not wanted:
+        raise stacks.ConfigError(f"no stacks: a stack is a module {stacks.CLUSTERS}/NAME.py (python -m stacks list)")
     configs = []
-    for name in dict.fromkeys(args.stacks or stacks.names()):
+    for name in wanted:
         try:
             configs.append(stacks.load(name))
         except stacks.ConfigError as err:
             print(f"error: {err}", file=sys.stderr)
             print(f"{name}: not checked or rendered: its config does not load (above)", file=sys.stderr)
-    return configs, len(configs) < len(dict.fromkeys(args.stacks or stacks.names()))
+    return configs, len(configs) < len(wanted)
 
 
 def _previous(name: str, ref: str | None) -> dict[str, object] | None:

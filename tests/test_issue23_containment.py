@@ -491,6 +491,15 @@ def test_one_broken_stack_stops_only_itself(
         assert "broken" not in out
 
 
+@pytest.mark.parametrize("command", [["render", "--all"], ["check", "--all"], ["check"]])
+def test_a_project_without_stacks_says_so(
+    command: list[str], project: Callable[..., Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project(_common="X = 1\n")  # a helper alone is no stack
+    assert main([*command, *(["--out", str(tmp_path / "out")] if command[0] == "render" else [])]) == 2
+    assert capsys.readouterr().err.startswith("error: no stacks: a stack is a module clusters/NAME.py")
+
+
 def test_the_committed_stacks_load_as_their_modules_build_them() -> None:
     """The boundary changes nothing for a module that behaves: each committed stack is equal to its data validated."""
     for name in stacks.names():
