@@ -260,9 +260,9 @@ stacks.ROOT = Path(sys.argv[2])
 _child.answer(lambda: stacks._run_module(sys.argv[3], Path(sys.argv[4])), int(os.environ[_child.ANSWER_FD]))
 """
 
-_LOADED: dict[Path, tuple[tuple[int, int], ClusterConfig]] = {}
-"""The configs of the modules this process has run, by path, with the (mtime, size) they were read at: a module runs
-once per process (the tests, and `check`, which loads the other stacks too, load them again and again)."""
+_LOADED: dict[Path, tuple[str, ClusterConfig]] = {}
+"""The configs of the modules this process has run, by path, with the text they were run from: a module runs once
+per process (`check` loads the other stacks too, the tests load them again and again), and again once edited."""
 
 
 def load_module(name: str) -> ClusterConfig:
@@ -274,11 +274,9 @@ def load_module(name: str) -> ClusterConfig:
     traceback."""
     path = ROOT / CLUSTERS / f"{name}.py"
     source = module_file(name)
-    try:
-        info = path.stat()
-    except OSError as err:
-        raise ConfigError(f"{source}: cannot read the module: {err.strerror or err}") from None
-    version = (info.st_mtime_ns, info.st_size)
+    if not path.exists():
+        raise ConfigError(f"{source}: no such module (the stacks are {', '.join(names()) or 'none'})")
+    version = read_text(path)  # bounded: a FIFO or a device in clusters/ is refused, not read forever
     cached = _LOADED.get(path)
     if cached is not None and cached[0] == version:
         return cached[1]
@@ -334,7 +332,9 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
             return {"error": f"{source}: not a Python module"}
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # as an import would: a dataclass in the module looks its module up
-        spec.loader.exec_module(module)
+        # Compiled from the file as it is now, not from a cached .pyc: a cache is trusted by the file's mtime and size,
+        # which an edit within the same clock tick (a test, a script) leaves as they were.
+        exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
         if deferred:  # models that failed, and no ClusterConfig(...) that raised them
             raise ModelError.of(deferred)
         config = getattr(module, "CONFIG", None)

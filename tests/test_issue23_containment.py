@@ -90,6 +90,20 @@ def test_a_valid_module_loads_with_the_line_of_each_call(project: Callable[..., 
     assert stacks.load("scratch") is config  # run once per process
 
 
+CACHE = cases("cache", [1, 2, 5])
+
+
+@pytest.mark.parametrize("loads", CACHE)
+def test_a_module_runs_once_per_process_until_it_changes(loads: int, project: Callable[..., Path], tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+    count = f"with open({str(runs)!r}, 'a') as f:\n    f.write('x')"
+    project(scratch=module(before=count))
+    first = [stacks.load("scratch") for _ in range(loads)]
+    assert runs.read_text() == "x" and all(c is first[0] for c in first)
+    project(scratch=module(before=count).replace("nodes=2", "nodes=1"))  # an edit: the module runs again
+    assert stacks.load("scratch").workloads[0].nodes == 1 and runs.read_text() == "xx"
+
+
 # --- exits: the module's, never the program's -----------------------------------------------------------
 
 
@@ -231,6 +245,7 @@ MUTATIONS = cases(
         "import sys\nsys.modules['yaml'] = None",
         "import policy\npolicy.check = lambda *args, **kwargs: []",
         "import os\nos._exit = lambda code: None",  # the child still ends, never returns into the program
+        "import os\nos.environ['GPU_TRAINING_LEAK'] = '1'\nos.chdir('/')",
     ],
 )
 
@@ -242,8 +257,9 @@ def test_one_modules_changes_to_the_program_do_not_reach_the_check_of_another(
     rules = len(policy.core.RULES)
     # `other` changes the program while it loads; `scratch` has one finding (an image tag without a digest)
     project(other=module(name="other", before=code), scratch=module())
+    here = os.getcwd()
     stacks.load("other")
-    assert len(policy.core.RULES) == rules
+    assert len(policy.core.RULES) == rules and "GPU_TRAINING_LEAK" not in os.environ and os.getcwd() == here
     code_ = main(["check", "scratch"])  # loads `other` too (policy.core.project_stacks)
     out, _ = capsys.readouterr()
     assert code_ == 0 and f"scratch: ok: 0 errors, 1 warning ({rules} rules)" in out, out
