@@ -51,7 +51,6 @@ from stacks.model import (
     qualified_name_problem,
     quantity_value,
 )
-from stacks.provenance import source_line
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.
@@ -1507,7 +1506,7 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
     without RDMA pods, ...), and gives a fix that fits a list comprehension, as the committed stacks write them."""
     declared = {(o.get("kind"), (o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")) for o in stack.objects}
     entries: list[HandMade] = list(getattr(stack.config, "hand_made", []) or [])
-    origins = [source_line(h) for h in entries]
+    origins = [provenance.call_line(stack.config, ("hand_made", i)) for i in range(len(entries))]
     missing = {i for i, h in enumerate(entries) if (h.kind, h.namespace, h.name) not in declared}
     for i in sorted(missing):
         h, origin = entries[i], origins[i]

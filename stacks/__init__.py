@@ -5,7 +5,8 @@ A stack is a module `clusters/NAME.py` that defines `CONFIG` (discovered: adding
 module plus its `Pulumi.NAME.yaml`). clusters/ holds only the files users edit; this package is the program
 that reads them. `load(name)` honours `gpu-training:configFile` in the stack's
 Pulumi stack files, so `python -m stacks check NAME` checks what `pulumi up -s NAME` would deploy.
-Errors are ConfigError with a message that names the file and the field, never a traceback.
+Errors are ConfigError with a message that names the file and the field, never a traceback. A module is user code:
+it runs in a child process with a time limit, and only its config comes back, as data validated here (`load_module`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ from stacks import _process  # noqa: F401
 
 import importlib.util
 import io
+import linecache
+import math
 import os
 import re
 import stat
@@ -24,15 +27,16 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 from pydantic import ValidationError
 
-from stacks import provenance
+from stacks import _child, provenance
 from stacks.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, TooDeep, bounded_json, describe_errors, located
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,9 +83,9 @@ class ConfigError(Exception):
 # --- which stacks exist -------------------------------------------------------------------------
 
 
-def names() -> list[str]:
+def names(root: Path | None = None) -> list[str]:
     """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use)."""
-    return sorted(p.stem for p in (ROOT / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+    return sorted(p.stem for p in ((root or ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
 
 
 def module_file(name: str) -> str:
@@ -102,11 +106,65 @@ class PulumiStack:
     path: Path
 
 
+# Look-alikes of ASCII letters that a name copied from a web page or a chat may hold: Unicode's confusables
+# (confusables.txt) for the Latin letters, from the Cyrillic and Greek scripts. NFKC folds the rest that matter
+# here (full-width letters, ligatures), and case is folded too.
+_LOOK_ALIKES = str.maketrans(
+    "аеорсухіјѕԁԛԝһɡАВЕКМНОРСТХІЈЅΑΒΕΗΙΚΜΝΟΡΤΧΥΖοαικνρτυχ",
+    "aeopcyxijsdqwhgABEKMHOPCTXIJSABEHIKMNOPTXYZoaikvptux",
+)
+
+
+def _skeleton(name: str) -> str:
+    """What a name looks like: two names with one skeleton are told apart only by look-alike characters (Unicode's
+    confusables: `nеrc` with a Cyrillic е, `NERC`, `nerc` with 1 for l or 0 for o, `rn` for `m`)."""
+    text = unicodedata.normalize("NFKC", name).translate(_LOOK_ALIKES).replace("I", "l").casefold()
+    for alike, letter in (("rn", "m"), ("vv", "w"), ("1", "l"), ("0", "o"), ("|", "l")):
+        text = text.replace(alike, letter)
+    return text
+
+
+def _alike(one: str, other: str) -> bool:
+    return one.casefold() == other.casefold() or _skeleton(one) == _skeleton(other)
+
+
+def _name_problem(kind: str, name: str, known: list[str]) -> str:
+    """Why a stack or cluster name in a stack file is refused, or "": empty, not ASCII, or one that differs from a
+    cluster module's only by look-alike characters (it would load, or make, another stack than the one meant)."""
+    if not name:
+        return f"the {kind} name is empty"
+    alike = [k for k in known if k != name and _alike(k, name)]
+    hint = f"; it looks like {alike[0]!r} (clusters/{alike[0]}.py): write {alike[0]}" if alike else ""
+    odd = next((c for c in name if not c.isascii()), None)
+    if odd is not None:
+        return (
+            f"the {kind} name {name!r} is not ASCII ({odd!r} is U+{ord(odd):04X} {unicodedata.name(odd, 'unnamed')}): a {kind} name "
+            f"is ASCII letters, digits, - and _{hint}"
+        )
+    if alike:
+        return f"the {kind} name {name!r} differs from the cluster {alike[0]!r} only by case or look-alike characters{hint}"
+    return ""
+
+
 def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
-    """Every Pulumi stack file of the project, parsed (the workflow's preview matrix reads this)."""
+    """Every Pulumi stack file of the project, parsed (the workflow's preview matrix reads this). A file whose name or
+    settings would deploy something else than they seem to (an empty or look-alike name, an unknown tier) is an error,
+    never a silent default."""
     out = []
+    modules = names(root)
+    seen: list[str] = []
     for path in sorted((root or ROOT).glob("Pulumi.*.yaml")):
         name = path.name[len("Pulumi.") : -len(".yaml")]
+        problem = _name_problem("stack", name, modules)
+        if problem:
+            raise ConfigError(f"{path.name}: {problem}: name the file Pulumi.STACK.yaml, STACK being the cluster or CLUSTER-TIER")
+        twin = next((other for other in seen if _alike(other, name)), None)
+        if twin is not None:
+            raise ConfigError(
+                f"{path.name}: the stack name {name!r} differs from {twin!r} (Pulumi.{twin}.yaml) only by case or look-alike "
+                "characters: give each stack a name of its own"
+            )
+        seen.append(name)
         data = read_yaml(path)
         config = data.get("config") if isinstance(data, dict) else None
         config = config if isinstance(config, dict) else {}
@@ -115,15 +173,19 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
             value = config.get(key)
             return value if isinstance(value, str) and value else None
 
-        tier = text(TIER_KEY) or "all"
+        tier = config.get(TIER_KEY, "all")
         if tier not in TIERS:
-            raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)}")
+            raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)} (or no {TIER_KEY}: all)")
+        cluster = config.get(CLUSTER_KEY, name)
+        problem = _name_problem("cluster", cluster, modules) if isinstance(cluster, str) else f"{CLUSTER_KEY} is not a name: {cluster!r}"
+        if problem:
+            raise ConfigError(f"{path.name}: {problem.replace('the cluster name', CLUSTER_KEY)}")
         disabled = config.get("pulumi:disable-default-providers")
         out.append(
             PulumiStack(
                 name=name,
-                cluster=text(CLUSTER_KEY) or name,
-                tier=tier,
+                cluster=cluster,
+                tier=str(tier),
                 config_file=text(CONFIG_FILE_KEY),
                 context=text("kubernetes:context"),
                 disabled_default_providers=[str(d) for d in disabled] if isinstance(disabled, list) else [],
@@ -187,56 +249,234 @@ def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfi
     return config
 
 
-def _line_in(tb: TracebackType | None, path: Path) -> int | None:
-    """The last line of `path` on a traceback: where in the stack module the bad model was built."""
-    line = None
-    while tb is not None:
-        if Path(tb.tb_frame.f_code.co_filename).resolve() == path.resolve():
-            line = tb.tb_lineno
-        tb = tb.tb_next
-    return line
+TIME_LIMIT_KEY = "GPU_TRAINING_MODULE_TIME_LIMIT"
+
+
+def _time_limit(text: str | None) -> float | str:
+    """The seconds `text` gives (none: 20), or why it gives none."""
+    try:
+        value = float(text or 20)
+    except ValueError:
+        value = math.nan
+    return (
+        value
+        if math.isfinite(value) and value > 0
+        else f"{TIME_LIMIT_KEY} is {text!r}: give a number of seconds above 0 (the default is 20)"
+    )
+
+
+MODULE_TIME_LIMIT = _time_limit(os.environ.get(TIME_LIMIT_KEY))
+"""Seconds a stack module may take to run (GPU_TRAINING_MODULE_TIME_LIMIT): one that loops or waits is stopped and
+reported, never left to hang a check, a render or `pulumi preview`. A value that is no such number is the message
+that says so (every load reports it, and import stays quiet)."""
+
+SPAWN_MODULES = False
+"""Run each module in a fresh interpreter instead of a fork of this process: set by the Pulumi program (policy/gate.py),
+whose gRPC threads a fork cannot copy safely. A fresh interpreter costs about half a second per module."""
+
+# What a spawned child runs: argv is [project's program folder, ROOT, stack name, module path].
+_SPAWNED = """import sys
+from pathlib import Path
+sys.path.insert(0, sys.argv[1])
+import os, stacks
+from stacks import _child
+stacks.ROOT = Path(sys.argv[2])
+_child.answer(lambda: stacks._run_module(sys.argv[3], Path(sys.argv[4])), int(os.environ[_child.ANSWER_FD]))
+"""
+
+_LOADED: dict[Path, tuple[str, ClusterConfig]] = {}
+"""The configs of the modules this process has run, by path, with the text they were run from: a module runs once
+per process (`check` loads the other stacks too, the tests load them again and again), and again once edited."""
 
 
 def load_module(name: str) -> ClusterConfig:
-    """A stack's module; any error in it is a message with the file and line, never a traceback. A module runs
-    once per process (kept in sys.modules as `clusters.NAME`, as an import would), by its path: clusters/ is a
-    folder of files, not a package on sys.path."""
+    """A stack's module, run as user code: in a child process with a time limit (stacks/_child.py), so nothing it
+    does (an exit, an endless loop, a print, a change to the program's state) reaches this process; only its
+    config comes back, as data, with the line of each model's call. That data is validated here the way a YAML
+    config is (`validate`), so a model built around validation (model_construct, model_copy(update=...), a list
+    changed after ClusterConfig(...)) is checked too. Any error is a message with the file and line, never a
+    traceback."""
     path = ROOT / CLUSTERS / f"{name}.py"
-    qualified = f"{CLUSTERS}.{name}"
-    module = sys.modules.get(qualified)
-    if module is None or Path(getattr(module, "__file__", "")) != path:
-        module = _stack_module(qualified, path, module_file(name))
-    return _config_of(module, module_file(name))
+    source = module_file(name)
+    if not path.exists():
+        raise ConfigError(f"{source}: no such module (the stacks are {', '.join(names()) or 'none'})")
+    version = read_text(path)  # bounded: a FIFO or a device in clusters/ is refused, not read forever
+    cached = _LOADED.get(path)
+    if cached is not None and cached[0] == version:
+        return cached[1]
+    config = _load_path(name, path)
+    _LOADED[path] = (version, config)
+    return config
 
 
-def _stack_module(qualified: str, path: Path, source: str) -> Any:
-    """Run a stack module as `qualified`, every error in it a ConfigError naming `source` and the line."""
+def _load_path(name: str, path: Path) -> ClusterConfig:
+    """Run the module at `path` as stack NAME in a child (stacks/_child.py), and validate the config it answers."""
+    source = module_file(name)
+    if isinstance(MODULE_TIME_LIMIT, str):
+        raise ConfigError(MODULE_TIME_LIMIT)
+    spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(ROOT), name, str(path)]
+    answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
+    if died.startswith("was killed") and not SPAWN_MODULES:
+        # A crash of a forked child can be the fork's (a library's threads, state no fork can copy): once more, in a
+        # fresh interpreter, before it is the module's.
+        answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn)
+    if died:
+        if died.startswith("was not run"):
+            raise ConfigError(f"{source}: the module {died}: try again, or free processes or memory")
+        if died.startswith("did not finish"):
+            raise ConfigError(
+                f"{source}: the module {died} (GPU_TRAINING_MODULE_TIME_LIMIT): an endless loop, or a wait for something; "
+                "a stack module only defines CONFIG"
+            )
+        raise ConfigError(
+            f"{source}: the module {died} while it was loaded: a stack module only defines CONFIG (os._exit, sys.exit or "
+            "a signal end the program that loads it)"
+        )
+    if "error" in answer:
+        raise ConfigError(answer["error"])
+    data = answer["config"]
+    _check_text(data, Path(source))
+    if "yaml" in answer:  # the module returned a config it read from a YAML file (load_file): that file's lines
+        file, lines = answer["yaml"]
+        config = validate(data, file, {tuple(p): n for p, n in lines})
+    else:
+        config = validate(data, source, calls={tuple(p): (f, n) for p, f, n in answer["calls"]})
+    return config
+
+
+def _run_module(name: str, path: Path) -> dict[str, Any]:
+    """In the child: run the module at `path` as `clusters.NAME` and answer {"config": its dumped CONFIG, "calls" or
+    "yaml": where its values were written}, or {"error": the message}. Every failure of the module is answered here,
+    formatted here: an exception whose message itself fails or loops stays in the child too."""
+    source = module_file(name)
+    # `from clusters import _common` (a helper module beside the stacks) finds this project's clusters/.
+    sys.path.insert(0, str(ROOT))
+    for loaded in [m for m in sys.modules if m == CLUSTERS or m.startswith(f"{CLUSTERS}.")]:
+        del sys.modules[loaded]
+    os._exit = _exit_at_its_line  # this process is the child: an os._exit in the module is reported with its line
     token = IN_STACK_MODULE.set(True)
     deferred: list[ModelError] = []
     reported = DEFERRED.set(deferred)
     try:
-        module = _run_module(qualified, path)
+        spec = importlib.util.spec_from_file_location(f"{CLUSTERS}.{name}", path)
+        if spec is None or spec.loader is None:
+            return {"error": f"{source}: not a Python module"}
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # as an import would: a dataclass in the module looks its module up
+        # Compiled from the file as it is now, not from a cached .pyc: a cache is trusted by the file's mtime and size,
+        # which an edit within the same clock tick (a test, a script) leaves as they were.
+        exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
         if deferred:  # models that failed, and no ClusterConfig(...) that raised them
             raise ModelError.of(deferred)
-        return module
+        config = getattr(module, "CONFIG", None)
+        if not isinstance(config, ClusterConfig):
+            return {"error": f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)"}
+        try:
+            data = config.model_dump(mode="json", warnings=False)
+        except Exception as err:  # noqa: BLE001 (model_construct can put anything in a model)
+            return {"error": f"{source}: CONFIG holds a value that is not config data: {_text(err)}: build it with the models' calls"}
+        yaml_of = provenance.yaml_of(config)
+        if yaml_of is not None:
+            return {"config": data, "yaml": [yaml_of[0], [[list(p), n] for p, n in yaml_of[1].items()]]}
+        return {"config": data, "calls": [[list(p), f, n] for p, (f, n) in provenance.calls(config).items()]}
     except ModelError as err:  # each of its lines names the file and line that write the field
-        raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
+        return {"error": f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)}
     except SyntaxError as err:
-        raise ConfigError(f"{source}:{err.lineno}: not valid Python: {err.msg}") from None
-    except Exception as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
-        line = _line_in(err.__traceback__, path)
-        where = f"{source}:{line}" if line else source
-        raise ConfigError(f"{where}: the stack module failed: {type(err).__name__}: {err}") from None
+        where = _shown_file(err.filename, source)
+        line, hint = _syntax_hint(err)
+        return {"error": f"{where}:{line}: not valid Python: {err.msg}" + (f": {hint}" if hint else "")}
+    except SystemExit as err:
+        at = _user_line(err.__traceback__, path) or source
+        code = err.code if isinstance(err.code, int) else 1 if err.code is not None else 0
+        return {
+            "error": f"{at}: the module exited (code {code}) while it was loaded: a stack module only defines CONFIG "
+            "(sys.exit and os._exit end the program that loads it)"
+        }
+    except BaseException as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
+        at = _user_line(err.__traceback__, path) or source
+        hint = _name_hint(err, at) if isinstance(err, NameError) else ""
+        said = ": ".join(part for part in (type(err).__name__, _text(err), hint) if part)
+        return {"error": f"{at}: the stack module failed: {said}"}
     finally:
         DEFERRED.reset(reported)
         IN_STACK_MODULE.reset(token)
 
 
-def _config_of(module: Any, source: str) -> ClusterConfig:
-    config = getattr(module, "CONFIG", None)
-    if not isinstance(config, ClusterConfig):
-        raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
-    return config
+def _exit_at_its_line(status: int) -> NoReturn:
+    """os._exit in a module's child: a SystemExit instead, which unwinds to the report that names the calling line."""
+    raise SystemExit(status)
+
+
+def _text(err: BaseException) -> str:
+    """An exception's message; one whose __str__ fails is named by its class instead of failing in turn."""
+    try:
+        return str(err)
+    except BaseException as failed:  # noqa: BLE001
+        return f"(its message cannot be shown: str() raised {type(failed).__name__})"
+
+
+def _shown_file(file: str | None, default: str) -> str:
+    """A file of the user's as messages name it (`clusters/_common.py`), or `default`."""
+    if not file:
+        return default
+    return provenance.shown((file, 0)).removesuffix(":0")
+
+
+def _user_line(tb: TracebackType | None, path: Path) -> str:
+    """Where a failure happened in the user's files: the last line of a file in clusters/ on the traceback, as
+    `clusters/_common.py:4` (a helper module is named as itself), and the stack's line that imported it."""
+    folder = (ROOT / CLUSTERS).resolve()
+    own = None
+    last: tuple[str, int] | None = None
+    while tb is not None:
+        file = Path(tb.tb_frame.f_code.co_filename).resolve()
+        if file.parent == folder:
+            last = (str(file), tb.tb_lineno)
+            if file == path.resolve():
+                own = last
+        tb = tb.tb_next
+    if last is None:
+        return ""
+    if own is not None and own != last:
+        return f"{provenance.shown(last)} (from {provenance.shown(own)})"
+    return provenance.shown(last)
+
+
+# Python mistakes of a user who writes the stack file's YAML: the hint speaks its words.
+_YAML_WORDS = {"true": "True", "yes": "True", "on": "True", "false": "False", "no": "False", "off": "False"}
+_YAML_NULLS = ("null", "none", "nil", "~")
+
+
+def _syntax_hint(err: SyntaxError) -> tuple[int | None, str]:
+    """(the line to name, a hint or ""): `nodes: 1` inside a call is a keyword argument written as a YAML key. Python
+    may place the error on the line before it ("Perhaps you forgot a comma?"), so the lines it spans are read."""
+    first = err.lineno or 0
+    lines = linecache.getlines(err.filename or "") if err.filename else []
+    for number in range(first, max(first, err.end_lineno or first) + 1):
+        text = lines[number - 1] if 0 < number <= len(lines) else err.text or ""
+        found = re.search(r"\b([A-Za-z_]\w*)\s*:\s*([^,)\]}\s][^,)\]}]*?)\s*(?:[,)\]}]|$)", text)
+        if found is not None and found.group(1) not in ("lambda", "else", "try", "finally", "class", "def"):
+            key, value = found.group(1), found.group(2)
+            return number, f"use `{key}={value}` (a keyword argument is written with =; `{key}: {value}` is how a YAML file writes it)"
+    return err.lineno, ""
+
+
+def _name_hint(err: NameError, at: str) -> str:
+    """A bare word the module uses as a value: `true`, `null`, or text written without quotes."""
+    name = getattr(err, "name", None)
+    if not isinstance(name, str):
+        return ""
+    file, _, line = at.split(" ")[0].rpartition(":")
+    text = linecache.getline(str(ROOT / file), int(line)) if line.isdigit() else ""
+    keyword = re.search(rf"\b([A-Za-z_]\w*)\s*=\s*{re.escape(name)}\b", text)
+    python = _YAML_WORDS.get(name.lower()) or ("None" if name.lower() in _YAML_NULLS else "")
+    if python:
+        return f"Python writes {python}" + (f": `{keyword.group(1)}={python}`" if keyword else "")
+    if keyword:
+        return f'if it is text, quote it: `{keyword.group(1)}="{name}"`'
+    if re.search(rf"\b{re.escape(name)}\s*:", text):
+        return f'quote a key (`"{name}": ...`), or write a keyword argument as `{name}=...`'
+    return f'if it is text, quote it: `"{name}"`'
 
 
 def _committed_clusters(ref: str, *command: str) -> bytes:
@@ -266,22 +506,7 @@ def load_committed(name: str, ref: str) -> ClusterConfig | None:
     with tempfile.TemporaryDirectory(prefix="stacks-committed-") as tmp:
         with tarfile.open(fileobj=io.BytesIO(_committed_clusters(ref, "archive", "--format=tar"))) as tar:
             tar.extractall(tmp, filter="data")
-        qualified = f"{CLUSTERS}.{name}@{ref}"  # never the working tree's module: both stay loaded
-        try:
-            return _config_of(_stack_module(qualified, Path(tmp) / f"{name}.py", f"{module_file(name)} at {ref}"), module_file(name))
-        finally:
-            sys.modules.pop(qualified, None)
-
-
-def _run_module(qualified: str, path: Path) -> Any:
-    """Run the module at `path` as `qualified`; registered only once it ran whole, so a failed one runs again."""
-    spec = importlib.util.spec_from_file_location(qualified, path)
-    if spec is None or spec.loader is None:
-        raise ConfigError(f"{path}: not a Python module")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    sys.modules[qualified] = module
-    return module
+        return _load_path(name, Path(tmp) / f"{name}.py")  # in a child, as the working tree's module is
 
 
 def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
@@ -295,11 +520,19 @@ def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[s
     return []
 
 
-def validate(data: Any, source: str, lines: dict[provenance.Path_, int] | None = None) -> ClusterConfig:
-    """Validate plain data (parsed YAML) as a ClusterConfig; `source` names it in errors, and `lines` (the line of each
-    key, provenance.yaml_lines) start each error with its line and stay with the config for the preflight's findings."""
+def validate(
+    data: Any,
+    source: str,
+    lines: dict[provenance.Path_, int] | None = None,
+    calls: dict[provenance.Path_, tuple[str, int]] | None = None,
+) -> ClusterConfig:
+    """Validate plain data (parsed YAML, or a stack module's dumped CONFIG) as a ClusterConfig; `source` names it in
+    errors, and `lines` (the line of each key, provenance.yaml_lines) or `calls` (the line of each model's call,
+    provenance.calls) start each error with its line and stay with the config for the preflight's findings."""
 
     def line_of(loc: provenance.Path_) -> str:  # `FILE:N`, the form editors link
+        if calls is not None:
+            return provenance.shown(next((calls[loc[:end]] for end in range(len(loc), -1, -1) if loc[:end] in calls), None))
         where = provenance.yaml_line(source, lines or {}, loc)
         return f"{source}:{where[1]}" if where else ""
 
@@ -316,11 +549,13 @@ def validate(data: Any, source: str, lines: dict[provenance.Path_, int] | None =
     try:
         config = ClusterConfig.model_validate(data)
     except ValidationError as err:
-        found = describe_errors(err, data, line_of=line_of if lines else None)
+        found = describe_errors(err, data, line_of=line_of if lines or calls else None)
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in found)) from None
     except ModelError as err:  # a model built inside a validator
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in err.lines)) from None
-    if lines:
+    if calls is not None:
+        provenance.register_calls(config, calls)
+    elif lines:
         provenance.register_yaml(config, source, lines)
     return config
 

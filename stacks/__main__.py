@@ -38,6 +38,25 @@ def _configs(args: argparse.Namespace) -> list[ClusterConfig]:
     return [stacks.load(n) for n in dict.fromkeys(names)]  # a name given twice is one stack (rendered once)
 
 
+def _each_config(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]:
+    """`_configs` for the commands that go through several stacks (render, check): a stack whose config does not load
+    is reported (`error: ...` on stderr) and left out, so one broken stack stops only itself; (the configs that
+    loaded, whether any did not). One stack, or --config FILE, fails as `_configs` does."""
+    if getattr(args, "config", None) or args.all and args.stacks or len(dict.fromkeys(args.stacks)) == 1:
+        return _configs(args), False
+    wanted = list(dict.fromkeys(args.stacks or stacks.names()))
+    if not wanted:
+        raise stacks.ConfigError(f"no stacks: a stack is a module {stacks.CLUSTERS}/NAME.py (python -m stacks list)")
+    configs = []
+    for name in wanted:
+        try:
+            configs.append(stacks.load(name))
+        except stacks.ConfigError as err:
+            print(f"error: {err}", file=sys.stderr)
+            print(f"{name}: not checked or rendered: its config does not load (above)", file=sys.stderr)
+    return configs, len(configs) < len(wanted)
+
+
 def _previous(name: str, ref: str | None) -> dict[str, object] | None:
     """The stack outputs of the render committed at `ref` (what the cluster holds, as far as the
     repository knows), or None outside git or for a stack the ref does not have."""
@@ -184,7 +203,9 @@ def cmd_render(args: argparse.Namespace) -> int:
 
     if not args.out:
         raise stacks.ConfigError("--out '' names no folder: give the folder to render into (default: rendered/)")
-    configs = _configs(args)
+    configs, broken = _each_config(args)
+    if not configs:
+        return 2
     cores = os.cpu_count() or 1
     # Stacks render independently, and a fresh `render --all` runs on every pull request and in `make test`:
     # one process per core, the stacks dealt out so that each process gets a similar number of workloads.
@@ -210,7 +231,7 @@ def cmd_render(args: argparse.Namespace) -> int:
         refused += 1
         print(detail, file=sys.stderr)
         print(f"{config.name}: not written: the preflight found errors (above; `python -m stacks check {config.name}`)", file=sys.stderr)
-    return 1 if refused else 0
+    return 2 if broken else 1 if refused else 0
 
 
 def cmd_check(args: argparse.Namespace) -> int:
@@ -218,8 +239,9 @@ def cmd_check(args: argparse.Namespace) -> int:
     are counted; -v prints them too), the ones the committed stack's check did not have marked new; 1 on any error."""
     import policy
 
+    configs, broken = _each_config(args)
     failed = False
-    for config in _configs(args):
+    for config in configs:
         previous = _previous(config.name, args.against)
         findings = _preflight(config, None, previous)
         if not args.config and any(f.severity != "info" and not f.accepted for f in findings):
@@ -229,7 +251,7 @@ def cmd_check(args: argparse.Namespace) -> int:
                 print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
         print(policy.summary(config.name, findings, accepted_listed=args.verbose))
         failed = failed or bool(policy.errors(findings))
-    return 1 if failed else 0
+    return 2 if broken else 1 if failed else 0
 
 
 def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> list[Finding]:

@@ -8,6 +8,9 @@ written (a module, or its YAML dump). Two sources:
   comprehension's line is kept (it is where the entries are written);
 - a YAML file: the line of every key and list item, read from the parsed node tree (`yaml_lines`), registered
   for the config validated from it (`register_yaml`).
+A stack module runs in a child process (stacks.load_module): there `calls(config)` collects the line of each model's
+call by config path, and the parent registers that map (`register_calls`) for the config it validates from the
+child's data, as the YAML route registers a file's lines.
 `origin(root, path)` answers for any config path, from the deepest value on the path that has a line.
 """
 
@@ -38,6 +41,7 @@ def _program(file: str) -> bool:
 
 _MODELS: dict[int, tuple[weakref.ReferenceType[Any], str, int]] = {}
 _YAML: dict[int, tuple[weakref.ReferenceType[Any], str, dict[Path_, int]]] = {}
+_CALLS: dict[int, tuple[weakref.ReferenceType[Any], dict[Path_, tuple[str, int]]]] = {}
 
 
 def written_here() -> tuple[str, int] | None:
@@ -110,6 +114,52 @@ def yaml_line(file: str, lines: dict[Path_, int], path: Path_) -> tuple[str, int
     return None
 
 
+def calls(config: Any) -> dict[Path_, tuple[str, int]]:
+    """The (file, line) of the call that built each model of `config` (by config path), for the models built by a
+    stack module's code (`remember`), or registered from such a map: what `register_calls` needs in another process."""
+    known = _CALLS.get(id(config))
+    if known is not None and known[0]() is config:
+        return dict(known[1])
+    out: dict[Path_, tuple[str, int]] = {}
+    stack: list[tuple[Any, Path_]] = [(config, ())]
+    while stack:
+        node, path = stack.pop()
+        if isinstance(node, dict):
+            stack.extend((v, (*path, k)) for k, v in node.items() if isinstance(k, str))
+        elif isinstance(node, list | tuple):
+            stack.extend((v, (*path, i)) for i, v in enumerate(node))
+        elif hasattr(type(node), "model_fields"):  # a model: the fields are the keys of its dump
+            line = source_line(node)
+            if line is not None:
+                out[path] = line
+            stack.extend((getattr(node, f, None), (*path, f)) for f in type(node).model_fields)
+    return out
+
+
+def register_calls(config: Any, lines: dict[Path_, tuple[str, int]]) -> None:
+    """Remember the model calls (`calls`) of the stack module a config was validated from."""
+    key = id(config)
+    _CALLS[key] = (weakref.ref(config), lines)
+    weakref.finalize(config, _CALLS.pop, key, None).atexit = False
+
+
+def yaml_of(config: Any) -> tuple[str, dict[Path_, int]] | None:
+    """(file, lines) registered for a config validated from a YAML file, or None."""
+    known = _YAML.get(id(config))
+    return (known[1], known[2]) if known is not None and known[0]() is config else None
+
+
+def call_line(root: Any, path: Path_) -> tuple[str, int] | None:
+    """(file, line) of the model call in a stack module that built the model at `path` itself (not one around it)."""
+    known = _CALLS.get(id(root))
+    if known is not None and known[0]() is root:
+        return known[1].get(path)
+    node = root
+    for part in path:
+        node = _child(node, part)
+    return source_line(node) if node is not None else None
+
+
 def _child(node: Any, part: str | int) -> Any:
     if isinstance(part, int):
         try:
@@ -129,6 +179,17 @@ def origin(root: Any, path: Path_) -> tuple[str, int] | None:
     known = _YAML.get(id(root))
     if known is not None and known[0]() is root:
         return yaml_line(known[1], known[2], path)
+    called = _CALLS.get(id(root))
+    if called is not None and called[0]() is root:  # a module's config, validated from its child's data
+        end = next((end for end in range(len(path), -1, -1) if path[:end] in called[1]), None)
+        if end is None:
+            return None
+        line_of_call = called[1][path[:end]]
+        if end == 0 and path:  # a plain value the root call writes itself: its keyword's or list item's line
+            line = keyword_line(line_of_call[0], line_of_call[1], type(root).__name__, path)
+            if line is not None:
+                return line_of_call[0], line
+        return line_of_call
     found = source_line(root)
     node = root
     below_root = False  # a model on the path was built by a call of its own
@@ -146,7 +207,7 @@ def origin(root: Any, path: Path_) -> tuple[str, int] | None:
     return found
 
 
-_CALLS: dict[str, tuple[str, dict[tuple[int, str], ast.Call]]] = {}
+_PARSED: dict[str, tuple[str, dict[tuple[int, str], ast.Call]]] = {}
 
 
 def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
@@ -154,14 +215,14 @@ def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
     an edit between two checks of one process, as in a test, is read again)."""
     try:
         text = Path(file).read_text(encoding="utf-8")
-        cached = _CALLS.get(file)
+        cached = _PARSED.get(file)
         if cached is None or cached[0] != text:
             calls: dict[tuple[int, str], ast.Call] = {}
             for n in ast.walk(ast.parse(text)):
                 if isinstance(n, ast.Call):
                     called = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
                     calls.setdefault((n.lineno, called), n)
-            cached = _CALLS[file] = (text, calls)
+            cached = _PARSED[file] = (text, calls)
     except (OSError, SyntaxError, ValueError):
         return {}
     return cached[1]
