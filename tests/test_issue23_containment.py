@@ -53,6 +53,7 @@ CONFIG = ClusterConfig(
 """
 CONFIG_LINE = 3  # the line of ClusterConfig( in GOOD
 WORKLOAD_LINE = 11  # the line of Workload( in GOOD
+NAMESPACES_LINE = 8  # the line of namespaces=[...] in GOOD: a plain value of ClusterConfig(...) has its keyword's line
 
 
 def module(name: str = "scratch", before: str = "", after: str = "", extra: str = "") -> str:
@@ -86,7 +87,8 @@ def test_a_valid_module_loads_with_the_line_of_each_call(project: Callable[..., 
     config = stacks.load("scratch")
     assert config.name == "scratch" and config.workloads[0].nodes == 2
     assert stacks.provenance.shown(stacks.provenance.origin(config, ("workloads", 0, "nodes"))) == f"clusters/scratch.py:{WORKLOAD_LINE}"
-    assert stacks.provenance.shown(stacks.provenance.origin(config, ("namespaces", 0))) == f"clusters/scratch.py:{CONFIG_LINE}"
+    assert stacks.provenance.shown(stacks.provenance.origin(config, ("namespaces", 0))) == f"clusters/scratch.py:{NAMESPACES_LINE}"
+    assert stacks.provenance.shown(stacks.provenance.origin(config, ())) == f"clusters/scratch.py:{CONFIG_LINE}"
     assert stacks.load("scratch") is config  # run once per process
 
 
