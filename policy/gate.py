@@ -60,6 +60,7 @@ def load_stack() -> tuple[ClusterConfig, str, str | None]:
     if tier not in stacks.TIERS:
         raise pulumi.RunError(f"Pulumi.{stack}.yaml: {stacks.TIER_KEY} is {tier!r}; expected one of {', '.join(stacks.TIERS)}")
     stacks.SPAWN_MODULES = True  # the language host's gRPC threads run in this process: no fork (stacks/_child.py)
+    stacks.preload(stacks.names())  # this stack's module and the others the preflight compares with, in one interpreter
     try:
         stacks.config_file_of(cluster)  # the cluster's stack files agree on what they deploy, as the commands require
         config = stacks.load_deployed(cluster, own.get("configFile"), f"Pulumi.{stack}.yaml")
