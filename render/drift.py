@@ -7,8 +7,9 @@ entry that declares it: `workloads[deepti-nerc] (clusters/nerc.py:120): replicas
 
 Only what the stack declares is compared (docs/lifecycle.md "Drift": the stack owns the fields it declares, by
 server-side apply): a field the stack does not set (what the API server defaults, what OpenShift's controllers add)
-is never drift. One exception is reported: an entry added by hand to a list the stack declares by name (an env
-variable, a port, a volume), which server-side apply leaves with whoever added it, so `pulumi up` does not remove it.
+is never drift. One kind of addition is: an entry added by hand to a list the stack declares by name (an env
+variable, a port, a volume). `pulumi up --refresh` removes it (the live tier saw the provider take an env variable
+added with `kubectl set env` back out, with the field manager's claim to it: live/tests/test_convergence.py).
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ class Drift:
     """The object on the cluster (`StatefulSet ns/deepti-nerc`)."""
     what: str
     """The difference, in the stack's words (`replicas 3 on the cluster, 1 in the stack`)."""
-    restored: bool
-    """Whether the next `pulumi up --refresh` puts it back (False: an entry added by hand, which it leaves)."""
+    added: bool = False
+    """An entry added by hand to a list the stack declares by name (the refresh and up remove it)."""
 
 
 def resource_of(obj: dict[str, Any]) -> str:
@@ -164,15 +165,6 @@ def _entry(value: Any) -> str:
     return _shown(value)
 
 
-def _removal(obj: dict[str, Any], path: str) -> str:
-    """How to remove an entry added by hand: server-side apply leaves it with whoever added it, so `pulumi up` does not."""
-    if ".env[" in path and obj["kind"] in ("StatefulSet", "Job"):
-        var = path.split(".env[", 1)[1].split("]", 1)[0]
-        ns = obj["metadata"].get("namespace")
-        return f"added by hand, and `pulumi up` leaves it (oc set env {obj['kind'].lower()}/{obj['metadata']['name']} {var}- -n {ns})"
-    return "added by hand, and `pulumi up` leaves it: remove it by hand, or declare it in the config"
-
-
 def _shown(value: Any) -> str:
     if value is None:
         return "nothing"
@@ -196,15 +188,15 @@ def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, 
         where = f"{where} ({line})" if line else where
         current = on_cluster.get(_key(obj))
         if current is None:
-            out.append(Drift(where, label, "missing on the cluster (deleted by hand?): `pulumi up --refresh` creates it again", True))
+            out.append(Drift(where, label, "missing on the cluster (deleted by hand?): `pulumi up --refresh` creates it again"))
             continue
         for path, want, have in compare(obj, current):
             words = _words(obj["kind"], path)
             if want is None:
                 shown = f"env {_entry(have)}" if words.startswith("env ") else f"{words}: {_entry(have)}"
-                out.append(Drift(where, label, f"{shown} on the cluster, not in the stack: {_removal(obj, path)}", False))
+                out.append(Drift(where, label, f"{shown} on the cluster, not in the stack (added by hand; to keep it, declare it)", True))
             else:
-                out.append(Drift(where, label, f"{words} {_shown(have)} on the cluster, {_shown(want)} in the stack", True))
+                out.append(Drift(where, label, f"{words} {_shown(have)} on the cluster, {_shown(want)} in the stack"))
     return out
 
 
@@ -215,13 +207,10 @@ def report(config: ClusterConfig, found: list[Drift], stack_file: str) -> str:
     lines = [f"{config.name}: {len(found)} difference(s) between the cluster and the stack"]
     lines += [f"  {f.where}: {f.what} [{f.obj}]" for f in found]
     lines.append("")
-    if any(f.restored for f in found):
-        lines.append(
-            f"To restore what the stack declares: pulumi up --refresh -s {stack_file} (a hand scale-down or edit that should stay "
-            "is a config edit: state=\"stopped\", or the field in the config; docs/lifecycle.md \"Drift\")."
-        )
-    if not all(f.restored for f in found):
-        lines.append("Entries added by hand stay after `pulumi up`: remove them by hand, or declare them in the config.")
+    lines.append(
+        f"To restore what the stack declares: pulumi up --refresh -s {stack_file}. A hand edit that should stay is a config "
+        'edit (state="stopped", fewer nodes, the value in the config): docs/lifecycle.md "Drift".'
+    )
     return "\n".join(lines) + "\n"
 
 

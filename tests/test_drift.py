@@ -62,12 +62,12 @@ def test_a_hand_edit_is_named_by_the_entry_that_declares_it(edit: Any, expected:
     config, declared, live = live_of("roce", edit)
     found = drift.drift(config, declared, live)
     assert len(found) == 1, found
-    assert expected in found[0].what and found[0].restored
+    assert expected in found[0].what and not found[0].added
     assert found[0].where.startswith(("workloads[dev]", "security.service_accounts[")), found[0].where
     assert "(fixture roce" not in found[0].where  # a fixture has no file: no location is invented
 
 
-def test_an_env_variable_changed_by_hand_is_restored_one_added_by_hand_is_not() -> None:
+def test_an_env_variable_changed_or_added_by_hand_is_named() -> None:
     def edit(live: list[dict[str, Any]]) -> None:
         env = find(live, "StatefulSet", "dev")["spec"]["template"]["spec"]["containers"][0]["env"]
         next(e for e in env if "value" in e)["value"] = "changed"
@@ -75,10 +75,9 @@ def test_an_env_variable_changed_by_hand_is_restored_one_added_by_hand_is_not() 
 
     config, declared, live = live_of("roce", edit)
     found = drift.drift(config, declared, live)
-    changed, added = sorted(found, key=lambda f: f.restored)[::-1]
-    assert changed.restored and "on the cluster" in changed.what and changed.what.startswith("env ")
-    assert not added.restored
-    assert "env ADDED_BY_HAND=1 on the cluster, not in the stack" in added.what and "ADDED_BY_HAND- -n team-a" in added.what
+    changed, added = sorted(found, key=lambda f: f.added)
+    assert not changed.added and changed.what.startswith("env ") and "changed on the cluster" in changed.what
+    assert added.added and added.what.startswith("env ADDED_BY_HAND=1 on the cluster, not in the stack")
 
 
 def test_quantities_in_the_servers_canonical_form_are_not_drift() -> None:
