@@ -6,7 +6,7 @@ run holds it: the operator says so), and pending operations in the state: for ea
 to create, update or delete when it died. The engine clears pending updates and deletes on the next refresh, but
 not pending creates: it cannot know whether the create happened. The kubernetes provider can: the object exists
 on the cluster or it does not. So this reads the state (`pulumi stack export`) and the cluster, and prints the one
-`pulumi refresh` that imports each create that happened (`--import-pending-creates URN ID`) and drops the others
+`pulumi refresh` that imports each create that happened (`--import-pending-creates URN --import-pending-creates ID`) and drops the others
 (`--clear-pending-creates`). Without it, the next `up` would create again what exists (a provider since 4.29 fails
 with AlreadyExists) or lose track of it.
 """
@@ -102,8 +102,9 @@ def plan(stack: str, ops: list[Pending], on_cluster: set[tuple[str, str, str]]) 
             clear = True
             lines.append(f"  creating {p.label}: not on the cluster: dropped from the state (the next `up` creates it)")
     args = ["pulumi", "refresh", "-s", stack, "--yes"]
-    if imports:
-        args += ["--import-pending-creates", *imports]
+    # The flag takes one value each time it is given (a string array): URN and ID alternate, each flagged.
+    for value in imports:
+        args += ["--import-pending-creates", value]
     if clear:
         args.append("--clear-pending-creates")
     lines += [

@@ -118,7 +118,8 @@ def test_a_create_that_happened_is_imported_one_that_did_not_is_cleared() -> Non
     text, args = recovery.plan("lab", ops, {("ServiceAccount", "team-a", "trainer")})
     assert args is not None
     i = args.index("--import-pending-creates")
-    assert args[i + 1 : i + 3] == [ops[0].urn, "team-a/trainer"]
+    # The CLI's flag is a string array: one value per flag, URN and ID alternating (refresh.go pendingCreatesToImports).
+    assert args[i : i + 4] == ["--import-pending-creates", ops[0].urn, "--import-pending-creates", "team-a/trainer"]
     assert "--clear-pending-creates" in args and args[:5] == ["pulumi", "refresh", "-s", "lab", "--yes"]
     assert "creating ServiceAccount team-a/trainer: it exists on the cluster" in text
     assert "creating SecurityContextConstraints gpu-rdma: not on the cluster" in text
@@ -179,6 +180,7 @@ def test_the_commands_read_a_pulumi_stack_of_a_project(
     assert main(["recover", "lab", "--state", str(tmp_path / "state.json"), "--live", str(tmp_path / "live.yaml")]) == 0
     out = capsys.readouterr().out
     assert (
-        f"--import-pending-creates 'urn:pulumi:lab::gpu-training::gpu-training:x$kubernetes:core/v1:Thing::r0' {logical_name(sts)}" in out
+        "--import-pending-creates 'urn:pulumi:lab::gpu-training::gpu-training:x$kubernetes:core/v1:Thing::r0' "
+        f"--import-pending-creates {logical_name(sts)}" in out
     )
     assert main(["drift", "nope"]) == 2 and "no Pulumi.nope.yaml" in capsys.readouterr().err
