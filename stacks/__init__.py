@@ -166,8 +166,7 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
             )
         seen.append(name)
         data = read_yaml(path)
-        config = data.get("config") if isinstance(data, dict) else None
-        config = config if isinstance(config, dict) else {}
+        config = _stack_settings(path, data)
 
         def text(key: str, config: dict[str, Any] = config) -> str | None:
             value = config.get(key)
@@ -193,6 +192,25 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
             )
         )
     return out
+
+
+# The keys Pulumi reads at the top of a stack file (its settings are under `config:`).
+STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")
+
+
+def _stack_settings(path: Path, data: Any) -> dict[str, Any]:
+    """A stack file's `config:` mapping. A file that is not a mapping, a key Pulumi does not read (`confg:`), or a
+    `config` that is not a mapping would deploy with none of its settings (tier all, no kube context): an error."""
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path.name}: a stack file is a mapping with `config:` (kubernetes:context, {TIER_KEY}, ...)")
+    unknown = [k for k in data if k not in STACK_FILE_KEYS]
+    if unknown:
+        raise ConfigError(f"{path.name}: {unknown[0]!r} is not a key of a stack file (Pulumi reads {', '.join(STACK_FILE_KEYS)})")
+    config = data.get("config")
+    if not isinstance(config, dict):
+        raise ConfigError(f"{path.name}: `config:` must be a mapping of settings (kubernetes:context, {TIER_KEY}, ...), not "
+                          f"{'missing' if config is None else type(config).__name__}")  # fmt: skip
+    return config
 
 
 def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, str]:
@@ -387,6 +405,8 @@ def _config_from(name: str, answer: Any, died: str) -> ClusterConfig:
             f"{source}: the module {died} while it was loaded: a stack module only defines CONFIG (os._exit, sys.exit or "
             "a signal end the program that loads it)"
         )
+    if not _well_formed(answer):  # the pipe carries data only, but a module can write into it: never trust its shape
+        raise ConfigError(f"{source}: the module's child answered something that is not a config: a stack module only defines CONFIG")
     if "error" in answer:
         raise ConfigError(answer["error"])
     data = answer["config"]
@@ -397,6 +417,31 @@ def _config_from(name: str, answer: Any, died: str) -> ClusterConfig:
     else:
         config = validate(data, source, calls={tuple(p): (f, n) for p, f, n in answer["calls"]})
     return config
+
+
+def _path_ok(path: Any) -> bool:
+    return isinstance(path, list) and all(isinstance(part, str | int) and not isinstance(part, bool) for part in path)
+
+
+def _well_formed(answer: Any) -> bool:
+    """Whether a child's answer has the shape `_run_module` gives it: {"error": text}, or {"config": a mapping, and
+    "calls": [[path, file, line]...] or "yaml": [file, [[path, line]...]]}."""
+    if not isinstance(answer, dict):
+        return False
+    if "error" in answer:
+        return isinstance(answer["error"], str)
+    if not isinstance(answer.get("config"), dict):
+        return False
+    if "yaml" in answer:
+        y = answer["yaml"]
+        return (
+            isinstance(y, list) and len(y) == 2 and isinstance(y[0], str) and isinstance(y[1], list)
+            and all(isinstance(e, list) and len(e) == 2 and _path_ok(e[0]) and isinstance(e[1], int) for e in y[1])
+        )  # fmt: skip
+    calls = answer.get("calls")
+    return isinstance(calls, list) and all(
+        isinstance(e, list) and len(e) == 3 and _path_ok(e[0]) and isinstance(e[1], str) and isinstance(e[2], int) for e in calls
+    )
 
 
 def _run_module(name: str, path: Path) -> dict[str, Any]:

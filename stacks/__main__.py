@@ -245,7 +245,9 @@ def cmd_check(args: argparse.Namespace) -> int:
         previous = _previous(config.name, args.against)
         findings = _preflight(config, None, previous)
         if not args.config and any(f.severity != "info" and not f.accepted for f in findings):
-            findings = _marked_new(config, findings, args.against or "HEAD", previous)
+            findings, unmarked = _marked_new(config, findings, args.against or "HEAD", previous)
+            if unmarked:
+                print(f"{config.name}: nothing is marked new: {unmarked}")
         for f in findings:
             if args.verbose or not f.accepted:
                 print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
@@ -254,12 +256,14 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 2 if broken else 1 if failed else 0
 
 
-def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> list[Finding]:
+def _marked_new(
+    config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None
+) -> tuple[list[Finding], str]:
     """The findings, each error or warning the check of the stack committed at `ref` did not have marked `new`: the ones
     this change made. A finding is the same one when its severity, rule, config path (else object) and value are: its
     line and wording may move with the edit. Accepted warnings are not marked (they are not printed). Nothing is marked
     when the committed stack cannot be checked (outside git, a module this program no longer runs), everything when
-    `ref` has no such stack."""
+    `ref` has no such stack. The second value says why nothing could be compared ("" when it was)."""
     from dataclasses import replace
 
     from policy.core import project_stacks
@@ -267,15 +271,23 @@ def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previo
     def key(f: Finding) -> tuple[str, ...]:
         return (f.severity, f.rule, f.where or f.object, f.value)
 
+    try:  # nothing to compare with, and nothing to say: outside git, an unknown ref, a stack deployed from a YAML file
+        if stacks.config_file_of(config.name)[0]:
+            return findings, ""
+        stacks.committed_names(ref)
+    except stacks.ConfigError:
+        return findings, ""
     try:
         committed = stacks.load_committed(config.name, ref)
         before: set[tuple[str, ...]] = set()
         if committed is not None:  # compared with the stacks committed beside it (a stack copied since is new there)
             others = [o for o in project_stacks(config.name) if o.name in stacks.committed_names(ref)]
             before = {key(f) for f in _preflight(committed, None, previous, others)}
-    except Exception:  # noqa: BLE001 (the committed stack is only compared with: any failure means nothing can be told new)
-        return findings
-    return [replace(f, new=True) if f.severity != "info" and not f.accepted and key(f) not in before else f for f in findings]
+    except stacks.ConfigError as err:  # the committed module does not load (it exits, loops, is invalid)
+        return findings, f"the stack at {ref} cannot be checked to compare with ({str(err).splitlines()[0]})"
+    except Exception as err:  # noqa: BLE001 (the committed stack is only compared with: any failure means nothing can be told new)
+        return findings, f"the stack at {ref} cannot be checked to compare with ({type(err).__name__})"
+    return [replace(f, new=True) if f.severity != "info" and not f.accepted and key(f) not in before else f for f in findings], ""
 
 
 def cmd_diff(args: argparse.Namespace) -> int:

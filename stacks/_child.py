@@ -26,13 +26,13 @@ from typing import Any
 
 from stacks import _process
 
-_exit = os._exit  # bound before any module runs: one that replaces os._exit must not bring the child back into the program
-
 ANSWER_FD = "STACKS_ANSWER_FD"
 """The environment variable that gives a spawned child the descriptor of its answer's pipe."""
 
 
-def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None) -> tuple[Any, str]:
+def run(
+    job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _end: Callable[[int], Any] = os._exit
+) -> tuple[Any, str]:
     """(the job's answer, "") or (None, why the child gave none: "exited (code 3)", "was killed by signal
     SIGSEGV", "did not finish within 20 s", ...). The answer is what json.dumps/json.loads make of the job's
     return value. In the child, stdout is stderr (a print must not mix with a command's output, such as
@@ -51,7 +51,10 @@ def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None) ->
         else:
             pid = os.fork()
             if pid == 0:  # pragma: no cover (the child; its answer is what the tests see)
-                answer(job, write, read)
+                try:
+                    answer(job, write, read)
+                finally:  # whatever the module did to answer() or its globals, the child never returns into the program
+                    _end(70)
     except OSError as err:  # no process to run it in (a process limit, no memory)
         os.close(read)
         return None, f"was not run: no child process could be started ({err.strerror or err})"
@@ -74,7 +77,9 @@ def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None) ->
             status = os.waitpid(pid, 0)[1]
         _process.CHILDREN.discard(pid)
     raw = b"".join(chunks)
-    if raw:
+    # An answer counts only from a child that ended as `answer` ends it (exit 0): a module that wrote into the pipe
+    # itself and then died, or looped, answered nothing.
+    if raw and not timed_out and os.waitstatus_to_exitcode(status) == 0:
         try:
             return json.loads(raw.decode("utf-8")), ""
         except ValueError:  # a partial answer: the child died while it wrote
@@ -116,9 +121,12 @@ def _collect(pid: int, read: int, deadline: float, chunks: list[bytes]) -> int |
             return status
 
 
-def answer(job: Callable[[], Any], write: int, read: int = -1) -> None:  # pragma: no cover (runs in the child)
+def answer(  # pragma: no cover (runs in the child)
+    job: Callable[[], Any], write: int, read: int = -1, _end: Callable[[int], Any] = os._exit
+) -> None:
     """In the child: run the job, write its answer to `write`, and end the process without unwinding into the
-    parent's code."""
+    parent's code. `_end` is bound when this module is imported, before any stack module runs: one that replaces
+    os._exit or this module's globals cannot bring the child back into the program."""
     try:
         if read >= 0:
             os.close(read)
@@ -133,11 +141,11 @@ def answer(job: Callable[[], Any], write: int, read: int = -1) -> None:  # pragm
         while view:
             view = view[os.write(write, view) :]
     except BaseException:  # noqa: BLE001 (no answer is the answer: the parent reports how the child ended)
-        _exit(70)
+        _end(70)
     finally:
         for stream in (sys.stdout, sys.stderr):
             try:
                 stream.flush()
             except BaseException:  # noqa: BLE001,S110 (a module may have replaced or closed the streams)
                 pass
-    _exit(0)
+    _end(0)
