@@ -86,11 +86,11 @@ def main(argv: list[str]) -> int:
     # The project folder as the workspace (its Pulumi.yaml and stack files); `work_dir=` would make a local
     # program instead, and an inline program without these options gets a temporary project with no config.
     workspace = auto.LocalWorkspaceOptions(work_dir=str(root))
-    stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, opts=workspace)
     output: list[str] = []
     started = time.monotonic()
     result: dict[str, Any] = {"stack": args.stack, "op": args.op, "ok": True}
-    try:
+    try:  # selecting the stack reads its state: a state a killed run left unreadable fails here, and is reported too
+        stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, opts=workspace)
         common: dict[str, Any] = {"on_output": output.append, "on_event": on_event, "color": "never"}
         if args.op == "preview":
             r = stack.preview(

@@ -14,6 +14,7 @@ with AlreadyExists) or lose track of it.
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import subprocess
 from dataclasses import dataclass
@@ -63,6 +64,35 @@ def exported(stack: str, state_file: str | None) -> dict[str, Any]:
     return data
 
 
+def diy_root() -> Path | None:
+    """The folder of a file:// state backend (PULUMI_BACKEND_URL, else the one `pulumi login` made current), or None."""
+    url = os.environ.get("PULUMI_BACKEND_URL")
+    if not url:
+        try:
+            home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
+            url = json.loads((home / "credentials.json").read_text()).get("current") or ""
+        except (OSError, ValueError, AttributeError):
+            return None
+    if not isinstance(url, str) or not url.startswith("file://"):
+        return None
+    return Path(os.path.expanduser(url[len("file://") :].split("?", 1)[0]))
+
+
+def half_written(root: Path, stack: str) -> list[Path]:
+    """Empty `.attrs` files beside the stack's checkpoint and locks. The file backend writes its checkpoint by rename
+    (whole or not at all) but each file's `.attrs` beside it in place: a run killed at that moment leaves it empty, and
+    every command then fails with `failed to load checkpoint: EOF` (seen in the live tier). The file it describes is
+    whole; without the `.attrs` it is read with no attributes, as a file the backend wrote without any."""
+    state = root / ".pulumi"
+    found = [*(state / "stacks").glob(f"*/{stack}.json*.attrs"), *(state / "locks").glob(f"*/*/{stack}/*.attrs")]
+    return sorted(p for p in found if p.is_file() and p.stat().st_size == 0)
+
+
+def locks(root: Path, stack: str) -> list[Path]:
+    """The lock files of the stack in a file backend: a run that was killed leaves its own."""
+    return sorted((root / ".pulumi" / "locks").glob(f"*/*/{stack}/*.json"))
+
+
 def pending(state: dict[str, Any]) -> list[Pending]:
     """The pending operations of an export, with the Kubernetes object each is about."""
     out = []
@@ -78,14 +108,20 @@ def pending(state: dict[str, Any]) -> list[Pending]:
     return out
 
 
-def plan(stack: str, ops: list[Pending], on_cluster: set[tuple[str, str, str]]) -> tuple[str, list[str] | None]:
-    """(the report, the refresh command's arguments, or None when there is nothing to refresh)."""
+def plan(
+    stack: str, ops: list[Pending], on_cluster: set[tuple[str, str, str]], locked: list[Path] | None = None
+) -> tuple[str, list[str] | None]:
+    """(the report, the refresh command's arguments, or None when there is nothing to refresh). `locked`: the lock
+    files of a file backend (None: a backend whose locks cannot be seen from here)."""
+    if locked is None:
+        cancel = f"if `pulumi up` says the stack is locked and no other run is going on: pulumi cancel --yes -s {stack}"
+    elif locked:
+        cancel = f"the stack is locked ({len(locked)} lock file(s)); if no other run is going on: pulumi cancel --yes -s {stack}"
+    else:
+        cancel = ""
     if not ops:
-        return (
-            f"{stack}: the state has no pending operations: `pulumi up -s {stack}` converges (if it says the stack is locked "
-            f"and no other run is going on: `pulumi cancel --yes -s {stack}` first).\n",
-            None,
-        )
+        first = f" First, {cancel}." if cancel else ""
+        return f"{stack}: the state has no pending operations: `pulumi up -s {stack}` converges.{first}\n", None
     lines = [f"{stack}: the last run was interrupted with {len(ops)} operation(s) under way:"]
     imports: list[str] = []
     clear = False
@@ -107,12 +143,9 @@ def plan(stack: str, ops: list[Pending], on_cluster: set[tuple[str, str, str]]) 
         args += ["--import-pending-creates", value]
     if clear:
         args.append("--clear-pending-creates")
-    lines += [
-        "",
-        f"1. if `pulumi up` says the stack is locked and no other run is going on: pulumi cancel --yes -s {stack}",
-        f"2. {shlex.join(args)}",
-        f"3. pulumi up -s {stack}",
-    ]
+    steps = [cancel] if cancel else []
+    steps += [shlex.join(args), f"pulumi up -s {stack}"]
+    lines += ["", *(f"{i}. {step}" for i, step in enumerate(steps, 1))]
     return "\n".join(lines) + "\n", args
 
 

@@ -433,16 +433,29 @@ def _live_objects(file: str) -> list[dict[str, Any]]:
 
 
 def cmd_recover(args: argparse.Namespace) -> int:
+    import shlex
+
     from render import recovery
 
     target = _pulumi_stack(args.pulumi_stack)
+    root = None if args.state else recovery.diy_root()
+    if root is not None:
+        half = recovery.half_written(root, target.name)
+        if half:  # nothing can read the state until these go: say so first
+            print(f"{target.name}: the state backend cannot load the stack: a killed run left {len(half)} file(s) empty:")
+            print("\n".join(f"  {p}" for p in half))
+            print("Each is the attributes file of a checkpoint or lock that is whole (a rename wrote it): remove them, then run")
+            print("this again:\n")
+            print("1. rm " + " ".join(shlex.quote(str(p)) for p in half))
+            print(f"2. python -m stacks recover {target.name}")
+            return 1
     ops = recovery.pending(recovery.exported(target.name, args.state))
     creates = [p.obj for p in ops if p.op == "creating" and p.obj is not None]
     if args.live:
         keys = recovery.keys_of(_live_objects(args.live))
     else:
         keys = recovery.existing(creates, target.context)
-    text, _ = recovery.plan(target.name, ops, keys)
+    text, _ = recovery.plan(target.name, ops, keys, recovery.locks(root, target.name) if root is not None else None)
     sys.stdout.write(text)
     return 0
 

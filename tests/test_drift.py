@@ -184,3 +184,51 @@ def test_the_commands_read_a_pulumi_stack_of_a_project(
         f"--import-pending-creates {logical_name(sts)}" in out
     )
     assert main(["drift", "nope"]) == 2 and "no Pulumi.nope.yaml" in capsys.readouterr().err
+
+
+# --- a file backend a killed run left half-written ----------------------------------------------------------------------
+
+
+def backend(tmp_path: Path, attrs: bytes, lock: bool) -> Path:
+    """A file:// state backend as a run killed while writing left it (the live tier saw this: an empty `.attrs`)."""
+    stacks_dir = tmp_path / "state" / ".pulumi" / "stacks" / "gpu-training"
+    stacks_dir.mkdir(parents=True)
+    (stacks_dir / "lab.json").write_text(json.dumps(export()), encoding="utf-8")
+    (stacks_dir / "lab.json.attrs").write_bytes(attrs)
+    (stacks_dir / "lab.json.bak.attrs").write_bytes(b'{"user.content_type":""}')
+    if lock:
+        locks = tmp_path / "state" / ".pulumi" / "locks" / "organization" / "gpu-training" / "lab"
+        locks.mkdir(parents=True)
+        (locks / "a1.json").write_text("{}", encoding="utf-8")
+    return tmp_path / "state"
+
+
+@pytest.mark.parametrize("url", ["file://{root}", "file://{root}?no_tmp_dir=true"])
+def test_a_file_backend_is_found_from_the_environment_or_the_login(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, url: str) -> None:
+    root = backend(tmp_path, b"", lock=False)
+    monkeypatch.setenv("PULUMI_BACKEND_URL", url.format(root=root))
+    assert recovery.diy_root() == root
+    monkeypatch.delenv("PULUMI_BACKEND_URL")
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "credentials.json").write_text(json.dumps({"current": url.format(root=root)}), encoding="utf-8")
+    assert recovery.diy_root() == root
+    (tmp_path / "home" / "credentials.json").write_text(json.dumps({"current": "https://api.pulumi.com"}), encoding="utf-8")
+    assert recovery.diy_root() is None
+
+
+@pytest.mark.parametrize(("attrs", "broken"), [(b"", True), (b'{"user.content_type":""}', False)])
+def test_an_empty_attributes_file_is_named_with_its_fix(tmp_path: Path, attrs: bytes, broken: bool) -> None:
+    root = backend(tmp_path, attrs, lock=False)
+    assert recovery.half_written(root, "lab") == ([root / ".pulumi" / "stacks" / "gpu-training" / "lab.json.attrs"] if broken else [])
+    assert recovery.half_written(root, "other") == []
+
+
+@pytest.mark.parametrize("locked", [True, False])
+def test_a_lock_left_by_the_killed_run_is_seen_in_a_file_backend(tmp_path: Path, locked: bool) -> None:
+    root = backend(tmp_path, b"{}", lock=locked)
+    found = recovery.locks(root, "lab")
+    assert len(found) == int(locked)
+    text, _ = recovery.plan("lab", recovery.pending(export(("creating", SA))), set(), found)
+    assert ("the stack is locked (1 lock file(s))" in text) == locked
+    assert ("pulumi cancel --yes -s lab" in text) == locked
