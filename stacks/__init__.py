@@ -681,8 +681,30 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
         why = "a set has no order, so two renders could differ: write a list ([a, b])" if tag == "set" else "write a mapping (a: 1)"
         raise yaml.constructor.ConstructorError(None, None, f"!!{tag} is not supported: {why}", node.start_mark)
 
+    # Every value read is one JSON holds (a config, a committed render compared and printed as JSON): no dates, bytes
+    # or infinities, which json.dumps cannot write or writes as no JSON parser reads them.
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode, values: Any = None) -> str:
+        # YAML 1.2 has no timestamps, and no field wants a date object: `2001-12-14` is the text as written.
+        return str(self.construct_scalar(node))
+
+    def construct_yaml_binary(self, node: yaml.ScalarNode) -> Any:
+        raise yaml.constructor.ConstructorError(
+            None, None, "!!binary is not supported: a config or render holds text (a Secret's data is base64 text)", node.start_mark
+        )
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> Any:
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{self.construct_scalar(node)} is not a JSON number: write a finite number", node.start_mark
+            )
+        return value
+
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+_Loader.add_constructor("tag:yaml.org,2002:binary", _Loader.construct_yaml_binary)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 for _tag in ("set", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _Loader.construct_unordered)
 
