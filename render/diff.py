@@ -253,7 +253,7 @@ def parse(path: str, text: str, source: str | None = None) -> Any:
     # with the object it replaces and shown as a change of nothing in particular.
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     if not (isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(meta, dict) and isinstance(meta.get("name"), str)):
-        what = "empty" if doc is None else "a list" if isinstance(doc, list) else "a mapping without them" if isinstance(doc, dict) else "a scalar"
+        what = {type(None): "empty", list: "a list", dict: "a mapping without them"}.get(type(doc), "a scalar")
         raise stacks.ConfigError(
             f"{source or path}: not a rendered object ({what}): a rendered file is one mapping with kind and metadata.name"
         )
