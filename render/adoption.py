@@ -293,6 +293,31 @@ def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -
     return "\n".join(lines) + "\n", narrowing
 
 
+def _who_relies(kind: str, live: dict[str, Any]) -> list[str]:
+    """Who loses what when adopting narrows an object of this kind, and how to find them: the advice ends in
+    "move them to the stack's workloads, or" (the caller's next line says what else)."""
+    if kind == "SecurityContextConstraints":
+        return [
+            "Pods or scripts that rely on what it takes away fail after the next `pulumi up` (e.g. a script that runs",
+            "`ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
+            "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
+        ]
+    if kind == "ServiceAccount":
+        meta = live["metadata"]
+        return [
+            "Pods that run as this service account and read its token (/var/run/secrets/kubernetes.io/serviceaccount: a client",
+            "of the API server, `oc` in a pod) lose it: every pod created after the next `pulumi up` (a restart, a rollout)",
+            "starts without it. Before adopting: find them (`oc get pods -n "
+            f"{meta.get('namespace') or 'NAMESPACE'} -o custom-columns=POD:.metadata.name,SA:.spec.serviceAccountName | "
+            f"grep -w {meta.get('name')}`),",
+            "move them to the stack's workloads, or",
+        ]
+    return [
+        f"Whatever relies on what this {kind} holds now loses it after the next `pulumi up`. Before adopting: find who",
+        "relies on it, move them to the stack's workloads, or",
+    ]
+
+
 def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, Any], source: str) -> tuple[list[str], bool]:
     """The report on adopting one live object, and whether adopting narrows it."""
     kind = live["kind"]
@@ -322,9 +347,7 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
         lines += [
             "",
             f"Adopting narrows this {kind}: {', '.join(narrows)}.",
-            "Pods or scripts that rely on what it takes away fail after the next `pulumi up` (e.g. a script that runs",
-            "`ulimit -l unlimited` under `set -e` needs SYS_RESOURCE). Before adopting:",
-            "find who relies on it (`oc get pods -A -o yaml | grep -B3 openshift.io/scc:`), move them to the stack's workloads, or",
+            *_who_relies(kind, live),
             f"declare what they need in clusters/{config.name}.py. Server-side apply reports each field another manager owns as a",
             "conflict; `kubernetes:enablePatchForce` takes them over for one run (docs/adoption.md).",
         ]

@@ -248,7 +248,16 @@ def parse(path: str, text: str, source: str | None = None) -> Any:
     committed render is anyone's commit. `source` names the file in errors (default: `path`)."""
     if path.endswith(".json"):
         return stacks.parse_json(text, source or path, stacks.RENDERED_LIMITS)
-    return stacks.parse_yaml(text, source or path, stacks.RENDERED_LIMITS)
+    doc = stacks.parse_yaml(text, source or path, stacks.RENDERED_LIMITS)
+    # The render writes one object per file; anything else (a list, an empty file) would be compared field by field
+    # with the object it replaces and shown as a change of nothing in particular.
+    meta = doc.get("metadata") if isinstance(doc, dict) else None
+    if not (isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(meta, dict) and isinstance(meta.get("name"), str)):
+        what = {type(None): "empty", list: "a list", dict: "a mapping without them"}.get(type(doc), "a scalar")
+        raise stacks.ConfigError(
+            f"{source or path}: not a rendered object ({what}): a rendered file is one mapping with kind and metadata.name"
+        )
+    return doc
 
 
 def read_folder(folder: Path) -> dict[str, Any]:

@@ -554,11 +554,29 @@ def _syntax_hint(err: SyntaxError) -> tuple[int | None, str]:
     lines = linecache.getlines(err.filename or "") if err.filename else []
     for number in range(first, max(first, err.end_lineno or first) + 1):
         text = lines[number - 1] if 0 < number <= len(lines) else err.text or ""
-        found = re.search(r"\b([A-Za-z_]\w*)\s*:\s*([^,)\]}\s][^,)\]}]*?)\s*(?:[,)\]}]|$)", text)
+        found = re.search(r"\b([A-Za-z_]\w*)\s*:\s*(?=[^,)\]}\s])", text)
         if found is not None and found.group(1) not in ("lambda", "else", "try", "finally", "class", "def"):
-            key, value = found.group(1), found.group(2)
+            key, value = found.group(1), _argument(text[found.end() :])
             return number, f"use `{key}={value}` (a keyword argument is written with =; `{key}: {value}` is how a YAML file writes it)"
     return err.lineno, ""
+
+
+def _argument(text: str) -> str:
+    """The value an argument starts with in `text`: up to the comma or closing bracket that ends it, with the brackets
+    and quotes it opens itself kept whole (`[NS]`, `{"a": 1}`, `"a, b"`)."""
+    depth, quote = 0, ""
+    for at, char in enumerate(text):
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}" and depth > 0:
+            depth -= 1
+        elif char in ",)]}#" and depth == 0:  # the end of this argument (or a comment)
+            return text[:at].strip()
+    return text.strip()
 
 
 def _name_hint(err: NameError, at: str) -> str:
@@ -572,11 +590,14 @@ def _name_hint(err: NameError, at: str) -> str:
     python = _YAML_WORDS.get(name.lower()) or ("None" if name.lower() in _YAML_NULLS else "")
     if python:
         return f"Python writes {python}" + (f": `{keyword.group(1)}={python}`" if keyword else "")
+    # `nccl-test` unquoted is `nccl - test` to Python, which names only `nccl`: the text is the whole dashed word.
+    dashed = re.search(rf"(?<![\w.'\"-]){re.escape(name)}(?:-\w+)+", text)
+    word = dashed.group(0) if dashed else name
     if keyword:
-        return f'if it is text, quote it: `{keyword.group(1)}="{name}"`'
+        return f'if it is text, quote it: `{keyword.group(1)}="{word}"`'
     if re.search(rf"\b{re.escape(name)}\s*:", text):
-        return f'quote a key (`"{name}": ...`), or write a keyword argument as `{name}=...`'
-    return f'if it is text, quote it: `"{name}"`'
+        return f'quote a key (`"{word}": ...`), or write a keyword argument as `{name}=...`'
+    return f'if it is text, quote it: `"{word}"`'
 
 
 def _committed_clusters(ref: str, *command: str) -> bytes:
@@ -726,8 +747,30 @@ class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[mi
         why = "a set has no order, so two renders could differ: write a list ([a, b])" if tag == "set" else "write a mapping (a: 1)"
         raise yaml.constructor.ConstructorError(None, None, f"!!{tag} is not supported: {why}", node.start_mark)
 
+    # Every value read is one JSON holds (a config, a committed render compared and printed as JSON): no dates, bytes
+    # or infinities, which json.dumps cannot write or writes as no JSON parser reads them.
+    def construct_yaml_timestamp(self, node: yaml.ScalarNode, values: Any = None) -> str:
+        # YAML 1.2 has no timestamps, and no field wants a date object: `2001-12-14` is the text as written.
+        return str(self.construct_scalar(node))
+
+    def construct_yaml_binary(self, node: yaml.ScalarNode) -> Any:
+        raise yaml.constructor.ConstructorError(
+            None, None, "!!binary is not supported: a config or render holds text (a Secret's data is base64 text)", node.start_mark
+        )
+
+    def construct_yaml_float(self, node: yaml.ScalarNode) -> Any:
+        value = super().construct_yaml_float(node)
+        if not math.isfinite(value):
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{self.construct_scalar(node)} is not a JSON number: write a finite number", node.start_mark
+            )
+        return value
+
 
 _Loader.add_constructor("tag:yaml.org,2002:int", _Loader.construct_yaml_int)
+_Loader.add_constructor("tag:yaml.org,2002:timestamp", _Loader.construct_yaml_timestamp)
+_Loader.add_constructor("tag:yaml.org,2002:binary", _Loader.construct_yaml_binary)
+_Loader.add_constructor("tag:yaml.org,2002:float", _Loader.construct_yaml_float)
 for _tag in ("set", "omap", "pairs"):
     _Loader.add_constructor(f"tag:yaml.org,2002:{_tag}", _Loader.construct_unordered)
 

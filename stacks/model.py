@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import math
 import re
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
@@ -420,12 +421,21 @@ def _no_json_constant(name: str) -> Any:
     raise ValueError(f"{name} is not a JSON number")
 
 
+def _finite_float(text: str) -> float:
+    # Python reads 1e999 as inf: a number no other JSON reader (Go's, the CNI plugin's) takes.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number (it overflows a float)")
+    return value
+
+
 def bounded_json(text: str, max_depth: int) -> Any:
-    """JSON text nested at most `max_depth` deep, without NaN or Infinity (no JSON parser but Python's takes them).
+    """JSON text nested at most `max_depth` deep, without NaN or Infinity (no JSON parser but Python's takes them), nor a
+    number too large for a float (1e999, which Python would read as Infinity).
     Python's parser stops near 1,000 levels with a RecursionError, and whatever walks the value afterwards recurses
     too: both are refused here with a TooDeep, any other fault with a ValueError saying why."""
     try:
-        parsed = json.loads(text, parse_constant=_no_json_constant)
+        parsed = json.loads(text, parse_constant=_no_json_constant, parse_float=_finite_float)
     except RecursionError:
         raise TooDeep(f"nested more than {max_depth} levels deep") from None
     if nesting(parsed) > max_depth:

@@ -87,6 +87,10 @@ _MEASURE = re.compile(r"[0-9]{1,20}(?:\.[0-9]{1,20})?(?:[eE][-+]?[0-9]{1,3})?") 
 # loop's title carry the sizes the run was asked for; nccl-tests lowers maxBytes to fit GPU memory, and says so.
 _SIZES = re.compile(r"\bminBytes (\d+) maxBytes (\d+)(?: step: (\d+)\((factor|bytes)\))?", re.ASCII)
 _REDUCED_MAX = re.compile(r"^#\s*Reducing maxBytes to (\d+)", re.ASCII)
+# The same line says whether the run checks its results (`validation: 1`, nccl-tests' -c 1): then every #wrong is a count,
+# and the trailer (`# Out of bounds values : 0 OK`) sums them; `-c 0` prints N/A and checks nothing.
+_VALIDATION = re.compile(r"\bvalidation: ([0-9]+)\b")
+_OUT_OF_BOUNDS = re.compile(r"^#\s*Out of bounds values\s*:(.*)$")
 # nccl-tests' device list: `#  Rank  0 Group  0 Pid     57 on rdma-bandwidth-0 device  0 [0x18] NVIDIA H100 80GB HBM3`
 # (versions before 2.13 print no Group).
 _RANK_ON = re.compile(r"^#\s*Rank\s+(\d{1,20})\s+(?:Group\s+\d+\s+)?Pid\s+\d+\s+on\s+(\S+)\s+device\b", re.ASCII)
@@ -130,6 +134,7 @@ class Run:
     step: Optional[int] = None
     step_kind: str = "factor"  # nccl-tests -f (sizes multiply) or -i (sizes add)
     finished: bool = False  # nccl-tests' trailer (`# Avg bus bandwidth : X`) followed the rows
+    validated: bool = False  # the header says `validation: 1`: every #wrong must be a count
     after_trailer: int = 0  # rows that came after the trailer: no benchmark prints them
 
     def expected_largest(self) -> Optional[int]:
@@ -162,6 +167,8 @@ class Results:
     torch_nodes: Optional[int] = None
     torch_ranks_per_node: Optional[int] = None
     malformed: List[str] = field(default_factory=list)  # rows of a table whose numbers are not numbers
+    unchecked: List[str] = field(default_factory=list)  # rows of a validated run whose #wrong is N/A
+    out_of_bounds: List[str] = field(default_factory=list)  # trailers that say anything but `0 OK`
 
     def largest(self) -> List[Row]:
         if not self.rows:
@@ -224,6 +231,9 @@ def parse_results(text: str) -> Results:
                     out.avg_busbw.append(float(avg.group(1)))
                 if out.runs:
                     out.runs[-1].finished = True
+            bounds = _OUT_OF_BOUNDS.match(line)
+            if bounds and bounds.group(1).split() != ["0", "OK"]:  # FAILED, a count above 0, or no count at all
+                out.out_of_bounds.append(shown(line))
             _read_header(line, header, out)
             names = line[1:].split()
             if "size" in names and "count" in names and "time" in names and "busbw" in names:
@@ -246,6 +256,8 @@ def parse_results(text: str) -> Results:
             continue
         out.rows.append(row)
         out.runs[-1].rows.append(row)
+        if out.runs[-1].validated and any(c == "#wrong" and t == "N/A" for c, t in zip(columns, tokens)):
+            out.unchecked.append(shown(line))
         if out.runs[-1].finished:
             out.runs[-1].after_trailer += 1
     return out
@@ -267,6 +279,9 @@ def _read_header(line: str, header: Run, out: Results) -> None:
         header.min_bytes, header.max_bytes = int(sizes.group(1)), int(sizes.group(2))
         if sizes.group(3):
             header.step, header.step_kind = int(sizes.group(3)), sizes.group(4)
+    validation = _VALIDATION.search(line)
+    if validation:
+        header.validated = validation.group(1) != "0"
     reduced = _REDUCED_MAX.match(line)
     if reduced:
         header.max_bytes = int(reduced.group(1))
@@ -469,7 +484,14 @@ def judge(
         wrong = sum(r.wrong() for r in results.rows)
         if wrong:
             failures.append(f"{wrong} wrong value(s) in the all-reduce results (#wrong): the data was corrupted")
+        if results.unchecked:
+            failures.append(
+                f"{len(results.unchecked)} row(s) of a run whose header asks for validation (validation: 1) have no "
+                f"#wrong count (N/A), so their data was not checked: the row {results.unchecked[0]}"
+            )
         failures += unfinished(results)
+    for trailer in results.out_of_bounds:
+        failures.append(f"the trailer {trailer} reports values out of bounds: the benchmark found wrong results")
 
     if line_rate_gbps is None:
         notes.append("threshold: none (no line rate for this check), so the bandwidth is reported, not judged")
