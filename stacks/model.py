@@ -16,6 +16,7 @@ from __future__ import annotations
 import fnmatch
 import json
 import re
+import unicodedata
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -396,6 +397,15 @@ def _text(value: str) -> str:
     return value
 
 
+def _reason(value: str) -> str:
+    # A reason is printed with the check and stands for a decision someone made: whitespace alone (or invisible format
+    # characters such as a zero-width space) says nothing, and would pass for one.
+    value = value.strip()
+    if not any(c.isprintable() and not c.isspace() and unicodedata.category(c) != "Cf" for c in value):
+        raise ValueError("a reason needs words: this one is empty or only whitespace. Say why (it is printed with the check)")
+    return value
+
+
 def nesting(value: Any) -> int:
     """How deep lists and mappings nest in a parsed value (a scalar: 0), walked without recursion: a value nested
     thousands deep must be refused, not crash the check that measures it."""
@@ -472,6 +482,11 @@ PortName = Annotated[str, AfterValidator(_port_name)]
 Text = Annotated[str, AfterValidator(_text)]
 CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]
 """A CNI config: a JSON object, as a NetworkAttachmentDefinition's spec.config holds it."""
+Reason = Annotated[str, AfterValidator(_reason)]
+"""Why the stack does something that needs saying (a broad grant, a routed debugger, an accepted warning, a hand-made
+object's origin): stripped, and at least one visible character."""
+OptionalReason = Annotated[str, AfterValidator(lambda value: value and _reason(value))]
+"""A reason that may be left out: "" (not given), or words."""
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
 # Every integer field is strict: a YAML `true` (or `yes`, `on`) is a boolean, not 1, and a quoted "4" is text.
 # (The YAML loader refuses YAML 1.1's octal and base-60 readings, `017` = 15, before validation: stacks.read_yaml.)
@@ -814,6 +829,25 @@ class Strict(BaseModel):
         if deferred and isinstance(self, ClusterConfig):
             raise ModelError.of(deferred) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sets(cls, data: Any) -> Any:
+        # pydantic's lax mode takes a set where a list is expected, in the set's iteration order, which follows the hash
+        # seed (PYTHONHASHSEED) for strings and for the models hashed from them: two renders of one stack would differ.
+        # No field of the model is a set, so a set or frozenset is refused wherever it is written (a module's or YAML's !!set).
+        if not isinstance(data, dict):
+            return data
+        found = [
+            FieldError((key,), "a set has no order (it follows Python's hash seed, so two renders differ): write a list [...]")
+            for key, value in data.items()
+            if isinstance(value, (set, frozenset))
+        ]
+        if len(found) == 1:
+            raise found[0]
+        if found:
+            raise FieldErrors(found)
+        return data
+
     def _stand_in(self, data: dict[str, Any]) -> None:
         """Become an unvalidated stand-in with the values given (pydantic's model_construct), marked invalid: what is
         built on it is reported only where its own fields are not (`_built_from_invalid`)."""
@@ -1055,7 +1089,7 @@ class PvcStorageClassFix(Strict):
     """Name of the existing PVC."""
     storage_class: ObjectName
     """The storage class to set (must be in storage_classes)."""
-    reason: str
+    reason: Reason
     """Why, for the record and the preview."""
     serves_storage_classes: list[ObjectName] = []
     """Storage classes that work only once this claim is fixed (nfs-csi is served by the NFS server
@@ -1105,7 +1139,7 @@ class Security(Strict):
     """For an existing SCC: whether it allows privileged containers."""
     existing_allows_root: bool = True
     """For an existing SCC: whether its runAsUser strategy admits uid 0 (RunAsAny)."""
-    broad_grant_reason: str | None = None
+    broad_grant_reason: Reason | None = None
     """Required when the SCC allows privileged containers: why the stack accepts it. Printed."""
     grant: bool = True
     """Bind `scc`'s `use` ClusterRole to the service accounts of the pods that run under it, in their
@@ -1213,9 +1247,9 @@ class NodeLevel(Strict):
     iommu_passthrough: bool = False
     """Kernel argument iommu=pt (IOMMU passthrough for GPUDirect RDMA; KNOWLEDGE.md ties IBV_WC_LOC_PROT_ERR
     to ACS/IOMMU)."""
-    reason: str = ""
-    """Why the stack asks for them (printed)."""
-    control_plane_reason: str | None = None
+    reason: OptionalReason = ""
+    """Why the stack asks for them (printed; "": not given, not whitespace)."""
+    control_plane_reason: Reason | None = None
     """Required when `pool` is a control-plane pool (master, control-plane, arbiter): each MachineConfig drains and
     reboots the API server's nodes one by one. Right only where they are the GPU nodes too (a compact cluster)."""
 
@@ -1273,7 +1307,7 @@ class ContainerPort(Strict):
     route: bool = False
     """Expose it outside the cluster: a Service port plus an OpenShift Route (edge TLS) to rank 0's pod.
     Off: reachable with `oc port-forward` only (right for debugpy)."""
-    route_reason: str | None = None
+    route_reason: Reason | None = None
     """Required to route a debugger's port (named debugpy, or port 5678): why it is exposed outside the cluster, where
     whoever reaches it runs any code in the pod. Printed with every check."""
 
@@ -1347,7 +1381,7 @@ class Workload(Strict):
     updates the same workload."""
     memlock: MemlockStrategy | None = None
     """How an RDMA pod gets to pin memory (KNOWLEDGE.md). None: the stack default for the transport."""
-    privileged_reason: str | None = None
+    privileged_reason: Reason | None = None
     """Required when the memlock strategy is privileged: why this workload needs a privileged container."""
     tcp_fallback: bool = False
     """In RDMA mode with no ACTIVE port, start over TCP (loudly) instead of failing."""
@@ -1597,7 +1631,7 @@ class BandwidthCheck(Strict):
     """Untimed all-reduces before them (all_reduce_perf -w)."""
     memlock: MemlockStrategy | None = None
     """How the pods get to pin memory, as a workload's: None takes the cluster default for the transport."""
-    privileged_reason: str | None = None
+    privileged_reason: Reason | None = None
     """Required when the memlock strategy is privileged: why the check needs a privileged container."""
     env: dict[EnvName, str] = {}
     """Extra environment (NCCL_* here wins over the rendered values)."""
@@ -1672,7 +1706,7 @@ class HandMade(Strict):
     """Its name (RoleBindings made by `oc adm policy` are named system:openshift:scc:SCC)."""
     namespace: K8sName | None = None
     """Its namespace (none for cluster-scoped objects)."""
-    source: str
+    source: Reason
     """Who made it, and where that is recorded."""
 
 
@@ -1688,7 +1722,7 @@ class AcceptedWarning(Strict):
     """The value it accepts, for a warning about one (an `image` warning's image, written whole): required there, and
     matched exactly, so a changed value (a new tag, a copied module's new image) is warned about again, and this entry
     is reported as no longer matching. The check's `accepted-warnings` finding names the value to write."""
-    reason: str = Field(min_length=1)
+    reason: Reason
     """Why the stack accepts it."""
 
 
