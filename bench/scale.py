@@ -187,7 +187,7 @@ def largest() -> dict[str, Any]:
     fabric["device_observations"] = [{"source": f"a seed, table {k}", "devices": fabric["devices"]} for k in range(MAX_OBSERVATIONS)]
     modes = ["ReadWriteOnce", "ReadWriteMany"] * (MAX_ACCESS_MODES // 2)  # the two the model knows, repeated to the bound
     stack["storage_classes"] += [{"name": f"class-{k}", "access_modes": modes} for k in range(MAX_STORAGE_CLASSES - 2)]
-    served = [c["name"] for c in stack["storage_classes"]][2:]
+    served = [c["name"] for c in stack["storage_classes"]]
     fix = {"namespace": "nfs", "storage_class": "ceph-rbd", "reason": "made without a class", "serves_storage_classes": served}
     stack["pvc_fixes"] = [{**fix, "pvc": f"root-{k}"} for k in range(MAX_PVC_FIXES)]
     per = MAX_SERVICE_ACCOUNTS // len(used)
@@ -258,7 +258,8 @@ def largest() -> dict[str, Any]:
         for w in stack["workloads"][:MAX_ACCEPTED_WARNINGS]
     ]
     stack["notes"] = [f"note {k}" for k in range(MAX_NOTES)]
-    return json.loads(json.dumps(stack))  # no value shared between entries: a YAML dump of it holds no aliases
+    fresh: dict[str, Any] = json.loads(json.dumps(stack))  # no value shared between entries: a YAML dump holds no aliases
+    return fresh
 
 
 def check(stack: dict[str, Any]) -> tuple[float, float, int]:

@@ -16,15 +16,32 @@ import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, get_args, get_origin
 
 import fixtures
 import pytest
 import yaml
+from pydantic import BaseModel
 
 import stacks
+from bench import scale
 from conftest import ROOT
 from stacks.__main__ import main
+from stacks.model import (
+    MAX_ACCEPTED_WARNINGS,
+    MAX_ARGS,
+    MAX_CLUSTER_NODES,
+    MAX_ENV,
+    MAX_HAND_MADE,
+    MAX_NAMED_NODES,
+    MAX_NODE_SETS,
+    MAX_NOTES,
+    MAX_POD_TEMPLATES,
+    MAX_SCRIPT_FILES,
+    MAX_STORAGE_CLASSES,
+    MAX_TOLERATIONS,
+    ClusterConfig,
+)
 
 Data = dict[str, Any]
 Edit = Callable[[Data], Any]
@@ -229,3 +246,178 @@ def test_renders_do_not_depend_on_the_hash_seed(seed: str, tmp_path: Path) -> No
     first, other = run("0"), run(seed)
     assert first.returncode == 0, first.stderr
     assert first.stdout == other.stdout
+
+
+# --- bounds ---------------------------------------------------------------------------------------------------------
+
+
+def _containers(annotation: Any) -> tuple[bool, list[type[BaseModel]]]:
+    """Whether a field's type is a list or dict (under any Optional), and the models inside it."""
+    origin, args = get_origin(annotation), get_args(annotation)
+    if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+        return False, [annotation]
+    if origin is Annotated:
+        return _containers(args[0])
+    container = origin in (list, dict)
+    models = [m for a in args for m in _containers(a)[1]]
+    return container or any(_containers(a)[0] for a in args if get_origin(a) is not None and get_origin(a) is not Annotated), models
+
+
+def bounded_fields(model: type[BaseModel] = ClusterConfig, prefix: str = "") -> list[tuple[str, int | None]]:
+    """(config path, max_length) of every list and dict field of the model, nested models included: `workloads[].env`."""
+    out: list[tuple[str, int | None]] = []
+    for name, info in model.model_fields.items():
+        path = f"{prefix}{name}"
+        container, models = _containers(info.annotation)
+        if container:
+            out.append((path, next((m.max_length for m in info.metadata if getattr(m, "max_length", None) is not None), None)))
+        for inner in dict.fromkeys(models):
+            out += bounded_fields(inner, f"{path}[]." if container else f"{path}.")
+    return sorted(set(out))
+
+
+FIELDS = bounded_fields()
+
+
+def test_the_walk_finds_the_lists_the_audit_named() -> None:
+    found = {path for path, _ in FIELDS}
+    named = {"gpu_tolerations", "accepted_warnings", "hand_made", "storage_classes", "pvc_fixes", "scripts", "images", "notes"}
+    named |= {"workloads[].env", "workloads[].mounts", "workloads[].tolerations", "workloads[].node_selector", "workloads[].args"}
+    named |= {"security.service_accounts", "namespaces", "node_sets[].nodes", "scripts[].files", "fabric.device_observations[].devices"}
+    assert named <= found, named - found
+
+
+@pytest.mark.parametrize("path,bound", FIELDS, ids=[f[0] for f in FIELDS])
+def test_every_list_and_dict_has_a_bound_the_reference_lists(path: str, bound: int | None) -> None:
+    """Every list and dict of every model is bounded, and docs/reference.md "Bounds" names the field in the row of its
+    bound, with the bound's value."""
+    assert bound is not None, f"{path} has no max_length"
+    text = (ROOT / "docs" / "reference.md").read_text(encoding="utf-8")
+    section = text[text.index("## Bounds") : text.index("## How it is built")]
+    rows = [line for line in section.splitlines() if line.startswith("| `MAX_") and f"`{path}`" in line]
+    assert rows, f"{path} is not in the Bounds table"
+    assert any(row.split("|")[2].strip().replace(",", "") == str(bound) for row in rows), (path, bound, rows)
+
+
+def _lists(value: Any, path: str) -> list[tuple[str, int]]:
+    """(config path, length) of every list and dict in a validated config."""
+    out: list[tuple[str, int]] = []
+    if isinstance(value, BaseModel):
+        for name in type(value).model_fields:
+            out += _lists(getattr(value, name), f"{path}.{name}" if path else name)
+    elif isinstance(value, (list, dict)):
+        out.append((path, len(value)))
+        for item in value.values() if isinstance(value, dict) else value:
+            out += _lists(item, f"{path}[]")
+    return out
+
+
+@pytest.mark.parametrize("name", stacks.names())
+def test_the_committed_stacks_use_at_most_a_quarter_of_every_list_bound(name: str) -> None:
+    bounds = dict(FIELDS)
+    used = [(path, n, bounds[path]) for path, n in _lists(stacks.load(name), "") if path in bounds]
+    assert used and {p for p, _, _ in used} <= set(bounds)
+    too_many = [(path, n, bound) for path, n, bound in used if bound is not None and n * 4 > bound]
+    assert not too_many, too_many
+
+
+def _many(field: str, item: Callable[[int], Any], bound: int, under: Callable[[Data], Any] = lambda d: d) -> Edit:
+    def edit(d: Data) -> None:
+        entries = [item(k) for k in range(bound + 1)]
+        under(d)[field] = dict(entries) if entries and isinstance(entries[0], tuple) else entries
+
+    return edit
+
+
+PAST: list[tuple[str, Edit, str, int]] = [
+    (
+        "gpu_tolerations",
+        _many("gpu_tolerations", lambda k: {"key": f"example.com/t{k}"}, MAX_TOLERATIONS),
+        "gpu_tolerations",
+        MAX_TOLERATIONS,
+    ),
+    (
+        "accepted_warnings",
+        _many("accepted_warnings", lambda k: {"rule": "image", "object": f"x{k}", "reason": "r"}, MAX_ACCEPTED_WARNINGS),
+        "accepted_warnings",
+        MAX_ACCEPTED_WARNINGS,
+    ),
+    (
+        "hand_made",
+        _many("hand_made", lambda k: {"kind": "ServiceAccount", "name": f"sa-{k}", "namespace": "team-a", "source": "oc"}, MAX_HAND_MADE),
+        "hand_made",
+        MAX_HAND_MADE,
+    ),
+    ("notes", _many("notes", lambda k: f"note {k}", MAX_NOTES), "notes", MAX_NOTES),
+    (
+        "workload env",
+        _many("env", lambda k: (f"VAR_{k}", "1"), MAX_ENV, lambda d: fixtures.workload(d, "dev")),
+        "workloads[dev].env",
+        MAX_ENV,
+    ),
+    (
+        "workload tolerations",
+        _many("tolerations", lambda k: {"key": f"example.com/t{k}"}, MAX_TOLERATIONS, lambda d: fixtures.workload(d, "dev")),
+        "workloads[dev].tolerations",
+        MAX_TOLERATIONS,
+    ),
+    (
+        "workload args",
+        _many("args", lambda k: f"--a{k}", MAX_ARGS, lambda d: fixtures.workload(d, "dev")),
+        "workloads[dev].args",
+        MAX_ARGS,
+    ),
+    (
+        "storage classes",
+        _many("storage_classes", lambda k: {"name": f"c{k}", "access_modes": ["ReadWriteOnce"]}, MAX_STORAGE_CLASSES),
+        "storage_classes",
+        MAX_STORAGE_CLASSES,
+    ),
+    (
+        "script files",
+        _many("files", lambda k: (f"f{k}.sh", "echo\n"), MAX_SCRIPT_FILES, lambda d: d["scripts"][0]),
+        "scripts[train-script].files",
+        MAX_SCRIPT_FILES,
+    ),
+]
+
+
+@pytest.mark.parametrize("case,edit,path,bound", PAST, ids=[p[0] for p in PAST])
+def test_a_list_past_its_bound_is_refused_naming_the_field_and_the_bound(case: str, edit: Edit, path: str, bound: int) -> None:
+    message = refused(edited("roce", edit))
+    assert f"  {path}: {bound + 1} entries, at most {bound}: a bound of the program" in message, message
+
+
+def test_the_largest_stack_holds_every_list_at_its_bound() -> None:
+    """bench.scale.largest() is the worst case the bounds admit: each list and dict of the model at its bound somewhere
+    (the names of all node sets share one bound, so no single set holds all of them)."""
+    config = stacks.validate(scale.largest(), "bench/scale.py")
+    longest: dict[str, int] = {}
+    for path, n in _lists(config, ""):
+        longest[path] = max(n, longest.get(path, 0))
+    short = {path: (longest.get(path, 0), bound) for path, bound in FIELDS if longest.get(path, 0) != bound}
+    assert short == {"node_sets[].nodes": (MAX_NAMED_NODES - (MAX_NODE_SETS - 2), MAX_NAMED_NODES)}, short
+    assert sum(len(s.nodes) for s in config.node_sets) == MAX_NAMED_NODES
+    assert sum(s.size for s in config.node_sets) == MAX_CLUSTER_NODES
+    assert len(config.all_workloads()) + len(config.bandwidth_checks) == MAX_POD_TEMPLATES
+
+
+@pytest.mark.parametrize("tolerations", [1, MAX_TOLERATIONS])
+def test_gpu_toleration_rule_finds_an_untolerated_taint_among_many(tolerations: int) -> None:
+    """The rule looks each taint up among the pod's tolerations (no longer tolerations x taints): a pod missing one taint
+    of many is still found, and one tolerating them all is not."""
+    import policy
+    from components.program import objects, patches
+
+    def edit(d: Data) -> None:
+        d["gpu_tolerations"] = [
+            {"key": f"example.com/t{k}", "operator": "Equal", "value": "x", "effect": "NoSchedule"} for k in range(tolerations - 1)
+        ]
+
+    config = fixtures.config("roce", edit)
+    found = policy.check(config, objects(config), patches(config), only=["gpu-toleration"])
+    assert found == []
+    # The same pods, held against one taint more than they tolerate.
+    wider = fixtures.config("roce", lambda d: (edit(d), d["gpu_tolerations"].append({"key": "example.com/extra", "operator": "Exists"})))
+    found = policy.check(wider, objects(config), patches(config), only=["gpu-toleration"])
+    assert found and all("example.com/extra" in f.message for f in found), found
