@@ -15,7 +15,41 @@ import time
 from typing import Any
 
 from stacks import validate
-from stacks.model import MAX_CLUSTER_NODES, MAX_NAMED_NODES, MAX_POD_TEMPLATES, MAX_WORKLOADS, ClusterConfig
+from stacks.model import (
+    MAX_ACCEPTED_WARNINGS,
+    MAX_ACCESS_MODES,
+    MAX_ARGS,
+    MAX_ATTACHMENTS,
+    MAX_BANDWIDTH_CHECKS,
+    MAX_CAPABILITIES,
+    MAX_CLUSTER_NODES,
+    MAX_DEVICES,
+    MAX_ENV,
+    MAX_EXISTING,
+    MAX_HAND_MADE,
+    MAX_IMAGES,
+    MAX_MOUNTS,
+    MAX_NAMED_NODES,
+    MAX_NAMESPACES,
+    MAX_NODE_SETS,
+    MAX_NOTES,
+    MAX_OBSERVATIONS,
+    MAX_POD_TEMPLATES,
+    MAX_PORTS,
+    MAX_PVC_FIXES,
+    MAX_SCRIPT_FILES,
+    MAX_SCRIPT_MOUNTS,
+    MAX_SCRIPTS,
+    MAX_SECRET_ENV,
+    MAX_SELECTOR,
+    MAX_SERVICE_ACCOUNTS,
+    MAX_STORAGE_CLASSES,
+    MAX_TCP_VARIANTS,
+    MAX_TOLERATIONS,
+    MAX_VOLUMES,
+    MAX_WORKLOADS,
+    ClusterConfig,
+)
 
 GPUS_PER_NODE = 8
 NAMED_SETS = 4
@@ -128,9 +162,104 @@ def config(workloads: int, nodes: int, named: bool = False, variants: int | None
 
 
 def largest() -> dict[str, Any]:
-    """The largest stack the bounds accept: MAX_WORKLOADS workloads with TCP variants up to MAX_POD_TEMPLATES pod
-    templates, on MAX_CLUSTER_NODES counted nodes."""
-    return data(MAX_WORKLOADS, MAX_CLUSTER_NODES, variants=MAX_POD_TEMPLATES - MAX_WORKLOADS)
+    """The largest stack the bounds accept: every list and dict of the model at its bound (docs/reference.md "Bounds").
+    MAX_WORKLOADS workloads, TCP variants and bandwidth checks up to MAX_POD_TEMPLATES pod templates, on MAX_CLUSTER_NODES
+    nodes in MAX_NODE_SETS sets, MAX_NAMED_NODES of them named (the pods of the count set carry every name, to avoid
+    them); each workload with as many tolerations, selectors, variables, mounts, scripts, ports and arguments as it may
+    have, and the stack with as many volumes, classes, accounts, scripts, images, fixes, hand-made objects, accepted
+    warnings and notes. As many workloads run as fit, as in `data`."""
+    variants = MAX_POD_TEMPLATES - MAX_WORKLOADS - MAX_BANDWIDTH_CHECKS
+    stack = data(MAX_WORKLOADS, MAX_CLUSTER_NODES - MAX_NAMED_NODES, variants=0)
+    stack["name"] = "scale-largest"
+    namespaces = [f"team-{k}" for k in range(MAX_NAMESPACES)]
+    used = stack["namespaces"]  # the workloads' (4), the others empty
+    stack["namespaces"] = namespaces
+    # Node sets: the count set of the workloads first, then the named nodes, one set holding what the others do not.
+    names = [f"gpu-{i:04d}" for i in range(MAX_NAMED_NODES)]
+    first = MAX_NAMED_NODES - (MAX_NODE_SETS - 2)
+    groups = [names[:first]] + [[n] for n in names[first:]]
+    stack["node_sets"] += [{"name": f"set-{k}", "nodes": g, "gpus_per_node": GPUS_PER_NODE} for k, g in enumerate(groups)]
+    stack["gpu_tolerations"] += [{"key": f"example.com/taint-{k}", "operator": "Exists"} for k in range(MAX_TOLERATIONS - 1)]
+    stack["gpu_node_selector"] = {f"example.com/gpu-{k}": "true" for k in range(MAX_SELECTOR)}
+    fabric = stack["fabric"]
+    fabric["devices"] = [f"mlx5_{k}" for k in range(MAX_DEVICES)]
+    fabric["attachments"] = [_attachment(k) for k in range(1, MAX_ATTACHMENTS + 1)]
+    fabric["device_observations"] = [{"source": f"a seed, table {k}", "devices": fabric["devices"]} for k in range(MAX_OBSERVATIONS)]
+    modes = ["ReadWriteOnce", "ReadWriteMany"] * (MAX_ACCESS_MODES // 2)  # the two the model knows, repeated to the bound
+    stack["storage_classes"] += [{"name": f"class-{k}", "access_modes": modes} for k in range(MAX_STORAGE_CLASSES - 2)]
+    served = [c["name"] for c in stack["storage_classes"]]
+    fix = {"namespace": "nfs", "storage_class": "ceph-rbd", "reason": "made without a class", "serves_storage_classes": served}
+    stack["pvc_fixes"] = [{**fix, "pvc": f"root-{k}"} for k in range(MAX_PVC_FIXES)]
+    per = MAX_SERVICE_ACCOUNTS // len(used)
+    security = stack["security"]
+    security["service_accounts"] = [{"name": "trainer" if k == 0 else f"sa-{k}", "namespace": ns} for ns in used for k in range(per)]
+    security["existing_allowed_capabilities"] = ["IPC_LOCK"] + [
+        f"EXTRA_{chr(65 + k // 26)}{chr(65 + k % 26)}" for k in range(MAX_CAPABILITIES - 1)
+    ]
+    per = MAX_EXISTING // len(used)
+    stack["existing"] = {
+        kind: [{"namespace": ns, "name": f"{kind.replace('_', '-')[:-1]}-{k}"} for ns in used for k in range(per)]
+        for kind in ("secrets", "config_maps", "image_streams")
+    }
+    # Volumes: the workspace and datasets of `data` and shared ones up to the bound, MAX_MOUNTS mounted by each workload.
+    extra = MAX_VOLUMES // len(used) - 2
+    stack["volumes"] += [
+        {"name": f"data-{k}", "namespace": ns, "mount_path": f"/data/{k}", "size": "1Gi", "storage_class": "cephfs"}
+        for ns in used
+        for k in range(extra)
+    ]
+    per = MAX_SCRIPTS // len(used)
+    files = {f"step-{k}.sh": f"echo {k}\n" for k in range(MAX_SCRIPT_FILES)}
+    stack["scripts"] = [{"name": f"scripts-{k}", "namespace": ns, "files": files} for ns in used for k in range(per)]
+    per = MAX_IMAGES // len(used)
+    stack["images"] = [{"name": f"image-{k}", "namespace": ns, "dockerfile": f"FROM {IMAGE}\n"} for ns in used for k in range(per)]
+    stack["defaults"] = {
+        "nccl_env_rdma": {f"NCCL_RDMA_{k}": "1" for k in range(MAX_ENV)},
+        "nccl_env_tcp": {f"NCCL_TCP_{k}": "1" for k in range(MAX_ENV)},
+    }
+    env = {f"VAR_{k}": "1" for k in range(MAX_ENV)}
+    args = ["sleep", "infinity"] + [f"--arg-{k}" for k in range(MAX_ARGS - 2)]
+    made = 0
+    for w in stack["workloads"]:
+        ns = w["namespace"]
+        own = [m["volume"] for m in w["mounts"]]
+        w["mounts"] = [{"volume": v} for v in own + [f"data-{k}" for k in range(MAX_MOUNTS - len(own))]]
+        w["tolerations"] = [{"key": f"example.com/own-{k}", "operator": "Exists"} for k in range(MAX_TOLERATIONS)]
+        w["node_selector"] = {f"example.com/own-{k}": "true" for k in range(MAX_SELECTOR)}
+        w["env"] = env
+        w["secret_env"] = {f"SECRET_{k}": {"secret": f"secret-{k}", "key": "token"} for k in range(MAX_SECRET_ENV)}
+        w["scripts"] = [{"config_map": f"scripts-{k}", "mount_path": f"/scripts/{k}"} for k in range(MAX_SCRIPT_MOUNTS)]
+        w["ports"] = [{"name": f"port-{k}", "port": 9000 + k, "route": True} for k in range(MAX_PORTS)]
+        w["args"] = args
+        if w["kind"] == "statefulset" and made < variants:
+            w["tcp_variants"] = [{"name": f"{w['name']}-tcp{k}"} for k in range(min(MAX_TCP_VARIANTS, variants - made))]
+            made += len(w["tcp_variants"])
+        assert ns in used
+    stack["bandwidth_checks"] = [
+        {
+            "name": f"check-{k}",
+            "namespace": used[k % len(used)],
+            "service_account": "trainer",
+            "image": IMAGE,
+            "nodes": 2,
+            "gpus_per_node": GPUS_PER_NODE,
+            "transport": "rdma",
+            "tool": "torch",
+            "env": env,
+        }
+        for k in range(MAX_BANDWIDTH_CHECKS)
+    ]
+    declared = [
+        {"kind": "StatefulSet", "name": w["name"], "namespace": w["namespace"]} for w in stack["workloads"] if w["kind"] == "statefulset"
+    ]
+    stack["hand_made"] = [{**h, "source": "made with oc apply before the stack"} for h in declared[:MAX_HAND_MADE]]
+    stack["accepted_warnings"] = [
+        {"rule": "image", "object": f"StatefulSet {w['namespace']}/{w['name']}", "value": IMAGE, "reason": "pinned by digest"}
+        for w in stack["workloads"][:MAX_ACCEPTED_WARNINGS]
+    ]
+    stack["notes"] = [f"note {k}" for k in range(MAX_NOTES)]
+    fresh: dict[str, Any] = json.loads(json.dumps(stack))  # no value shared between entries: a YAML dump holds no aliases
+    return fresh
 
 
 def check(stack: dict[str, Any]) -> tuple[float, float, int]:
@@ -178,7 +307,7 @@ def curve(repeats: int = 3) -> list[Row]:
             start = time.process_time()
             runs.append(check(stack))
             cpu.append(time.process_time() - start)
-        templates = sum(1 + len(w.get("tcp_variants", [])) for w in stack["workloads"])
+        templates = sum(1 + len(w.get("tcp_variants", [])) for w in stack["workloads"]) + len(stack.get("bandwidth_checks", []))
         nodes = sum(s.get("count") or len(s["nodes"]) for s in stack["node_sets"])
         validated = statistics.median(r[0] for r in runs)
         preflight = statistics.median(r[1] for r in runs)

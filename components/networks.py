@@ -48,10 +48,11 @@ def nad_copy(config: ClusterConfig, network: str, namespace: str) -> dict[str, A
 def network_objects(config: ClusterConfig) -> list[Sourced]:
     """The NAD copies."""
     fabric = config.fabric
+    namespaces = copy_namespaces(config)  # once: it walks every pod spec, and the attachments are up to 32
     return [
         (("fabric", "attachments", k), nad_copy(config, a.network, ns))
         for k, a in enumerate(fabric.attachments if fabric else [])
-        for ns in copy_namespaces(config)
+        for ns in namespaces
     ]
 
 

@@ -9,6 +9,7 @@ lists the warnings it accepts with its reason in accepted_warnings).
 from __future__ import annotations
 
 import json
+import re
 import unicodedata
 from collections import Counter
 from collections.abc import Iterator
@@ -1100,13 +1101,22 @@ def _limit(container: dict[str, Any]) -> Any:
 # --- scheduling ----------------------------------------------------------------------------------
 
 
-def _tolerates(tolerations: list[dict[str, Any]], taint: Any) -> bool:
+_ANY_VALUE = ("Exists",)  # a toleration's value that matches any: no taint value is a tuple
+
+
+def _tolerated(tolerations: list[dict[str, Any]]) -> set[tuple[Any, ...]]:
+    """What a pod's tolerations match, as (key, effect or None, value or _ANY_VALUE for Exists): built once per pod, so
+    each taint is a lookup and the rule stays linear in tolerations and taints, not their product."""
+    out = set()
     for t in tolerations:
-        if t.get("effect") not in (None, "", taint.effect) or t.get("key") != taint.key:
-            continue
-        if t.get("operator", "Equal") == "Exists" or t.get("value") == taint.value:
-            return True
-    return False
+        value = _ANY_VALUE if t.get("operator", "Equal") == "Exists" else t.get("value")
+        out.add((t.get("key"), t.get("effect") or None, value))
+    return out
+
+
+def _tolerates(tolerated: set[tuple[Any, ...]], taint: Any) -> bool:
+    # A toleration matches its key with any effect (none named) or the taint's, and any value (Exists) or the taint's.
+    return any((taint.key, effect, value) in tolerated for effect in (None, taint.effect) for value in (_ANY_VALUE, taint.value))
 
 
 @rule(
@@ -1119,9 +1129,9 @@ def gpu_toleration(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         if not any(_amount(c.get("resources") or {}, "limits", GPU) for _, c in pod.containers()):
             continue
-        tolerations = pod.spec.get("tolerations") or []
+        tolerated = _tolerated(pod.spec.get("tolerations") or [])
         for t in taints:
-            if not _tolerates(tolerations, t):
+            if not _tolerates(tolerated, t):
                 yield error(
                     pod.ref,
                     pod.at("spec.tolerations"),
@@ -1362,6 +1372,7 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
 # Characters that make text display otherwise than it reads to a program (Trojan Source, CVE-2021-42574): the bidi
 # embeddings and overrides (U+202A..U+202E) and isolates (U+2066..U+2069), and the zero-width ones.
 HIDDEN = frozenset([*map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A)), "\u200b", "\u200c", "\u200d", "\u2060", "\ufeff"])
+_HIDDEN_PATTERN = re.compile("[" + "".join(sorted(HIDDEN)) + "]")
 
 
 @rule(
@@ -1371,7 +1382,11 @@ HIDDEN = frozenset([*map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x
     "right-to-left language may need them).",
 )
 def hidden_characters(stack: Stack) -> Iterator[Finding]:
-    for path, text in _texts(stack.config.model_dump(), ()):
+    dumped = stack.config.model_dump()
+    # One search of the whole text first: a stack without them (nearly every one) is not walked string by string.
+    if not _HIDDEN_PATTERN.search(json.dumps(dumped, ensure_ascii=False)):
+        return
+    for path, text in _texts(dumped, ()):
         found = sorted({c for c in text if c in HIDDEN})
         if not found:
             continue

@@ -17,6 +17,7 @@ import fnmatch
 import json
 import math
 import re
+import unicodedata
 import weakref
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
@@ -24,7 +25,7 @@ from contextvars import ContextVar
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
 from stacks import provenance
 
@@ -78,6 +79,37 @@ MAX_POD_TEMPLATES = 256
 and its NetworkPolicy, whether it runs or not (a stopped StatefulSet keeps its claims at 0 replicas)."""
 MAX_PORTS = 16
 """Developer ports of one workload: each routed port renders a Route."""
+# Bounds of every other list and dict a stack writes. Each is far above real use (the committed stacks, and the facts
+# of /work/shared/CLUSTER-FACTS.md, stay under a quarter of each: tests/test_issue23_fixes_model.py), and together they keep
+# `check` of the largest stack accepted (bench/scale.py largest(), every list at its bound) within 2 s: each entry is
+# work for the preflight in every pod template, so an unbounded list (3,000 tolerations) made it minutes. The bounds of
+# what every pod template carries are the tightest: each of their entries is repeated in up to 256 templates.
+MAX_NODE_SETS = 64  # node sets: a site splits its GPU fleet into a few pools (Barcelona: 2)
+MAX_NAMESPACES = 64  # user namespaces of one stack: the projects of a large site's teams (Barcelona: 3)
+MAX_VOLUMES = MAX_WORKLOADS  # data volumes: a few per namespace (Barcelona: 3)
+MAX_BANDWIDTH_CHECKS = 16  # bandwidth checks: one per transport and node set is the use (1 each here)
+MAX_ATTACHMENTS = 32  # SR-IOV networks of a pod: one per NIC port; a GPU node has 4 to 8 (Barcelona: 4)
+MAX_DEVICES = 32  # RDMA devices named in a fabric or one observation: one per port (Barcelona: 4, Cairo: 5 seen)
+MAX_OBSERVATIONS = 16  # the seeds' device lists of one fabric (2 on each cluster)
+MAX_ACCESS_MODES = 8  # access modes of one storage class: the model knows 2 (a class offers 1 or 2); a bound on a runaway list
+MAX_STORAGE_CLASSES = 16  # storage classes known on a cluster, or served by one fixed claim (2 at most here)
+MAX_PVC_FIXES = 16  # existing claims patched with a storage class (Cairo: 1, the NFS server's root)
+MAX_SERVICE_ACCOUNTS = 64  # service accounts the stack makes: one or two per namespace (Barcelona: 4)
+MAX_CAPABILITIES = 64  # capabilities an existing SCC allows: Linux has 41
+MAX_EXISTING = 64  # secrets, ConfigMaps and ImageStreams the stack relies on, each (1 each here)
+MAX_SCRIPTS = 64  # ConfigMaps of scripts the stack ships (1 here)
+MAX_SCRIPT_FILES = 64  # files of one such ConfigMap (1 here; a ConfigMap holds 1 MiB in all)
+MAX_IMAGES = 32  # images the stack builds (1 here)
+MAX_HAND_MADE = 128  # objects made by hand that the stack declares (Barcelona: 20, the most)
+MAX_ACCEPTED_WARNINGS = 128  # accepted preflight warnings (Barcelona: 5); `*` patterns accept many objects at once
+MAX_NOTES = 64  # notes of a stack (Barcelona: 8)
+MAX_TOLERATIONS = 8  # taints tolerated, of the stack's GPU nodes or of one workload (1 on every cluster here)
+MAX_SELECTOR = 8  # node labels required, by the stack or by one workload (1 here)
+MAX_ENV = 32  # environment variables of one workload or check, and NCCL defaults per transport (5 at most here)
+MAX_SECRET_ENV = 8  # variables of one workload read from Secrets (1 here: HF_TOKEN)
+MAX_MOUNTS = 8  # volumes one workload mounts (2 at most here: workspace and datasets)
+MAX_SCRIPT_MOUNTS = 4  # script ConfigMaps one workload mounts (1 here)
+MAX_ARGS = 128  # arguments of one workload's command (7 at most here; a torchrun with 60 flags and values fits)
 MAX_TEXT = 256 * 1024  # one script file, one Dockerfile
 GIB = 1024**3
 MIB = 1024**2
@@ -397,6 +429,15 @@ def _text(value: str) -> str:
     return value
 
 
+def _reason(value: str) -> str:
+    # A reason is printed with the check and stands for a decision someone made: whitespace alone (or invisible format
+    # characters such as a zero-width space) says nothing, and would pass for one.
+    value = value.strip()
+    if not any(c.isprintable() and not c.isspace() and unicodedata.category(c) != "Cf" for c in value):
+        raise ValueError("a reason needs words: this one is empty or only whitespace. Say why (it is printed with the check)")
+    return value
+
+
 def nesting(value: Any) -> int:
     """How deep lists and mappings nest in a parsed value (a scalar: 0), walked without recursion: a value nested
     thousands deep must be refused, not crash the check that measures it."""
@@ -482,6 +523,11 @@ PortName = Annotated[str, AfterValidator(_port_name)]
 Text = Annotated[str, AfterValidator(_text)]
 CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]
 """A CNI config: a JSON object, as a NetworkAttachmentDefinition's spec.config holds it."""
+Reason = Annotated[str, AfterValidator(_reason)]
+"""Why the stack does something that needs saying (a broad grant, a routed debugger, an accepted warning, a hand-made
+object's origin): stripped, and at least one visible character."""
+OptionalReason = Annotated[str, AfterValidator(lambda value: value and _reason(value))]
+"""A reason that may be left out: "" (not given), or words."""
 Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
 # Every integer field is strict: a YAML `true` (or `yes`, `on`) is a boolean, not 1, and a quoted "4" is text.
 # (The YAML loader refuses YAML 1.1's octal and base-60 readings, `017` = 15, before validation: stacks.read_yaml.)
@@ -824,6 +870,25 @@ class Strict(BaseModel):
         if deferred and isinstance(self, ClusterConfig):
             raise ModelError.of(deferred) from None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_sets(cls, data: Any) -> Any:
+        # pydantic's lax mode takes a set where a list is expected, in the set's iteration order, which follows the hash
+        # seed (PYTHONHASHSEED) for strings and for the models hashed from them: two renders of one stack would differ.
+        # No field of the model is a set, so a set or frozenset is refused wherever it is written (a module's or YAML's !!set).
+        if not isinstance(data, dict):
+            return data
+        found = [
+            FieldError((key,), "a set has no order (it follows Python's hash seed, so two renders differ): write a list [...]")
+            for key, value in data.items()
+            if isinstance(value, (set, frozenset))
+        ]
+        if len(found) == 1:
+            raise found[0]
+        if found:
+            raise FieldErrors(found)
+        return data
+
     def _stand_in(self, data: dict[str, Any]) -> None:
         """Become an unvalidated stand-in with the values given (pydantic's model_construct), marked invalid: what is
         built on it is reported only where its own fields are not (`_built_from_invalid`)."""
@@ -939,7 +1004,7 @@ class DeviceObservation(Strict):
 
     source: str
     """Which seed document, and where in it."""
-    devices: list[str]
+    devices: list[str] = Field(max_length=MAX_DEVICES)
     """The devices named there."""
     note: str = ""
     """What the observation means, and what was wrong with it if anything."""
@@ -954,11 +1019,11 @@ class RdmaFabric(Strict):
     """Adapter model, for the record."""
     link_gbps: int = Field(strict=True, gt=0, le=10_000)
     """Line rate of one port in Gb/s."""
-    devices: list[str] = Field(min_length=1)
+    devices: list[str] = Field(min_length=1, max_length=MAX_DEVICES)
     """RDMA devices (ports) the stack treats as live on every GPU node: the list static checks use."""
-    device_observations: list[DeviceObservation] = []
+    device_observations: list[DeviceObservation] = Field(default=[], max_length=MAX_OBSERVATIONS)
     """Every device list the seeds report, including the ones the stack does not use, and why."""
-    attachments: list[SriovAttachment] = Field(default=[], max_length=32)
+    attachments: list[SriovAttachment] = Field(default=[], max_length=MAX_ATTACHMENTS)
     """SR-IOV attachments in interface order. Empty where RDMA devices reach the pod another way."""
     nad_source_namespace: K8sName = "default"
     """Where the SR-IOV operator creates the NADs."""
@@ -1012,7 +1077,7 @@ class StorageClass(Strict):
 
     name: ObjectName
     """The StorageClass name on the cluster."""
-    access_modes: list[AccessMode] = Field(min_length=1)
+    access_modes: list[AccessMode] = Field(min_length=1, max_length=MAX_ACCESS_MODES)
     """Access modes it provides for filesystem volumes."""
     note: str = ""
     """Where the stack knows this from."""
@@ -1065,9 +1130,9 @@ class PvcStorageClassFix(Strict):
     """Name of the existing PVC."""
     storage_class: ObjectName
     """The storage class to set (must be in storage_classes)."""
-    reason: str
+    reason: Reason
     """Why, for the record and the preview."""
-    serves_storage_classes: list[ObjectName] = []
+    serves_storage_classes: list[ObjectName] = Field(default=[], max_length=MAX_STORAGE_CLASSES)
     """Storage classes that work only once this claim is fixed (nfs-csi is served by the NFS server
     whose root volume this is): the stack's claims of those classes wait for the fix."""
 
@@ -1109,13 +1174,13 @@ class Security(Strict):
     create: bool = False
     """True: the program creates `scc` (least privilege: drop ALL, add back only what the memlock
     strategies need). False: an SCC that exists on the cluster is referenced."""
-    existing_allowed_capabilities: list[Capability] | None = None
+    existing_allowed_capabilities: list[Capability] | None = Field(default=None, max_length=MAX_CAPABILITIES)
     """For an existing SCC: the capabilities it allows (None: every capability, as `privileged`)."""
     existing_allows_privileged: bool = False
     """For an existing SCC: whether it allows privileged containers."""
     existing_allows_root: bool = True
     """For an existing SCC: whether its runAsUser strategy admits uid 0 (RunAsAny)."""
-    broad_grant_reason: str | None = None
+    broad_grant_reason: Reason | None = None
     """Required when the SCC allows privileged containers: why the stack accepts it. Printed."""
     grant: bool = True
     """Bind `scc`'s `use` ClusterRole to the service accounts of the pods that run under it, in their
@@ -1123,7 +1188,7 @@ class Security(Strict):
     unprivileged_scc: ObjectName = "restricted-v2"
     """SCC of the pods that need no privilege (TCP, node-limit). Every authenticated user may use
     restricted-v2, so these pods need no grant."""
-    service_accounts: list[ServiceAccount] = []
+    service_accounts: list[ServiceAccount] = Field(default=[], max_length=MAX_SERVICE_ACCOUNTS)
     """Service accounts the program creates."""
 
     @model_validator(mode="after")
@@ -1168,11 +1233,11 @@ class ExistingObjects(Strict):
     `oc create configmap --from-file`, an ImageStream another project builds). The stack never creates
     or changes them; preview reads each one and fails, naming it, when it is missing."""
 
-    secrets: list[NamespacedName] = []
+    secrets: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
     """Secrets workloads read environment from (their values never enter the config)."""
-    config_maps: list[NamespacedName] = []
+    config_maps: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
     """ConfigMaps workloads mount as scripts."""
-    image_streams: list[NamespacedName] = []
+    image_streams: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
     """ImageStreams whose images workloads pull from the internal registry."""
 
 
@@ -1184,7 +1249,7 @@ class ScriptConfigMap(Strict):
     """ConfigMap name."""
     namespace: K8sName
     """Its namespace."""
-    files: dict[FileKey, Text] = Field(min_length=1)
+    files: dict[FileKey, Text] = Field(min_length=1, max_length=MAX_SCRIPT_FILES)
     """File name -> content."""
     source: str = ""
     """Where the script comes from."""
@@ -1223,9 +1288,9 @@ class NodeLevel(Strict):
     iommu_passthrough: bool = False
     """Kernel argument iommu=pt (IOMMU passthrough for GPUDirect RDMA; KNOWLEDGE.md ties IBV_WC_LOC_PROT_ERR
     to ACS/IOMMU)."""
-    reason: str = ""
-    """Why the stack asks for them (printed)."""
-    control_plane_reason: str | None = None
+    reason: OptionalReason = ""
+    """Why the stack asks for them (printed; "": not given, not whitespace)."""
+    control_plane_reason: Reason | None = None
     """Required when `pool` is a control-plane pool (master, control-plane, arbiter): each MachineConfig drains and
     reboots the API server's nodes one by one. Right only where they are the GPU nodes too (a compact cluster)."""
 
@@ -1283,7 +1348,7 @@ class ContainerPort(Strict):
     route: bool = False
     """Expose it outside the cluster: a Service port plus an OpenShift Route (edge TLS) to rank 0's pod.
     Off: reachable with `oc port-forward` only (right for debugpy)."""
-    route_reason: str | None = None
+    route_reason: Reason | None = None
     """Required to route a debugger's port (named debugpy, or port 5678): why it is exposed outside the cluster, where
     whoever reaches it runs any code in the pod. Printed with every check."""
 
@@ -1348,16 +1413,16 @@ class Workload(Strict):
     """GPUs each pod requests (and processes torchrun starts per pod)."""
     node_set: K8sName | None = None
     """Which node set the pods run on (None: the first of node_sets)."""
-    tolerations: list[Toleration] = []
+    tolerations: list[Toleration] = Field(default=[], max_length=MAX_TOLERATIONS)
     """Taints tolerated besides the stack's gpu_tolerations."""
-    node_selector: dict[LabelKey, LabelValue] = {}
+    node_selector: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR)
     """Node labels required besides the stack's gpu_node_selector."""
     transport: Transport
     """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1). Switching it
     updates the same workload."""
     memlock: MemlockStrategy | None = None
     """How an RDMA pod gets to pin memory (KNOWLEDGE.md). None: the stack default for the transport."""
-    privileged_reason: str | None = None
+    privileged_reason: Reason | None = None
     """Required when the memlock strategy is privileged: why this workload needs a privileged container."""
     tcp_fallback: bool = False
     """In RDMA mode with no ACTIVE port, start over TCP (loudly) instead of failing."""
@@ -1374,24 +1439,24 @@ class Workload(Strict):
     """Memory limit (None: the request). The launcher's pinning proof and /dev/shm count against it."""
     shm_size: ShmSize = "32Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
-    mounts: list[Mount] = []
+    mounts: list[Mount] = Field(default=[], max_length=MAX_MOUNTS)
     """Volumes of the stack every pod mounts."""
-    scripts: list[ScriptMount] = []
+    scripts: list[ScriptMount] = Field(default=[], max_length=MAX_SCRIPT_MOUNTS)
     """ConfigMaps of scripts every pod mounts."""
     ports: list[ContainerPort] = Field(default=[], max_length=MAX_PORTS)
     """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy); at most 16 (MAX_PORTS)."""
     run: Literal["torchrun", "command"] = "command"
     """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
     command: it execs `args` as given (interactive pods: sleep infinity)."""
-    args: list[str] = Field(default=["sleep", "infinity"], min_length=1, max_length=256)
+    args: list[str] = Field(default=["sleep", "infinity"], min_length=1, max_length=MAX_ARGS)
     """The torchrun script and its arguments, or the whole command (see run)."""
     working_dir: MountPath | None = None
     """Working directory of the command."""
     master_port: Port = 29500
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
-    env: dict[EnvName, str] = {}
+    env: dict[EnvName, str] = Field(default={}, max_length=MAX_ENV)
     """Explicit environment (NCCL_* here wins over the stack's and over detection)."""
-    secret_env: dict[EnvName, SecretKeyRef] = {}
+    secret_env: dict[EnvName, SecretKeyRef] = Field(default={}, max_length=MAX_SECRET_ENV)
     """Environment from Secrets (declared in existing.secrets), e.g. HF_TOKEN from hf-secret."""
     deepspeed_hostfile: MountPath | None = None
     """Write a DeepSpeed hostfile here at start (one line `POD.SERVICE slots=GPUS` per pod)."""
@@ -1607,9 +1672,9 @@ class BandwidthCheck(Strict):
     """Untimed all-reduces before them (all_reduce_perf -w)."""
     memlock: MemlockStrategy | None = None
     """How the pods get to pin memory, as a workload's: None takes the cluster default for the transport."""
-    privileged_reason: str | None = None
+    privileged_reason: Reason | None = None
     """Required when the memlock strategy is privileged: why the check needs a privileged container."""
-    env: dict[EnvName, str] = {}
+    env: dict[EnvName, str] = Field(default={}, max_length=MAX_ENV)
     """Extra environment (NCCL_* here wins over the rendered values)."""
     cpu: Cpu = "16"
     """CPU request and limit of each pod."""
@@ -1665,9 +1730,9 @@ class Defaults(Strict):
     pin_bytes: int = Field(strict=True, default=256 * MIB, gt=8 * MIB, le=16 * GIB)
     """Size of the buffer the launcher pins to prove memory locking works (must exceed 8 MiB, and stay
     below every RDMA pod's memory limit with room for the process itself)."""
-    nccl_env_rdma: dict[EnvName, str] = {}
+    nccl_env_rdma: dict[EnvName, str] = Field(default={}, max_length=MAX_ENV)
     """NCCL tuning of every RDMA pod (NCCL_IB_TIMEOUT, NCCL_MIN_NCHANNELS, ...); a workload's env wins."""
-    nccl_env_tcp: dict[EnvName, str] = {}
+    nccl_env_tcp: dict[EnvName, str] = Field(default={}, max_length=MAX_ENV)
     """NCCL tuning of every TCP pod (NCCL_P2P_LEVEL, ...); a workload's env wins."""
 
 
@@ -1682,7 +1747,7 @@ class HandMade(Strict):
     """Its name (RoleBindings made by `oc adm policy` are named system:openshift:scc:SCC)."""
     namespace: K8sName | None = None
     """Its namespace (none for cluster-scoped objects)."""
-    source: str
+    source: Reason
     """Who made it, and where that is recorded."""
 
 
@@ -1698,7 +1763,7 @@ class AcceptedWarning(Strict):
     """The value it accepts, for a warning about one (an `image` warning's image, written whole): required there, and
     matched exactly, so a changed value (a new tag, a copied module's new image) is warned about again, and this entry
     is reported as no longer matching. The check's `accepted-warnings` finding names the value to write."""
-    reason: str = Field(min_length=1)
+    reason: Reason
     """Why the stack accepts it."""
 
 
@@ -1716,47 +1781,48 @@ class ClusterConfig(Strict):
     """OpenShift version, for the record."""
     gpu_model: str
     """GPU model of the GPU nodes, for the record."""
-    node_sets: list[NodeSet] = Field(min_length=1, max_length=64)
+    node_sets: list[NodeSet] = Field(min_length=1, max_length=MAX_NODE_SETS)
     """The GPU nodes the stack counts on. Every running pod of the stack must fit on them at once. At most 4096 nodes
     in all (MAX_CLUSTER_NODES)."""
-    gpu_tolerations: list[Toleration] = []
+    gpu_tolerations: list[Toleration] = Field(default=[], max_length=MAX_TOLERATIONS)
     """Taints of the GPU nodes that every GPU pod of this cluster tolerates."""
-    gpu_node_selector: dict[LabelKey, LabelValue] = {}
+    gpu_node_selector: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR)
     """Node labels every GPU pod requires (e.g. nvidia.com/gpu.present: "true")."""
     fabric: RdmaFabric | None = None
     """None: no RDMA (TCP only)."""
-    storage_classes: list[StorageClass] = []
+    storage_classes: list[StorageClass] = Field(default=[], max_length=MAX_STORAGE_CLASSES)
     """Storage classes known to exist."""
-    namespaces: list[K8sName] = Field(min_length=1, max_length=64)
+    namespaces: list[K8sName] = Field(min_length=1, max_length=MAX_NAMESPACES)
     """User namespaces (OpenShift projects) the stack deploys into. They exist already: creating a
     project is the users' or admins' business, not this program's (preview reads each one)."""
     security: Security = Security()
     """The SCCs the training pods run under and who may use them."""
     defaults: Defaults = Defaults()
     """Defaults of workloads that do not set their own."""
-    volumes: list[Volume] = Field(default=[], max_length=MAX_WORKLOADS)
+    volumes: list[Volume] = Field(default=[], max_length=MAX_VOLUMES)
     """Data volumes (PVCs) the workloads mount."""
-    pvc_fixes: list[PvcStorageClassFix] = []
+    pvc_fixes: list[PvcStorageClassFix] = Field(default=[], max_length=MAX_PVC_FIXES)
     """Storage classes to set on PVCs that exist already without one."""
     existing: ExistingObjects = ExistingObjects()
     """Objects workloads use that their owners made (preview checks they exist)."""
-    scripts: list[ScriptConfigMap] = []
+    scripts: list[ScriptConfigMap] = Field(default=[], max_length=MAX_SCRIPTS)
     """ConfigMaps of scripts the stack ships."""
-    images: list[ImageBuild] = []
+    images: list[ImageBuild] = Field(default=[], max_length=MAX_IMAGES)
     """Images the stack builds on the cluster (ImageStream + BuildConfig)."""
     node_level: NodeLevel = NodeLevel()
     """MachineConfigs for the GPU pool (cluster-admin; off by default; each reboots the pool's nodes)."""
     workloads: list[Workload] = Field(default=[], max_length=MAX_WORKLOADS)
     """Training and development deployments: at most 200, and at most 256 pod templates with their TCP variants and
     the bandwidth checks (MAX_POD_TEMPLATES)."""
-    bandwidth_checks: list[BandwidthCheck] = Field(default=[], max_length=16)
+    bandwidth_checks: list[BandwidthCheck] = Field(default=[], max_length=MAX_BANDWIDTH_CHECKS)
     """All-reduce benchmarks that gate the rollout of the workloads of their transport."""
-    hand_made: list[HandMade] = []
+    hand_made: list[HandMade] = Field(default=[], max_length=MAX_HAND_MADE)
     """Objects made by hand that the stack declares: candidates for `python -m stacks import-plan`."""
-    accepted_warnings: list[AcceptedWarning] = []
+    accepted_warnings: list[AcceptedWarning] = Field(default=[], max_length=MAX_ACCEPTED_WARNINGS)
     """Preflight warnings this stack accepts, each with its reason."""
-    notes: list[str] = []
+    notes: list[str] = Field(default=[], max_length=MAX_NOTES)
     """Contradictions between the sources and the choices the stack makes about them."""
+    _volume_index: dict[tuple[str, str], Volume] | None = PrivateAttr(default=None)
 
     @model_validator(mode="after")
     def _references(self) -> ClusterConfig:
@@ -1897,7 +1963,14 @@ class ClusterConfig(Strict):
         return self.security.unprivileged_scc
 
     def volume(self, namespace: str, name: str) -> Volume:
-        return next(v for v in self.volumes if v.namespace == namespace and v.name == name)
+        # Indexed once per config (it is immutable): every mount of every pod template looks its volume up, so a search
+        # of the list each time was mounts x volumes. A missing volume is a KeyError, as it was a StopIteration.
+        if self._volume_index is None:
+            index: dict[tuple[str, str], Volume] = {}
+            for v in self.volumes:
+                index.setdefault((v.namespace, v.name), v)  # the first, as the search found (duplicates are refused)
+            self._volume_index = index
+        return self._volume_index[(namespace, name)]
 
     def storage_class(self, name: str | None) -> StorageClass | None:
         return next((s for s in self.storage_classes if s.name == name), None)
@@ -2318,10 +2391,10 @@ def _exec_and_object_budget(c: ClusterConfig, w: Workload, src: tuple[str | int,
             "Put long values in a script or a file on a volume and pass its path",
         )
 
-    def rendered(k: str, v: str) -> int:
-        return len(json.dumps({"name": k, "value": kubelet_escape(v)}, ensure_ascii=False).encode("utf-8", "surrogatepass"))
-
-    size = POD_TEMPLATE_BASE + hosts + sum(rendered(k, v) for k, v in env.items()) + rendered("LAUNCHER_ARGS", args_json)
+    # The env entries as the pod template holds them, measured in one piece (a separator more per entry than each alone:
+    # still an upper bound), so the check stays one encoding per workload however many variables it has.
+    entries = [{"name": k, "value": kubelet_escape(v)} for k, v in [*env.items(), ("LAUNCHER_ARGS", args_json)]]
+    size = POD_TEMPLATE_BASE + hosts + len(json.dumps(entries, ensure_ascii=False).encode("utf-8", "surrogatepass"))
     if size > OBJECT_MAX:
         raise FieldError(
             src + blame,
