@@ -1,4 +1,4 @@
-"""docs/lifecycle.md "Drift" and "An interrupted run", run as an operator would on NERC's stack (tier all), each a
+"""docs/lifecycle.md "Drift" and "An interrupted run", run as an operator would on NERC's stack (project tier), each a
 real sequence against the real engine, provider and API server:
 
 - `pulumi up`; hand edits with kubectl (scale, set env, delete an owned object, relabel it); a plain preview sees
