@@ -100,3 +100,66 @@ def test_level_2_is_required_in_ci(ci: str, required: bool, monkeypatch: pytest.
     monkeypatch.setenv("CI", ci)
     assert (set(toolchain.LEVEL2) <= set(toolchain.required())) is required
     assert set(toolchain.LEVEL1) <= set(toolchain.required())
+
+
+@pytest.mark.parametrize(("ci", "required"), [("true", True), ("yes", True), ("", False), ("0", False)])
+def test_the_simulated_cluster_is_required_in_ci(ci: str, required: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Level 3 (kube-scheduler and kwok): a CI run that scheduled no pod must not pass; a developer gets the skip."""
+    monkeypatch.setenv("CI", ci)
+    assert (set(toolchain.LEVEL3) <= set(toolchain.required())) is required
+    assert {"kube-scheduler", "kwok"} == set(toolchain.LEVEL3)
+
+
+def _rebuilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: object) -> tuple[Path, Path]:
+    """The k8s module's cache folder before and after `change` to the list of binaries (the module's files and the Go
+    version the same)."""
+    monkeypatch.setattr(toolchain, "go_version", lambda: "go1.26.0")
+    monkeypatch.setattr(toolchain, "CACHE", tmp_path)
+    before = toolchain.module_dir("k8s")
+    monkeypatch.setattr(toolchain, "BINARIES", change(list(toolchain.BINARIES)))  # type: ignore[operator]
+    return before, toolchain.module_dir("k8s")
+
+
+def _restamped(bins: list[toolchain.Binary], name: str, ldflags: str) -> list[toolchain.Binary]:
+    return [toolchain.Binary(b.name, b.module, b.package, ldflags) if b.name == name else b for b in bins]
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda bins: _restamped(bins, "kube-apiserver", toolchain.K8S_LDFLAGS.replace("v1.34.4", "v1.34.5")),
+        lambda bins: _restamped(bins, "kubectl", ""),  # the stamp dropped
+        lambda bins: _restamped(bins, "etcd", "-X main.version=3.6.4"),  # a stamp added
+        lambda bins: [*bins, toolchain.Binary("kube-proxy", "k8s", "k8s.io/kubernetes/cmd/kube-proxy")],
+        lambda bins: [toolchain.Binary(b.name, b.module, b.package + "/v2", b.ldflags) if b.name == "kubectl" else b for b in bins],
+    ],
+    ids=["version-changed", "stamp-dropped", "stamp-added", "binary-added", "package-changed"],
+)
+def test_a_changed_ldflags_or_binary_builds_the_module_anew(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: object) -> None:
+    before, after = _rebuilt(monkeypatch, tmp_path, change)
+    assert before != after and before.parent == after.parent == tmp_path
+
+
+@pytest.mark.parametrize(
+    "change",
+    [
+        lambda bins: list(bins),  # the same list again
+        lambda bins: _restamped(bins, "pulumi", "-X github.com/pulumi/pulumi/sdk/v3/go/common/version.Version=v9.9.9"),  # another module
+        lambda bins: [*bins, toolchain.Binary("other", "kwok", "./other")],
+    ],
+    ids=["unchanged", "other-module-stamp", "other-module-binary"],
+)
+def test_what_another_module_builds_keeps_this_ones_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: object) -> None:
+    before, after = _rebuilt(monkeypatch, tmp_path, change)
+    assert before == after
+
+
+@pytest.mark.parametrize("name", ["kube-apiserver", "kube-controller-manager", "kubectl", "kube-scheduler"])
+@pytest.mark.parametrize("package", ["k8s.io/component-base/version", "k8s.io/client-go/pkg/version"])
+def test_the_control_plane_binaries_report_the_pinned_release(name: str, package: str) -> None:
+    """Each reports v1.34.4 (the k8s module's pin), not v0.0.0-master: the server's /version and kubectl's client half."""
+    pinned = (ROOT / "live" / "toolchain" / "k8s" / "go.mod").read_text()
+    assert f"k8s.io/kubernetes v{toolchain.K8S_VERSION}\n" in pinned
+    ldflags = next(b for b in toolchain.BINARIES if b.name == name).ldflags.split()
+    for var, value in (("gitVersion", f"v{toolchain.K8S_VERSION}"), ("gitMajor", "1"), ("gitMinor", "34")):
+        assert f"{package}.{var}={value}" in ldflags
