@@ -113,6 +113,9 @@ class ControlPlane:
             "--leader-elect=false", "--secure-port=0",
             "--controllers=*",
             "--use-service-account-credentials=false",
+            # Client-side rate limits well above the defaults (20/s): the differential test's cases make a thousand pods
+            # at once, which the StatefulSet and Job controllers would otherwise create at 20 a second.
+            "--kube-api-qps=500", "--kube-api-burst=1000",
         ])  # fmt: skip
         admin = self.workdir / "admin.kubeconfig"
         if "kube-scheduler" in self.bin:
@@ -120,6 +123,7 @@ class ControlPlane:
                 str(self.bin["kube-scheduler"]), f"--kubeconfig={admin}",
                 f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
                 "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+                "--kube-api-qps=500", "--kube-api-burst=1000",  # binds a thousand pods at once (the differential test)
             ])  # fmt: skip
         if "kwok" in self.bin:
             # No --node-port and no --server-address: kwok serves nothing (no logs, no exec), it only writes status.
