@@ -11,6 +11,7 @@ import subprocess
 import sys
 from contextlib import redirect_stderr
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -163,3 +164,123 @@ def test_the_control_plane_binaries_report_the_pinned_release(name: str, package
     ldflags = next(b for b in toolchain.BINARIES if b.name == name).ldflags.split()
     for var, value in (("gitVersion", f"v{toolchain.K8S_VERSION}"), ("gitMajor", "1"), ("gitMinor", "34")):
         assert f"{package}.{var}={value}" in ldflags
+
+
+# --- the simulated cluster's nodes (live/nodes.py), from configs the tests own ------------------------------------
+
+
+def _nodes(name: str, edit: object = None) -> dict[str, dict[str, Any]]:
+    import fixtures
+
+    from live import nodes
+
+    return {n["metadata"]["name"]: n for n in nodes.nodes(fixtures.config(name, edit))}  # type: ignore[arg-type]
+
+
+def _gpu_nodes(built: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    from live import nodes
+
+    return {k: n for k, n in built.items() if nodes.NODE_SET in n["metadata"]["labels"]}
+
+
+MAIN = ["node-a", "node-b", "node-c", "node-d"]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "edit", "sets"),
+    [
+        ("roce", None, {"main": MAIN, "spare": ["node-e", "node-f", "node-g"]}),
+        ("tcp", None, {"pool": ["live-pool-0", "live-pool-1"]}),
+        ("tcp", lambda d: d["node_sets"][0].update(count=5), {"pool": [f"live-pool-{i}" for i in range(5)]}),
+        ("roce", lambda d: d["node_sets"][1].update(nodes=["node-f", "node-e"]), {"main": MAIN, "spare": ["node-f", "node-e"]}),
+    ],
+    ids=["named", "counted", "counted-grown", "named-shrunk"],
+)
+def test_one_gpu_node_per_node_of_each_set(fixture: str, edit: object, sets: dict[str, list[str]]) -> None:
+    """Named sets give their names (pods are pinned to them by kubernetes.io/hostname), counted sets live-SET-N; each
+    node is labelled with its set, so a test can tell where the scheduler put a pod."""
+    from live import nodes
+
+    gpu = _gpu_nodes(_nodes(fixture, edit))
+    got: dict[str, list[str]] = {}
+    for name, n in gpu.items():
+        assert n["metadata"]["labels"]["kubernetes.io/hostname"] == name
+        assert n["metadata"]["annotations"][nodes.FAKE] == "fake"  # kwok manages it
+        got.setdefault(n["metadata"]["labels"][nodes.NODE_SET], []).append(name)
+    assert got == sets
+
+
+@pytest.mark.parametrize(
+    ("fixture", "edit", "want"),
+    [
+        (
+            "roce",
+            None,
+            {"nvidia.com/gpu": "4", "openshift.io/port1rdma": "4", "openshift.io/port2rdma": "4", "cpu": "4096", "memory": "64Ti"},
+        ),
+        ("tcp", None, {"nvidia.com/gpu": "4", "cpu": "4096", "memory": "64Ti"}),
+        (
+            "tcp",
+            lambda d: d["node_sets"][0].update(gpus_per_node=8, allocatable_cpu="96", allocatable_memory="1000Gi"),
+            {"nvidia.com/gpu": "8", "cpu": "96", "memory": "1000Gi"},
+        ),
+        (
+            "roce",
+            lambda d: d["fabric"]["attachments"].append({**d["fabric"]["attachments"][0], "network": "port9-network", "interface": "net3"}),
+            {"nvidia.com/gpu": "4", "openshift.io/port1rdma": "8", "openshift.io/port2rdma": "4"},
+        ),
+    ],
+    ids=["vfs-per-attachment", "tcp-no-vfs", "cpu-memory-from-config", "shared-resource-counts-twice"],
+)
+def test_gpu_nodes_offer_the_sets_gpus_vfs_cpu_and_memory(fixture: str, edit: object, want: dict[str, str]) -> None:
+    """gpus_per_node as nvidia.com/gpu; one VF per GPU of each attachment's resource (two attachments on one resource:
+    twice that); CPU and memory from the set where given, else the most the model accepts (never the reason a pod
+    waits, as the preflight does not check what is not known)."""
+    for n in _gpu_nodes(_nodes(fixture, edit)).values():
+        offered = n["status"]["allocatable"]
+        assert n["status"]["capacity"] == offered
+        assert {k: offered.get(k) for k in want} == want
+        if fixture == "tcp":
+            assert not [r for r in offered if r.startswith("openshift.io/")]
+
+
+@pytest.mark.parametrize(
+    ("fixture", "edit", "taints", "labels"),
+    [
+        ("roce", None, [{"key": "nvidia.com/gpu", "effect": "NoSchedule"}], {"nvidia.com/gpu.present": "true"}),
+        ("tcp", None, [{"key": "nvidia.com/gpu.product", "value": "H100", "effect": "NoSchedule"}], {}),
+        (
+            "tcp",
+            lambda d: d.update(
+                gpu_tolerations=[
+                    {"key": "a", "operator": "Exists"},
+                    {"key": "b", "operator": "Equal", "value": "x", "effect": "NoExecute"},
+                ],
+                gpu_node_selector={"pool": "gpu", "zone": "z1"},
+            ),
+            [{"key": "a", "effect": "NoSchedule"}, {"key": "b", "value": "x", "effect": "NoExecute"}],
+            {"pool": "gpu", "zone": "z1"},
+        ),
+    ],
+    ids=["exists", "equal", "several"],
+)  # fmt: skip
+def test_gpu_nodes_carry_the_selector_labels_and_the_taints_the_stack_tolerates(
+    fixture: str, edit: object, taints: list[dict[str, str]], labels: dict[str, str]
+) -> None:
+    for n in _gpu_nodes(_nodes(fixture, edit)).values():
+        assert n["spec"]["taints"] == taints
+        assert labels.items() <= n["metadata"]["labels"].items()
+
+
+@pytest.mark.parametrize("fixture", ["roce", "tcp", "ib"])
+def test_a_worker_without_gpus_and_a_tainted_control_plane_node_beside_them(fixture: str) -> None:
+    """Where a pod that lost its GPU request, selector or toleration would go: never a GPU node."""
+    from live import nodes
+
+    built = _nodes(fixture)
+    worker, master = built[nodes.WORKER], built[nodes.CONTROL_PLANE]
+    for n in (worker, master):
+        assert "nvidia.com/gpu" not in n["status"]["allocatable"] and nodes.NODE_SET not in n["metadata"]["labels"]
+    assert worker["spec"]["taints"] == []
+    assert master["spec"]["taints"] == [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]
+    assert len(built) == len(_gpu_nodes(built)) + 2
