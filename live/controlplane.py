@@ -115,7 +115,7 @@ class ControlPlane:
             "--use-service-account-credentials=false",
             # Client-side rate limits well above the defaults (20/s): the differential test's cases make a thousand pods
             # at once, which the StatefulSet and Job controllers would otherwise create at 20 a second.
-            "--kube-api-qps=500", "--kube-api-burst=1000",
+            "--kube-api-qps=500", "--kube-api-burst=1000", "--concurrent-statefulset-syncs=20", "--concurrent-job-syncs=20",
         ])  # fmt: skip
         admin = self.workdir / "admin.kubeconfig"
         if "kube-scheduler" in self.bin:

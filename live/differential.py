@@ -172,6 +172,8 @@ def check(rng: random.Random, d: Data, c: Cluster) -> str | None:
             "name": "bw", "namespace": w["namespace"], "service_account": w["service_account"], "image": w["image"],
             "gpus_per_node": _set_of(d, w)["gpus_per_node"], "transport": w.get("transport", "tcp"), "tool": "torch",
         })  # fmt: skip
+        if "privileged_reason" in w:  # a privileged memlock strategy asks each of its pods for the reason
+            checks[-1]["privileged_reason"] = w["privileged_reason"]
     bw = rng.choice(checks)
     if not bw.get("enabled", True) or rng.random() < 0.3:
         bw["enabled"] = not bw.get("enabled", True)
@@ -382,19 +384,17 @@ def _retarget(case: Case, obj: dict[str, Any]) -> None:
     obj["spec"].pop("persistentVolumeClaimRetentionPolicy", None)
 
 
-def scheduled(pods: list[dict[str, Any]]) -> tuple[int, int]:
-    """(placed, reported unschedulable) among a case's pods."""
+def scheduled(pods: list[dict[str, Any]]) -> tuple[int, int, str]:
+    """(placed, reported Unschedulable, what the scheduler said of the first of those) among a case's pods."""
     placed = sum(1 for p in pods if p["spec"].get("nodeName"))
-    refused = sum(
-        1
-        for p in pods
+    said = [
+        f"{p['metadata']['name']}: {c.get('message', '')}"
+        for p in sorted(pods, key=lambda p: str(p["metadata"]["name"]))
         if not p["spec"].get("nodeName")
-        and any(
-            c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
-            for c in p.get("status", {}).get("conditions", [])
-        )
-    )
-    return placed, refused
+        for c in p.get("status", {}).get("conditions", [])
+        if c["type"] == "PodScheduled" and c["status"] == "False" and c.get("reason") == "Unschedulable"
+    ]
+    return placed, len(said), said[0] if said else ""
 
 
 # --- one run: every case at once on one simulated cluster ---------------------------------------------------
@@ -413,6 +413,8 @@ class Verdict:
     made: int = 0
     placed: int = 0
     refused: int = 0
+    said: str = ""
+    """What the scheduler said of an unplaced pod (its PodScheduled condition)."""
 
     @property
     def decided(self) -> bool:
@@ -435,6 +437,7 @@ class Verdict:
             f"case {self.case.tag} {self.case.summary()}\n    check: {check}{said}{others}\n"
             f"    scheduler: {self.placed} of {self.expected} pods placed, {self.refused} reported Unschedulable"
             + ("" if self.decided else f" (undecided: {self.made} made)")
+            + (f": {self.said}" if self.said else "")
         )
 
 
@@ -482,17 +485,17 @@ def run(
         verdicts.append(Verdict(c, fits, capacity, others, sum(expected_pods(o) for o in mine if o["kind"] != "ServiceAccount")))
     said("the preflight has judged every case")
     deadline = time.monotonic() + bound
-    last: list[tuple[int, int, int]] = []
+    last: list[tuple[int, int, int, str]] = []
     while time.monotonic() < deadline:
         now = _observe(api, cases)
-        for v, (pods, placed, refused) in zip(verdicts, now, strict=True):
-            v.made, v.placed, v.refused = pods, placed, refused
-        said(f"{sum(n for n, _, _ in now)} of {sum(v.expected for v in verdicts)} pods made, {sum(v.placed for v in verdicts)} placed, "
+        for v, (pods, placed, refused, why) in zip(verdicts, now, strict=True):
+            v.made, v.placed, v.refused, v.said = pods, placed, refused, why
+        said(f"{sum(n for n, _, _, _ in now)} of {sum(v.expected for v in verdicts)} pods made, {sum(v.placed for v in verdicts)} placed, "
              f"{sum(v.refused for v in verdicts)} unschedulable")  # fmt: skip
         if now == last and all(v.decided for v in verdicts):
             break
         last = now
-        time.sleep(2)
+        time.sleep(5)  # a list of every case's pods is megabytes for the API server to write: not more often
     return verdicts
 
 
@@ -549,12 +552,12 @@ def _wait_ready(api: Api, count: int, bound: float) -> None:
         )  # fmt: skip
         if ready >= count:
             return
-        time.sleep(1)
+        time.sleep(3)
     raise RuntimeError(f"kwok made {ready} of {count} nodes Ready in {bound:.0f} s")
 
 
-def _observe(api: Api, cases: list[Case]) -> list[tuple[int, int, int]]:
-    """(pods made, placed, reported unschedulable) of each case."""
+def _observe(api: Api, cases: list[Case]) -> list[tuple[int, int, int, str]]:
+    """(pods made, placed, reported Unschedulable, what the scheduler said) of each case."""
     by_case: dict[str, list[dict[str, Any]]] = {}
     for p in api.items(f"/api/v1/pods?labelSelector={CASE}"):
         by_case.setdefault(p["metadata"]["labels"][CASE], []).append(p)
