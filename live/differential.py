@@ -404,7 +404,8 @@ def scheduled(pods: list[dict[str, Any]]) -> tuple[int, int, str]:
 class Verdict:
     case: Case
     check_fits: bool | None
-    """The preflight: no `capacity` error; None where its search gave up (a warning)."""
+    """The preflight: no `capacity` error; None where it warns instead (its search gave up, or the placement it found
+    needs the scheduler to pack pods as it may not)."""
     capacity: list[str]
     """The `capacity` findings' messages."""
     others: list[str]
@@ -430,7 +431,7 @@ class Verdict:
         return self.decided and self.check_fits == self.scheduler_fits
 
     def line(self) -> str:
-        check = {True: "fits", False: "does not fit", None: "search gave up"}[self.check_fits]
+        check = {True: "fits", False: "does not fit", None: "warned"}[self.check_fits]
         said = f": {self.capacity[0]}" if self.capacity else ""
         others = f" (other errors: {', '.join(self.others)})" if self.others else ""
         return (
@@ -447,7 +448,7 @@ def preflight(config: Any, objects: list[dict[str, Any]], patches: list[dict[str
 
     findings = policy.check(config, objects, patches, others=[])
     capacity = [f for f in findings if f.rule == "capacity" and f.severity in ("error", "warning")]
-    fits = None if any(f.severity == "warning" for f in capacity) else not capacity
+    fits = False if any(f.severity == "error" for f in capacity) else None if capacity else True
     others = sorted({f.rule for f in findings if f.severity == "error" and f.rule != "capacity"})
     return fits, [f.message for f in capacity], others
 
@@ -568,6 +569,8 @@ def limit(v: Verdict) -> str | None:
     """Why a disagreement is a documented limit (docs/preflight.md, capacity), or None: a bug of the rule."""
     if v.agree or not v.decided:
         return None
+    if v.check_fits is None:  # the rule said it cannot promise either answer, and why: the scheduler's is then either
+        return f"the rule warned: {v.capacity[0]}"
     if v.check_fits and not v.scheduler_fits and v.case.cluster_edited:
         unstated = ", ".join(d for k, d in v.case.edits if k in CLUSTER_EDITS)
         return f"the nodes have what the config does not state ({unstated}): the config is all the preflight knows of them"
