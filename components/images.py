@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 
 from components.kube import MANAGED_BY, ObjectGroup, Sourced
-from stacks.model import ClusterConfig, ImageBuild
+from config.model import ClusterConfig, ImageBuild
 
 DIGEST = 6
 

@@ -16,7 +16,7 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, SCC_API, Declared, Sourced, declare
-from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
+from config.model import STRATEGY_CAPABILITIES, ClusterConfig
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
 

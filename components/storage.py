@@ -19,7 +19,7 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, Declared, Sourced, declare
-from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
+from config.model import ClusterConfig, PvcStorageClassFix, Volume
 
 KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
 REASON = "gpu-training/reason"

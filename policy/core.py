@@ -17,8 +17,8 @@ from dataclasses import dataclass, field, replace
 from functools import cached_property
 from typing import Any, Literal
 
-from stacks import provenance
-from stacks.model import OPENSHIFT_SCCS, AcceptedWarning, BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
+from config import provenance
+from config.model import OPENSHIFT_SCCS, AcceptedWarning, BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
 
 Severity = Literal["error", "warning", "info"]
 ConfigPath = tuple[str | int, ...]

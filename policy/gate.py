@@ -20,8 +20,8 @@ from typing import Any
 import pulumi
 
 import stacks
+from config.model import ClusterConfig
 from policy.core import ConfigPath, Finding, ObjectKey, check, errors
-from stacks.model import ClusterConfig
 
 
 def adopting() -> tuple[bool, bool]:

@@ -15,6 +15,25 @@ from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
+from config import provenance
+from config.model import (
+    BUILTIN_SCCS,
+    CONTROL_PLANE_ROLES,
+    DEBUGGER_PORT_NAMES,
+    DEBUGGER_PORTS,
+    INTERNAL_REGISTRY,
+    MIB,
+    OBJECT_MAX,
+    OPENSHIFT_SCCS,
+    STRATEGY_CAPABILITIES,
+    STRATEGY_RUNS_AS_ROOT,
+    HandMade,
+    SccFacts,
+    is_label_value,
+    located,
+    qualified_name_problem,
+    quantity_value,
+)
 from policy.core import (
     INSTANCE,
     NETWORKS,
@@ -33,25 +52,6 @@ from policy.core import (
     warning,
 )
 from policy.placement import Group, place
-from stacks import provenance
-from stacks.model import (
-    BUILTIN_SCCS,
-    CONTROL_PLANE_ROLES,
-    DEBUGGER_PORT_NAMES,
-    DEBUGGER_PORTS,
-    INTERNAL_REGISTRY,
-    MIB,
-    OBJECT_MAX,
-    OPENSHIFT_SCCS,
-    STRATEGY_CAPABILITIES,
-    STRATEGY_RUNS_AS_ROOT,
-    HandMade,
-    SccFacts,
-    is_label_value,
-    located,
-    qualified_name_problem,
-    quantity_value,
-)
 
 # OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
 # pods that run under it need no grant.

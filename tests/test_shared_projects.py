@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import fixtures
 import pytest
 
 import policy
 import policy.core
 import stacks
 from components.program import objects, patches
+from config.model import ClusterConfig
 from policy.core import Finding
 from policy.rules import cluster_host
-from stacks.model import ClusterConfig
+from tests import fixtures
 
 HOST = "api.lab.example.org"
 

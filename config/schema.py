@@ -12,8 +12,8 @@ import ast
 import inspect
 from typing import Any
 
-from stacks import model
-from stacks.model import ClusterConfig
+from config import model
+from config.model import ClusterConfig
 
 
 def field_docs() -> dict[str, dict[str, str]]:

@@ -27,7 +27,7 @@ from typing import Annotated, Any, ClassVar, Literal, NamedTuple
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, PrivateAttr, ValidationError, field_validator, model_validator
 
-from stacks import provenance
+from config import provenance
 
 # --- value types ------------------------------------------------------------------------------
 
