@@ -33,11 +33,13 @@ render: $(STAMP)
 check: $(STAMP)
 	$(PY) -m stacks check --all
 
-# Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, and the
+# Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, the import layers
+# (tests/test_layers.py: each package imports only the ones below it, no cycle; docs/architecture.md), and the
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m mypy config stacks components policy tools cli clusters bench live/toolchain.py live/controlplane.py live/clusters.py live/drive.py
+	$(PY) -m tests.test_layers
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 # Rewrites the tree the way `make lint` wants it: ruff's safe fixes (import order, pyupgrade), then the formatter (after the
