@@ -28,7 +28,9 @@ from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from config.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload, kubelet_escape
+from config.stack import ClusterConfig
+from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
+from config.workloads import Workload
 
 # One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
 # one object in a review, not one per workload, and (with the provider's enableConfigMapMutable) an
