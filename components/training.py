@@ -233,7 +233,7 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
     plain = {**launcher_env(config, w, names), **nccl_env(config, w), **{k: v for k, v in w.env.items() if not k.startswith("NCCL_")}}
     env_list: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     # The kubelet turns `$$` into `$` and `$(NAME)` into NAME's value: every `$` is doubled, so the process gets the
-    # config's text exactly (stacks/model.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
+    # config's text exactly (config/values.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
     env_list += [{"name": k, "value": kubelet_escape(v)} for k, v in plain.items()]
     env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
 

@@ -230,7 +230,7 @@ _CONSTRUCTING: ContextVar[int] = ContextVar("constructing", default=0)
 
 class Strict(BaseModel):
     """Unknown fields are errors, values are immutable. Field documentation is each field's
-    docstring (read by stacks.schema for `python -m stacks schema`, not at import: extracting it
+    docstring (read by config/schema.py for `python -m stacks schema`, not at import: extracting it
     costs every `pulumi preview` tens of milliseconds)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -247,7 +247,7 @@ class Strict(BaseModel):
         depth = _CONSTRUCTING.get()
         by_module = depth == 0 and IN_STACK_MODULE.get()
         if by_module:
-            provenance.remember(self)  # errors and findings name the line that wrote it (stacks/provenance.py)
+            provenance.remember(self)  # errors and findings name the line that wrote it (config/provenance.py)
         deferred = DEFERRED.get() if by_module else None
         token = _CONSTRUCTING.set(depth + 1)
         try:

@@ -1,4 +1,4 @@
-"""Issue 23, round 3 hardening of the config model (stacks/model.py):
+"""Issue 23, round 3 hardening of the config model (config/: values, cluster, workloads, stack):
 
 - bounds: every list and dict of every model has a bound (docs/reference.md "Bounds"), so the largest stack the
   model accepts (bench/scale.py `largest()`, at every bound) is checked in seconds; past a bound, one line naming the
