@@ -455,5 +455,3 @@ class NodeLevel(Strict):
                 "node_level.control_plane_reason if the control-plane nodes really are the GPU nodes (a compact cluster)",
             )
         return self
-
-

@@ -297,5 +297,3 @@ class Strict(BaseModel):
         for slot in ("__dict__", "__pydantic_fields_set__", "__pydantic_extra__", "__pydantic_private__"):
             object.__setattr__(self, slot, getattr(fresh, slot, None))
         _mark_invalid(self)
-
-

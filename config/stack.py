@@ -12,7 +12,7 @@ config comes from a stack module or a YAML file: see config/errors.py.
 from __future__ import annotations
 
 import json
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 from pydantic import Field, PrivateAttr, model_validator
 
@@ -365,28 +365,30 @@ def _bounds(c: ClusterConfig) -> None:
         )
 
 
-def _references(c: ClusterConfig) -> None:
-    """Checks across the whole config. Each error carries the path of the offending field; every entry is checked, and
-    the errors of all come together (FieldErrors), so a config with three bad namespaces hears of three."""
-    _bounds(c)  # alone: past a bound, the checks below would be the slow part
-    problems = Problems()
-    ns = set(c.namespaces)
-    with problems.collect():
-        if len(ns) != len(c.namespaces):
-            raise FieldError(("namespaces",), "a namespace is listed twice (its objects would be declared twice)")
-    seen: dict[tuple[str, str, str], tuple[str | int, ...]] = {}
+FieldPath = tuple[str | int, ...]  # a field of the config: ("workloads", 0, "nodes")
 
-    def unique(kind: str, namespace: str, name: str, path: tuple[str | int, ...]) -> None:
-        first = seen.setdefault((kind, namespace, name), path)
+
+class _Checks:
+    """What the checks across the config share: the config, the errors collected so far (each entry is checked, and the
+    errors of all come together), and the names each namespace holds already."""
+
+    def __init__(self, c: ClusterConfig) -> None:
+        self.c = c
+        self.problems = Problems()
+        self.namespaces = set(c.namespaces)
+        self.node_sets = {s.name for s in c.node_sets}
+        self.nad_source = c.fabric.nad_source_namespace if c.fabric else None
+        self.seen: dict[tuple[str, str, str], FieldPath] = {}
+
+    def unique(self, kind: str, namespace: str, name: str, path: FieldPath) -> None:
+        first = self.seen.setdefault((kind, namespace, name), path)
         if first != path:
             raise FieldError(
                 path,
-                f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {named_path(first, c)}): names must be unique",
+                f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {named_path(first, self.c)}): names must be unique",
             )
 
-    nad_source = c.fabric.nad_source_namespace if c.fabric else None
-
-    def untouchable(path: tuple[str | int, ...], namespace: str) -> None:
+    def untouchable(self, path: FieldPath, namespace: str) -> None:
         """A namespace no stack may touch: one error at the entry that names it."""
         if platform_namespace(namespace):
             raise FieldError(
@@ -395,61 +397,115 @@ def _references(c: ClusterConfig) -> None:
                 "owns, and its `pulumi destroy` deletes it from under the cluster (an import would adopt the platform's own "
                 "objects). Use the users' own projects",
             )
-        if namespace == nad_source:
+        if namespace == self.nad_source:
             raise FieldError(
                 path,
                 f"{namespace!r} holds the SR-IOV operator's NADs (fabric.nad_source_namespace): a NAD copy there would adopt the "
                 "operator's own NAD, and `pulumi destroy` would delete it. Use the users' own projects",
             )
 
-    for i, name in enumerate(c.namespaces):
-        with problems.collect():
-            untouchable(("namespaces", i), name)
-
-    def in_namespaces(path: tuple[str | int, ...], what: str, namespace: str) -> None:
-        if namespace not in ns:
-            untouchable(path, namespace)  # the entry's own error, not "add it to namespaces"
+    def in_namespaces(self, path: FieldPath, what: str, namespace: str) -> None:
+        if namespace not in self.namespaces:
+            self.untouchable(path, namespace)  # the entry's own error, not "add it to namespaces"
             raise FieldError(path, f"{what} is in namespace {namespace!r}, which is not in namespaces")
 
-    sets = {s.name for s in c.node_sets}
-    with problems.collect():
-        if len(sets) != len(c.node_sets):
+
+class _Declared(NamedTuple):
+    """What the stack declares that its pods reference, by (namespace, name)."""
+
+    volumes: dict[tuple[str, str], Volume]
+    config_maps: set[tuple[str, str]]  # the stack's scripts and the existing ones
+    secrets: set[tuple[str, str]]
+    accounts: set[tuple[str, str]]
+
+
+def _references(c: ClusterConfig) -> None:
+    """Checks across the whole config, by concern in the functions below. Each error carries the path of the offending
+    field; every entry is checked, and the errors of all come together (FieldErrors), so a config with three bad
+    namespaces hears of three."""
+    _bounds(c)  # alone: past a bound, the checks below would be the slow part
+    k = _Checks(c)
+    _namespaces(k)
+    _node_sets(k)
+    declared = _declared(k)
+    # all_workloads() lists each workload followed by its TCP variants: the same order as these paths.
+    paths: list[tuple[FieldPath, FieldPath]] = []
+    for i, w in enumerate(c.workloads):
+        paths.append((("workloads", i), ("workloads", i)))
+        paths += [(("workloads", i), ("workloads", i, "tcp_variants", j)) for j in range(len(w.tcp_variants))]
+    for (src, path), w in zip(paths, c.all_workloads(), strict=True):
+        with k.problems.collect():
+            _pod_refs(k, declared, "workload", src, path, w)
+            _workload(k, declared, src, path, w)
+    for i, chk in enumerate(c.bandwidth_checks):
+        with k.problems.collect():
+            path = ("bandwidth_checks", i)
+            _pod_refs(k, declared, "bandwidth check", path, path, chk)
+    for i, h in enumerate(c.hand_made):
+        with k.problems.collect():
+            if h.namespace and h.namespace not in k.namespaces:  # one of namespaces: that entry's error says it
+                k.untouchable(("hand_made", i, "namespace"), h.namespace)
+    with k.problems.collect():
+        _derived_names(c, paths)
+    k.problems.raise_all()
+
+
+def _namespaces(k: _Checks) -> None:
+    """Each namespace listed once, and none of the platform's."""
+    with k.problems.collect():
+        if len(k.namespaces) != len(k.c.namespaces):
+            raise FieldError(("namespaces",), "a namespace is listed twice (its objects would be declared twice)")
+    for i, name in enumerate(k.c.namespaces):
+        with k.problems.collect():
+            k.untouchable(("namespaces", i), name)
+
+
+def _node_sets(k: _Checks) -> None:
+    """Node sets the scheduler can tell apart: distinct names, no node in two, at most one set counted."""
+    c = k.c
+    with k.problems.collect():
+        if len(k.node_sets) != len(c.node_sets):
             raise FieldError(("node_sets",), "two node sets share a name")
     all_nodes = [n for s in c.node_sets for n in s.nodes]
-    with problems.collect():
+    with k.problems.collect():
         if len(set(all_nodes)) != len(all_nodes):
             raise FieldError(("node_sets",), "a node is in two node sets")
-    with problems.collect():
+    with k.problems.collect():
         if sum(1 for s in c.node_sets if not s.nodes) > 1:
             raise FieldError(("node_sets",), "at most one node set of unnamed nodes (count): the scheduler cannot tell two apart")
 
+
+def _declared(k: _Checks) -> _Declared:
+    """The objects the stack makes or relies on besides its pods (service accounts, volumes, claims to fix, scripts,
+    images, existing objects): each in one of the stack's namespaces, each name once, none both made and existing."""
+    c = k.c
     for i, sa in enumerate(c.security.service_accounts):
-        with problems.collect():
-            in_namespaces(("security", "service_accounts", i, "namespace"), f"service account {sa.name!r}", sa.namespace)
-            unique("service account", sa.namespace, sa.name, ("security", "service_accounts", i, "name"))
+        with k.problems.collect():
+            k.in_namespaces(("security", "service_accounts", i, "namespace"), f"service account {sa.name!r}", sa.namespace)
+            k.unique("service account", sa.namespace, sa.name, ("security", "service_accounts", i, "name"))
     volumes: dict[tuple[str, str], Volume] = {}
     for i, v in enumerate(c.volumes):
         volumes.setdefault((v.namespace, v.name), v)  # known to its workloads even when wrong itself: one error per cause
-        with problems.collect():
-            in_namespaces(("volumes", i, "namespace"), f"volume {v.name!r}", v.namespace)
-            unique("volume", v.namespace, v.name, ("volumes", i, "name"))
+        with k.problems.collect():
+            k.in_namespaces(("volumes", i, "namespace"), f"volume {v.name!r}", v.namespace)
+            k.unique("volume", v.namespace, v.name, ("volumes", i, "name"))
     classes = {s.name for s in c.storage_classes}
     for i, f in enumerate(c.pvc_fixes):
-        with problems.collect():
-            untouchable(("pvc_fixes", i, "namespace"), f.namespace)
-        with problems.collect():
+        with k.problems.collect():
+            k.untouchable(("pvc_fixes", i, "namespace"), f.namespace)
+        with k.problems.collect():
             for cls in f.serves_storage_classes:
                 if cls not in classes:
                     raise FieldError(("pvc_fixes", i, "serves_storage_classes"), f"storage class {cls!r} is not in storage_classes")
     script_maps = set()
     for i, s in enumerate(c.scripts):
         script_maps.add((s.namespace, s.name))
-        with problems.collect():
-            in_namespaces(("scripts", i, "namespace"), f"ConfigMap {s.name!r}", s.namespace)
-            unique("ConfigMap", s.namespace, s.name, ("scripts", i, "name"))
+        with k.problems.collect():
+            k.in_namespaces(("scripts", i, "namespace"), f"ConfigMap {s.name!r}", s.namespace)
+            k.unique("ConfigMap", s.namespace, s.name, ("scripts", i, "name"))
             if s.name == "gpu-training-launcher":
                 raise FieldError(("scripts", i, "name"), "gpu-training-launcher is the program's own ConfigMap")
-            total = sum(len(k) + len(t.encode("utf-8", "surrogatepass")) for k, t in s.files.items())
+            total = sum(len(key) + len(t.encode("utf-8", "surrogatepass")) for key, t in s.files.items())
             if total > 1000 * 1024:
                 raise FieldError(
                     ("scripts", i, "files"),
@@ -457,161 +513,152 @@ def _references(c: ClusterConfig) -> None:
                     "1.5 MiB). Split the files over several entries of scripts, or put large files on a volume",
                 )
     for i, b in enumerate(c.images):
-        with problems.collect():
-            in_namespaces(("images", i, "namespace"), f"image {b.name!r}", b.namespace)
-            unique("image", b.namespace, b.name, ("images", i, "name"))
+        with k.problems.collect():
+            k.in_namespaces(("images", i, "namespace"), f"image {b.name!r}", b.namespace)
+            k.unique("image", b.namespace, b.name, ("images", i, "name"))
     existing = c.existing
     for field, what in (("secrets", "Secret"), ("config_maps", "ConfigMap"), ("image_streams", "image stream")):
         for i, o in enumerate(getattr(existing, field)):
-            with problems.collect():
-                in_namespaces(("existing", field, i, "namespace"), f"{what} {o.name!r}", o.namespace)
-                unique(f"existing {what}", o.namespace, o.name, ("existing", field, i, "name"))
+            with k.problems.collect():
+                k.in_namespaces(("existing", field, i, "namespace"), f"{what} {o.name!r}", o.namespace)
+                k.unique(f"existing {what}", o.namespace, o.name, ("existing", field, i, "name"))
     built = {(b.namespace, b.name) for b in c.images}
-    for field, what, declared, by in (
+    for field, what, made, by in (
         ("config_maps", "ConfigMap", script_maps, "scripts"),
         ("image_streams", "ImageStream", built, "images"),
     ):
         for i, o in enumerate(getattr(existing, field)):
-            with problems.collect():
-                if (o.namespace, o.name) in declared or (field == "config_maps" and o.name == "gpu-training-launcher"):
+            with k.problems.collect():
+                if (o.namespace, o.name) in made or (field == "config_maps" and o.name == "gpu-training-launcher"):
                     owner = f"{by}[{o.name}]" if o.name != "gpu-training-launcher" else "the program (the launcher's ConfigMap)"
                     raise FieldError(
                         ("existing", field, i, "name"),
                         f"{what} {o.namespace}/{o.name} is created by this stack ({owner}) and listed as existing (made by its owner): "
                         "both cannot be true. Drop it from existing if the stack makes it, or rename the stack's own",
                     )
-    maps = script_maps | {(o.namespace, o.name) for o in existing.config_maps}
-    secrets = {(o.namespace, o.name) for o in existing.secrets}
-    accounts = {(sa.namespace, sa.name) for sa in c.security.service_accounts}
+    return _Declared(
+        volumes=volumes,
+        config_maps=script_maps | {(o.namespace, o.name) for o in existing.config_maps},
+        secrets={(o.namespace, o.name) for o in existing.secrets},
+        accounts={(sa.namespace, sa.name) for sa in c.security.service_accounts},
+    )
 
-    def pod_refs(what: str, src: tuple[str | int, ...], path: tuple[str | int, ...], w: Workload | BandwidthCheck) -> None:
-        """What every pod-running entry (workload, TCP variant, bandwidth check) must reference: each independent fact
-        reported on its own; the checks that build on the node set stop at the first."""
-        # Outside a collect: an entry in a namespace the stack does not have is not checked further (what it mounts and
-        # uses would all be "not in its namespace": one cause, one error).
-        in_namespaces(src + ("namespace",), f"{what} {w.name!r}", w.namespace)
-        with problems.collect():
-            # A check's Job and Service are named as a workload's would be: one name space for both.
-            unique("workload", w.namespace, w.name, path + ("name",))
-        with problems.collect():
-            if (w.namespace, w.service_account) not in accounts:
-                raise FieldError(
-                    src + ("service_account",),
-                    f"{what} {w.name!r} uses service account {w.service_account!r}, which security.service_accounts does not list in "
-                    f"namespace {w.namespace!r}",
-                )
-        with problems.collect():
-            if w.transport == "rdma" and c.fabric is None:
-                raise FieldError(
-                    src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
-                )
-        if w.node_set is not None and w.node_set not in sets:
-            raise FieldError(src + ("node_set",), f"node set {w.node_set!r} is not in node_sets ({', '.join(sorted(sets))})")
-        node_set = c.node_set(w.node_set)
-        if w.gpus_per_node > node_set.gpus_per_node:
-            raise FieldError(
-                src + ("gpus_per_node",),
-                f"{w.gpus_per_node} GPUs per pod, but the nodes of {node_set.name!r} have {node_set.gpus_per_node}: the pods never "
-                "schedule. Spread the training over more nodes",
-            )
-        if w.nodes > node_set.size:
-            raise FieldError(src + ("nodes",), f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)")
-        _fits_nodes(c, w, src, node_set)
-        strategy = c.memlock_of(w)
-        if strategy in STRATEGY_NEEDS_SCC and c.security.scc is None:
-            raise FieldError(
-                src + ("memlock",),
-                f"memlock {strategy!r} needs an SCC that admits root with capabilities (or privileged containers): "
-                "set security.scc (create: true makes a least-privilege one), or use memlock node-limit",
-            )
-        if strategy == "privileged" and not w.privileged_reason:
-            raise FieldError(src + ("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
-        if strategy in STRATEGY_RUNS_AS_ROOT or strategy == "privileged" or w.transport == "rdma":
-            limit = quantity_value(w.mem_limit if isinstance(w, Workload) else w.memory)
-            if w.transport == "rdma" and c.defaults.pin_bytes + 512 * MIB > limit:
-                raise FieldError(
-                    ("defaults", "pin_bytes"),
-                    f"the launcher pins {c.defaults.pin_bytes} bytes to prove memory locking, but {what} {w.name!r} may use "
-                    f"{limit} bytes in all: it would be OOM-killed at start. Lower pin_bytes or raise the memory limit "
-                    "(leave 512Mi for the process)",
-                )
 
-    # all_workloads() lists each workload followed by its TCP variants: the same order as these paths.
-    paths: list[tuple[tuple[str | int, ...], tuple[str | int, ...]]] = []
-    for i, w in enumerate(c.workloads):
-        paths.append((("workloads", i), ("workloads", i)))
-        paths += [(("workloads", i), ("workloads", i, "tcp_variants", j)) for j in range(len(w.tcp_variants))]
-    for (src, path), w in zip(paths, c.all_workloads(), strict=True):
-        with problems.collect():
-            pod_refs("workload", src, path, w)
-            if path != src:  # a variant carries its own name: its derived names must fit too
-                check_name_lengths(w.name, w.kind, w.nodes, w.run_number, path + ("name",))
-            for k, m in enumerate(w.mounts):
-                mounted = volumes.get((w.namespace, m.volume))
-                if mounted is None:
-                    raise FieldError(
-                        src + ("mounts", k, "volume"),
-                        f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}",
-                    )
-                if not mounted.shared and w.kind == "job" and not mounted.existing:
-                    raise FieldError(
-                        src + ("mounts", k, "volume"),
-                        f"volume {mounted.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
-                        "a Job would mount a claim nobody creates. Use a shared volume",
-                    )
-                if mounted.existing and not mounted.shared and w.nodes > 1:
-                    raise FieldError(
-                        src + ("mounts", k, "volume"),
-                        f"existing claim {mounted.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one "
-                        "would stay ContainerCreating. Set shared: true if the claim is ReadWriteMany",
-                    )
-            paths_in_pod = [m.mount_path or volumes[(w.namespace, m.volume)].mount_path for m in w.mounts]
-            paths_in_pod += [script.mount_path for script in w.scripts]
-            if len(set(paths_in_pod)) != len(paths_in_pod):
-                raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
-            if path == src:  # a variant mounts what its source mounts
-                _mount_targets(c, w, src)
-            _exec_and_object_budget(c, w, src)
-            for k, port in enumerate(w.ports):
-                # The router names a Route without a host ROUTE-NAMESPACE.DOMAIN: that first label is at most 63 characters.
-                if port.route and len(f"{w.name}-{port.name}-{w.namespace}") > 63:
-                    raise FieldError(
-                        src + ("ports", k, "name"),
-                        f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host "
-                        f"{w.name}-{port.name}-{w.namespace}.<domain>, whose first label exceeds 63 characters: the router does not "
-                        "admit it. Shorten the workload or port name",
-                    )
-            for k, mount in enumerate(w.scripts):
-                if (w.namespace, mount.config_map) not in maps:
-                    raise FieldError(
-                        src + ("scripts", k, "config_map"),
-                        f"ConfigMap {mount.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
-                    )
-            for key, ref in w.secret_env.items():
-                if (w.namespace, ref.secret) not in secrets:
-                    raise FieldError(
-                        src + ("secret_env", key),
-                        f"Secret {ref.secret!r} is not declared in existing.secrets for namespace {w.namespace!r}: preview could not check "
-                        "it exists, and the pod would fail with CreateContainerConfigError",
-                    )
-            for j, variant in enumerate(w.tcp_variants):
-                if variant.state == "running" and w.state == "running" and not variant.alongside:
-                    raise FieldError(
-                        src + ("tcp_variants", j, "state"),
-                        f"TCP variant {variant.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
-                        "alongside: true to run both at once",
-                    )
-    for i, chk in enumerate(c.bandwidth_checks):
-        with problems.collect():
-            path = ("bandwidth_checks", i)
-            pod_refs("bandwidth check", path, path, chk)
-    for i, h in enumerate(c.hand_made):
-        with problems.collect():
-            if h.namespace and h.namespace not in ns:  # one of namespaces: that entry's error says it
-                untouchable(("hand_made", i, "namespace"), h.namespace)
-    with problems.collect():
-        _derived_names(c, paths)
-    problems.raise_all()
+def _pod_refs(k: _Checks, declared: _Declared, what: str, src: FieldPath, path: FieldPath, w: Workload | BandwidthCheck) -> None:
+    """What every pod-running entry (workload, TCP variant, bandwidth check) must reference: each independent fact
+    reported on its own; the checks that build on the node set stop at the first."""
+    c = k.c
+    # Outside a collect: an entry in a namespace the stack does not have is not checked further (what it mounts and
+    # uses would all be "not in its namespace": one cause, one error).
+    k.in_namespaces(src + ("namespace",), f"{what} {w.name!r}", w.namespace)
+    with k.problems.collect():
+        # A check's Job and Service are named as a workload's would be: one name space for both.
+        k.unique("workload", w.namespace, w.name, path + ("name",))
+    with k.problems.collect():
+        if (w.namespace, w.service_account) not in declared.accounts:
+            raise FieldError(
+                src + ("service_account",),
+                f"{what} {w.name!r} uses service account {w.service_account!r}, which security.service_accounts does not list in "
+                f"namespace {w.namespace!r}",
+            )
+    with k.problems.collect():
+        if w.transport == "rdma" and c.fabric is None:
+            raise FieldError(
+                src + ("transport",), f"{what} {w.name!r} uses rdma, but the cluster has no fabric (set fabric, or transport: tcp)"
+            )
+    if w.node_set is not None and w.node_set not in k.node_sets:
+        raise FieldError(src + ("node_set",), f"node set {w.node_set!r} is not in node_sets ({', '.join(sorted(k.node_sets))})")
+    node_set = c.node_set(w.node_set)
+    if w.gpus_per_node > node_set.gpus_per_node:
+        raise FieldError(
+            src + ("gpus_per_node",),
+            f"{w.gpus_per_node} GPUs per pod, but the nodes of {node_set.name!r} have {node_set.gpus_per_node}: the pods never "
+            "schedule. Spread the training over more nodes",
+        )
+    if w.nodes > node_set.size:
+        raise FieldError(src + ("nodes",), f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)")
+    _fits_nodes(c, w, src, node_set)
+    strategy = c.memlock_of(w)
+    if strategy in STRATEGY_NEEDS_SCC and c.security.scc is None:
+        raise FieldError(
+            src + ("memlock",),
+            f"memlock {strategy!r} needs an SCC that admits root with capabilities (or privileged containers): "
+            "set security.scc (create: true makes a least-privilege one), or use memlock node-limit",
+        )
+    if strategy == "privileged" and not w.privileged_reason:
+        raise FieldError(src + ("privileged_reason",), "memlock 'privileged' needs privileged_reason (it is printed)")
+    if strategy in STRATEGY_RUNS_AS_ROOT or strategy == "privileged" or w.transport == "rdma":
+        limit = quantity_value(w.mem_limit if isinstance(w, Workload) else w.memory)
+        if w.transport == "rdma" and c.defaults.pin_bytes + 512 * MIB > limit:
+            raise FieldError(
+                ("defaults", "pin_bytes"),
+                f"the launcher pins {c.defaults.pin_bytes} bytes to prove memory locking, but {what} {w.name!r} may use "
+                f"{limit} bytes in all: it would be OOM-killed at start. Lower pin_bytes or raise the memory limit "
+                "(leave 512Mi for the process)",
+            )
+
+
+def _workload(k: _Checks, declared: _Declared, src: FieldPath, path: FieldPath, w: Workload) -> None:
+    """What a workload (or TCP variant, `path` != `src`) mounts, serves and reads exists in its namespace and works
+    for its kind and size; its first error stops it."""
+    c = k.c
+    if path != src:  # a variant carries its own name: its derived names must fit too
+        check_name_lengths(w.name, w.kind, w.nodes, w.run_number, path + ("name",))
+    for i, m in enumerate(w.mounts):
+        mounted = declared.volumes.get((w.namespace, m.volume))
+        if mounted is None:
+            raise FieldError(
+                src + ("mounts", i, "volume"),
+                f"workload {w.name!r} mounts volume {m.volume!r}, which is not a volume in {w.namespace!r}",
+            )
+        if not mounted.shared and w.kind == "job" and not mounted.existing:
+            raise FieldError(
+                src + ("mounts", i, "volume"),
+                f"volume {mounted.name!r} is per-pod (shared: false), which only a StatefulSet can make (volumeClaimTemplates): "
+                "a Job would mount a claim nobody creates. Use a shared volume",
+            )
+        if mounted.existing and not mounted.shared and w.nodes > 1:
+            raise FieldError(
+                src + ("mounts", i, "volume"),
+                f"existing claim {mounted.name!r} is not shared (ReadWriteOnce) but {w.nodes} pods mount it: all but one "
+                "would stay ContainerCreating. Set shared: true if the claim is ReadWriteMany",
+            )
+    paths_in_pod = [m.mount_path or declared.volumes[(w.namespace, m.volume)].mount_path for m in w.mounts]
+    paths_in_pod += [script.mount_path for script in w.scripts]
+    if len(set(paths_in_pod)) != len(paths_in_pod):
+        raise FieldError(src + ("mounts",), f"two mounts of workload {w.name!r} share a mount path")
+    if path == src:  # a variant mounts what its source mounts
+        _mount_targets(c, w, src)
+    _exec_and_object_budget(c, w, src)
+    for i, port in enumerate(w.ports):
+        # The router names a Route without a host ROUTE-NAMESPACE.DOMAIN: that first label is at most 63 characters.
+        if port.route and len(f"{w.name}-{port.name}-{w.namespace}") > 63:
+            raise FieldError(
+                src + ("ports", i, "name"),
+                f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host "
+                f"{w.name}-{port.name}-{w.namespace}.<domain>, whose first label exceeds 63 characters: the router does not "
+                "admit it. Shorten the workload or port name",
+            )
+    for i, mount in enumerate(w.scripts):
+        if (w.namespace, mount.config_map) not in declared.config_maps:
+            raise FieldError(
+                src + ("scripts", i, "config_map"),
+                f"ConfigMap {mount.config_map!r} is neither in scripts nor in existing.config_maps (namespace {w.namespace!r})",
+            )
+    for key, ref in w.secret_env.items():
+        if (w.namespace, ref.secret) not in declared.secrets:
+            raise FieldError(
+                src + ("secret_env", key),
+                f"Secret {ref.secret!r} is not declared in existing.secrets for namespace {w.namespace!r}: preview could not check "
+                "it exists, and the pod would fail with CreateContainerConfigError",
+            )
+    for j, variant in enumerate(w.tcp_variants):
+        if variant.state == "running" and w.state == "running" and not variant.alongside:
+            raise FieldError(
+                src + ("tcp_variants", j, "state"),
+                f"TCP variant {variant.name!r} and its source {w.name!r} would both run: they are alternatives. Stop one, or set "
+                "alongside: true to run both at once",
+            )
 
 
 def _fits_nodes(c: ClusterConfig, w: Workload | BandwidthCheck, src: tuple[str | int, ...], node_set: NodeSet) -> None:

@@ -566,5 +566,3 @@ def system_path_problem(path: str) -> str | None:
     if path in KUBELET_FILES:
         return f"the kubelet mounts {path} into every container itself: a volume there conflicts with it. Mount it elsewhere"
     return None
-
-

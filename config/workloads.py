@@ -466,5 +466,3 @@ class BandwidthCheck(Strict):
                 ("name",), f"{self.name!r} is too long: the check's pod hostnames (NAME-DIGEST-INDEX) would exceed 63 characters"
             )
         return self
-
-
