@@ -24,7 +24,7 @@ import yaml
 
 import stacks
 from bench import scale
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from tools.render import run
 from tools.writer import write
 

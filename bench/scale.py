@@ -14,7 +14,8 @@ import statistics
 import time
 from typing import Any
 
-from config.model import (
+from config.stack import ClusterConfig
+from config.values import (
     MAX_ACCEPTED_WARNINGS,
     MAX_ACCESS_MODES,
     MAX_ARGS,
@@ -47,7 +48,6 @@ from config.model import (
     MAX_TOLERATIONS,
     MAX_VOLUMES,
     MAX_WORKLOADS,
-    ClusterConfig,
 )
 from stacks import validate
 

@@ -18,7 +18,8 @@ from typing import TYPE_CHECKING, Any
 
 import stacks
 from config import project
-from config.model import BandwidthCheck, ClusterConfig
+from config.stack import ClusterConfig
+from config.workloads import BandwidthCheck
 from stacks import _process
 
 if TYPE_CHECKING:  # the command line imports the program (tools/, policy/) only in the commands that use it

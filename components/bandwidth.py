@@ -31,8 +31,9 @@ import pulumi
 from components.kube import Declared
 from components.lifecycle import CHECK_MARGIN_MINUTES
 from components.training import Names, declare_workload, workload_objects
-from config.model import CHECK_DIGEST, ClusterConfig
-from config.model import BandwidthCheck as CheckConfig
+from config.stack import ClusterConfig
+from config.workloads import CHECK_DIGEST
+from config.workloads import BandwidthCheck as CheckConfig
 
 
 def job_name(config: ClusterConfig, check: CheckConfig) -> str:

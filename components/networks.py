@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, ObjectGroup, Sourced
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 
 
 def rdma_namespaces(config: ClusterConfig) -> list[str]:

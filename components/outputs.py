@@ -20,7 +20,7 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
 
-from config.model import MemlockStrategy, State, Transport, WorkloadKind
+from config.values import MemlockStrategy, State, Transport, WorkloadKind
 
 SCHEMA_VERSION = "2"
 SCHEMA_ID = f"urn:gpu-training:schema:outputs:v{SCHEMA_VERSION}"

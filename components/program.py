@@ -31,7 +31,7 @@ from components.security import ClusterSecurity, security_objects
 from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
 from components.tiers import keep_for
 from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects, workload_outputs
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 
 OUTPUTS_SCHEMA_VERSION = "2"  # of schemas/outputs.v2.json (render/outputs.py); bump with incompatible changes
 

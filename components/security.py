@@ -16,7 +16,8 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, SCC_API, Declared, Sourced, declare
-from config.model import STRATEGY_CAPABILITIES, ClusterConfig
+from config.stack import ClusterConfig
+from config.values import STRATEGY_CAPABILITIES
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
 

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components.kube import CLUSTER_SCOPED_KINDS
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 
 Keep = Callable[[dict[str, Any]], bool]
 """Which objects a run of a tier declares."""

@@ -28,7 +28,9 @@ from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from config.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload, kubelet_escape
+from config.stack import ClusterConfig
+from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
+from config.workloads import Workload
 
 # One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
 # one object in a review, not one per workload, and (with the provider's enableConfigMapMutable) an
@@ -231,7 +233,7 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
     plain = {**launcher_env(config, w, names), **nccl_env(config, w), **{k: v for k, v in w.env.items() if not k.startswith("NCCL_")}}
     env_list: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     # The kubelet turns `$$` into `$` and `$(NAME)` into NAME's value: every `$` is doubled, so the process gets the
-    # config's text exactly (stacks/model.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
+    # config's text exactly (config/values.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
     env_list += [{"name": k, "value": kubelet_escape(v)} for k, v in plain.items()]
     env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
 

@@ -64,7 +64,7 @@ def written_here() -> tuple[str, int] | None:
 
 def remember(model: Any) -> None:
     """Remember where user code built `model` (written_here). Called by the model itself, only while a stack module
-    runs (stacks.model IN_STACK_MODULE) and only for a model built by a call, not from nested plain data."""
+    runs (config.errors IN_STACK_MODULE) and only for a model built by a call, not from nested plain data."""
     chosen = written_here()
     if chosen is None:
         return

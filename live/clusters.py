@@ -20,7 +20,7 @@ from typing import Any
 import yaml
 
 from components.prerequisites import Requirement, requirements
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from live.controlplane import PROVISIONER, ControlPlane
 
 HERE = Path(__file__).resolve().parent

@@ -18,7 +18,11 @@ from functools import cached_property
 from typing import Any, Literal
 
 from config import provenance
-from config.model import OPENSHIFT_SCCS, AcceptedWarning, BandwidthCheck, ClusterConfig, Workload, kubelet_expand, located
+from config.errors import located
+from config.openshift import OPENSHIFT_SCCS
+from config.stack import AcceptedWarning, ClusterConfig
+from config.values import kubelet_expand
+from config.workloads import BandwidthCheck, Workload
 
 Severity = Literal["error", "warning", "info"]
 ConfigPath = tuple[str | int, ...]

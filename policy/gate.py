@@ -20,7 +20,7 @@ from typing import Any
 import pulumi
 
 import stacks
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from policy.core import ConfigPath, Finding, ObjectKey, check, errors
 
 

@@ -16,21 +16,23 @@ from collections.abc import Iterator
 from typing import Any
 
 from config import provenance
-from config.model import (
+from config.errors import located
+from config.openshift import (
     BUILTIN_SCCS,
     CONTROL_PLANE_ROLES,
     DEBUGGER_PORT_NAMES,
     DEBUGGER_PORTS,
     INTERNAL_REGISTRY,
+    OPENSHIFT_SCCS,
+    SccFacts,
+)
+from config.stack import HandMade
+from config.values import (
     MIB,
     OBJECT_MAX,
-    OPENSHIFT_SCCS,
     STRATEGY_CAPABILITIES,
     STRATEGY_RUNS_AS_ROOT,
-    HandMade,
-    SccFacts,
     is_label_value,
-    located,
     qualified_name_problem,
     quantity_value,
 )

@@ -37,7 +37,9 @@ import yaml
 from pydantic import ValidationError
 
 from config import project, provenance
-from config.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, TooDeep, bounded_json, describe_errors, located
+from config.errors import DEFERRED, IN_STACK_MODULE, ModelError, describe_errors, located
+from config.stack import ClusterConfig
+from config.values import TooDeep, bounded_json
 from stacks import _child
 
 CLUSTERS = "clusters"

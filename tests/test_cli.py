@@ -192,7 +192,7 @@ def stack_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, nam
     return name
 
 
-MODULE = """from config.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(
     name="scratch",
     description="x",
@@ -241,7 +241,7 @@ def test_a_cross_field_error_in_a_module_names_the_field(
     assert code == 2 and f"workloads[h-kim].nodes (clusters/{name}.py:10): 3 pods, one per node, but node set 'n' has 2 node(s)" in err
 
 
-HELPERS = """from config.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+HELPERS = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 
 
 def user_workload(name, **fields):
@@ -320,7 +320,7 @@ def test_a_yaml_config_error_names_the_line_of_each_value(tmp_path: Path, capsys
     assert len(err.splitlines()) == 3, err  # the workload's and the volume's namespace
 
 
-VOLUMES = """from config.model import ClusterConfig, Mount, NodeSet, Security, ServiceAccount, StorageClass, Volume, Workload
+VOLUMES = """from config import ClusterConfig, Mount, NodeSet, Security, ServiceAccount, StorageClass, Volume, Workload
 CONFIG = ClusterConfig(
     name="scratch",
     description="x",

@@ -30,7 +30,9 @@ from hypothesis import strategies as st
 import policy
 import stacks
 from components.program import objects, patches
-from config.model import LAUNCHER_FILES, OBJECT_MAX, ClusterConfig, kubelet_escape, kubelet_expand
+from config.openshift import LAUNCHER_FILES
+from config.stack import ClusterConfig
+from config.values import OBJECT_MAX, kubelet_escape, kubelet_expand
 from policy.core import Finding, PodView
 from tests import fixtures
 from tests.helpers import ROOT, container, find

@@ -37,7 +37,7 @@ def cases(kind: str, table: list[object]) -> list[object]:
     return table
 
 
-GOOD = """from config.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+GOOD = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 {before}
 CONFIG = ClusterConfig(
     name="{name}",
@@ -348,7 +348,7 @@ HELPERS = cases(
             "clusters/_common.py:2 (from clusters/{stack}.py:2): the stack module failed: ValueError",
         ),
         (
-            "from config.model import Workload\n"
+            "from config import Workload\n"
             "BAD = Workload(name='w', namespace='ns', user='u', image='quay.io/a/b:1', service_account='sa', gpus_per_node=4,"
             " transport='tcp', nodes=0)\n",
             "(clusters/_common.py:2)",

@@ -20,7 +20,7 @@ from cli.main import main
 from components.program import layout, objects, patches, sources, stack_outputs
 from config import project as project_folder
 from config import provenance
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from policy.core import Finding
 from tests import fixtures
 from tests.test_rendered_is_fresh import problems
@@ -109,7 +109,7 @@ def test_the_image_warning_says_the_value_to_accept() -> None:
 
 # --- stack modules in a project of the test's own ----------------------------------------------------------------------
 
-MODULE = """from config.model import AcceptedWarning, ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import AcceptedWarning, ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(
     name="{name}",
     description="x",

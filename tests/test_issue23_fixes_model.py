@@ -1,4 +1,4 @@
-"""Issue 23, round 3 hardening of the config model (stacks/model.py):
+"""Issue 23, round 3 hardening of the config model (config/: values, cluster, workloads, stack):
 
 - bounds: every list and dict of every model has a bound (docs/reference.md "Bounds"), so the largest stack the
   model accepts (bench/scale.py `largest()`, at every bound) is checked in seconds; past a bound, one line naming the
@@ -26,7 +26,8 @@ import stacks
 from bench import scale
 from cli.main import main
 from config import project
-from config.model import (
+from config.stack import ClusterConfig
+from config.values import (
     MAX_ACCEPTED_WARNINGS,
     MAX_ARGS,
     MAX_CLUSTER_NODES,
@@ -39,7 +40,6 @@ from config.model import (
     MAX_SCRIPT_FILES,
     MAX_STORAGE_CLASSES,
     MAX_TOLERATIONS,
-    ClusterConfig,
 )
 from tests import fixtures
 from tests.helpers import ROOT
@@ -197,7 +197,7 @@ def test_a_yaml_set_is_refused_too(tmp_path: Path) -> None:
     assert f"{path}:{line}:" in done.stderr and "a set has no order" in done.stderr, done.stderr
 
 
-SET_MODULE = """from config.model import ClusterConfig, NodeSet, Security, ServiceAccount, Toleration, Workload
+SET_MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Toleration, Workload
 CONFIG = ClusterConfig(
     name="sets",
     description="x",

@@ -25,7 +25,7 @@ import yaml
 import stacks
 from components.launcher import bandwidth as bw
 from config import project
-from config.model import bounded_json
+from config.values import bounded_json
 from tests import fixtures
 from tests.test_issue23_readback import _declared, _live, git, run
 
@@ -266,7 +266,7 @@ class TestBandwidthValidation:
 
 # --- D: a YAML writer's mistakes get the whole value in the fix ---------------------------------------------------------
 
-MODULE = """from config.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 {before}
 CONFIG = ClusterConfig(
     name="scratch",

@@ -27,7 +27,8 @@ import yaml
 import policy
 import stacks
 from components.program import objects, patches
-from config.model import BUILTIN_SCCS, OPENSHIFT_SCCS, ClusterConfig, platform_namespace
+from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS, platform_namespace
+from config.stack import ClusterConfig
 from policy.core import Finding
 from tests import fixtures
 from tests.helpers import ROOT, rendered_stack

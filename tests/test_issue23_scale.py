@@ -31,9 +31,10 @@ import stacks
 from bench import scale
 from cli.main import _preflight, main
 from components.program import layout, objects, patches, sources
-from config import model as config_model
 from config import project
-from config.model import (
+from config import values as config_values
+from config.stack import ClusterConfig
+from config.values import (
     MAX_CLUSTER_NODES,
     MAX_NAMED_NODES,
     MAX_NODE_SET_SIZE,
@@ -42,7 +43,6 @@ from config.model import (
     MAX_PORTS,
     MAX_TCP_VARIANTS,
     MAX_WORKLOADS,
-    ClusterConfig,
 )
 from policy.placement import Group, place
 from tests import fixtures
@@ -173,7 +173,7 @@ def test_a_bound_names_the_line_of_a_yaml_file(field: str, line_of: Callable[[st
     assert "at most" in done.stderr and 'docs/reference.md, "Bounds"' in done.stderr
 
 
-MODULE = """from config.model import ClusterConfig, ContainerPort, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import ClusterConfig, ContainerPort, NodeSet, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(
     name="big",
     description="x",
@@ -255,7 +255,7 @@ def test_the_reference_lists_every_bound() -> None:
         ("MAX_NAMED_NODES", MAX_NAMED_NODES),
         # The bounds of every other list and dict (issue 23, round 3): tests/test_issue23_fixes_model.py also holds that
         # the table names each field in its bound's row.
-        *((name, getattr(config_model, name)) for name in LIST_BOUNDS),
+        *((name, getattr(config_values, name)) for name in LIST_BOUNDS),
     ]:
         assert re.search(rf"\| `{name}` \| {value:,} \|", section), name
 

@@ -25,7 +25,7 @@ from pulumi.runtime.sync_await import _sync_await
 import policy
 import stacks
 from components.program import layout, objects, patches, sources
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from policy.core import Finding
 from tests import fixtures
 from tests.helpers import ROOT
@@ -707,7 +707,7 @@ STACK_WITH_A_COMPREHENSION = """from pathlib import Path
 
 import yaml
 
-from config.model import ClusterConfig, HandMade
+from config import ClusterConfig, HandMade
 
 DATA = yaml.safe_load(Path(__file__).with_name("roce.yaml").read_text(encoding="utf-8"))
 CONFIG = ClusterConfig(

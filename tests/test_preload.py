@@ -14,7 +14,7 @@ import stacks
 from config import project
 from stacks import _child
 
-GOOD = """from config.model import ClusterConfig, NodeSet, Security, ServiceAccount
+GOOD = """from config import ClusterConfig, NodeSet, Security, ServiceAccount
 CONFIG = ClusterConfig(
     name="{name}", description="x", gpu_model="H100",
     node_sets=[NodeSet(name="n", count=2, gpus_per_node=4)],

@@ -13,7 +13,7 @@ import policy
 import policy.core
 import stacks
 from components.program import objects, patches
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from policy.core import Finding
 from policy.rules import cluster_host
 from tests import fixtures
