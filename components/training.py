@@ -28,7 +28,7 @@ from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from config.kube import GPU, INSTANCE, NETWORKS, REQUIRED_SCC
+from config.kube import GPU, HOSTNAME, INSTANCE, NETWORKS, REQUIRED_SCC
 from config.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload, kubelet_escape
 
 # One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
@@ -199,17 +199,15 @@ def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     if node_set.nodes or named:
         expr = (
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": list(node_set.nodes)}
+            {"key": HOSTNAME, "operator": "In", "values": list(node_set.nodes)}
             if node_set.nodes
-            else {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": named}
+            else {"key": HOSTNAME, "operator": "NotIn", "values": named}
         )
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
     if w.nodes > 1:
         # One pod per node: a pod takes all of a node's GPUs and NICs.
         affinity["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": selector(w)}, "topologyKey": "kubernetes.io/hostname"}
-            ]
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": selector(w)}, "topologyKey": HOSTNAME}]
         }
     if affinity:
         out["affinity"] = affinity

@@ -21,6 +21,8 @@ RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 """NetworkAttachmentDefinition annotation: the SR-IOV device plugin resource a pod attaching it must request."""
 INSTANCE = "app.kubernetes.io/instance"
 """Pod label: the workload (or bandwidth check) the pod belongs to."""
+HOSTNAME = "kubernetes.io/hostname"
+"""Node label: the node's name, which node pins (node affinity) and one-pod-per-node (anti-affinity) select on."""
 SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
 """The ClusterRole that lets a service account use SCC NAME is `system:openshift:scc:NAME` (`oc adm policy add-scc-to-user`)."""
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from config.kube import GPU
+from config.kube import GPU, HOSTNAME
 from config.model import CONTROL_PLANE_ROLES
 from policy.core import Finding, PodView, Stack, amount, error, rule, warning
 from policy.placement import Group, place
@@ -107,7 +107,7 @@ def _hostnames(pod: PodView) -> tuple[str, list[str]]:
     aff = ((pod.spec.get("affinity") or {}).get("nodeAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution") or {}
     for term in aff.get("nodeSelectorTerms") or []:
         for e in term.get("matchExpressions") or []:
-            if e.get("key") == "kubernetes.io/hostname" and e.get("operator") in ("In", "NotIn"):
+            if e.get("key") == HOSTNAME and e.get("operator") in ("In", "NotIn"):
                 return str(e["operator"]), list(e.get("values") or [])
     return "", []
 
