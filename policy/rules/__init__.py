@@ -5,9 +5,9 @@ One function per rule, registered with an id (policy.core.rule). A rule reports 
 deployment and a warning for what the stack accepts knowingly (the warning says why, and a stack lists the warnings
 it accepts with its reason in accepted_warnings).
 
-Importing this package registers every rule. The order of the imports below is the order of registration: the order
-of policy.RULES, of `python -m stacks check`'s rule count and of the rule table in docs/preflight.md (findings
-themselves come sorted, whatever the order). A new area is a module here and a line below.
+Importing this package registers every rule. The order of the imports below is the order of registration, and so of
+policy.RULES and of the rules `check` runs (the findings themselves come sorted, whatever the order). A new rule goes
+in the module of its area; a new area is a module here and a line below.
 """
 
 # Kept in this order, not the alphabet's (isort would sort them).
