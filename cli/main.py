@@ -266,7 +266,7 @@ def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previo
     `ref` has no such stack. The second value says why nothing could be compared ("" when it was)."""
     from dataclasses import replace
 
-    from policy.core import project_stacks
+    from policy.run import project_stacks
 
     def key(f: Finding) -> tuple[str, ...]:
         return (f.severity, f.rule, f.where or f.object, f.value)

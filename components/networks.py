@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, ObjectGroup, Sourced
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, ObjectGroup, Sourced
+from config.kube import RESOURCE_NAME
 from config.stack import ClusterConfig
 
 

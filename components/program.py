@@ -22,7 +22,7 @@ from pulumi_kubernetes.provider import KubeClientSettingsArgs
 
 from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
 from components.images import ImageBuilds, image_objects
-from components.kube import ConfigPath, Declared, Sourced
+from components.kube import Declared, Sourced
 from components.lifecycle import owned
 from components.networks import RdmaNetworks, copy_namespaces, network_objects
 from components.nodes import NodeConfiguration, node_objects
@@ -31,6 +31,7 @@ from components.security import ClusterSecurity, security_objects
 from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
 from components.tiers import keep_for
 from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects, workload_outputs
+from config.kube import ConfigPath, ObjectKey
 from config.stack import ClusterConfig
 
 OUTPUTS_SCHEMA_VERSION = "2"  # of schemas/outputs.v2.json (render/outputs.py); bump with incompatible changes
@@ -104,10 +105,6 @@ def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
         name = f"{w.namespace}/{w.name}"
         out += [Declared(TrainingWorkload.TYPE, name, created(o, False), source=source) for o in workload_objects(config, w) if keep(o)]
     return out
-
-
-ObjectKey = tuple[str, str, str, bool]
-"""(kind, namespace or "", name, is a patch): an object as the preflight's `sources` know it."""
 
 
 def sources(declared: list[Declared]) -> dict[ObjectKey, ConfigPath]:

@@ -16,6 +16,7 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, SCC_API, Declared, Sourced, declare
+from config.kube import SCC_USE_ROLE_PREFIX
 from config.stack import ClusterConfig
 from config.values import STRATEGY_CAPABILITIES
 
@@ -24,7 +25,7 @@ SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentV
 
 def use_role_name(scc: str) -> str:
     """The ClusterRole `oc adm policy add-scc-to-user` ensures for an SCC."""
-    return f"system:openshift:scc:{scc}"
+    return SCC_USE_ROLE_PREFIX + scc
 
 
 def needed_capabilities(config: ClusterConfig) -> list[str]:

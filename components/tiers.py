@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 from components.kube import CLUSTER_SCOPED_KINDS
+from config.kube import SCC_USE_ROLE_PREFIX
 from config.stack import ClusterConfig
 
 Keep = Callable[[dict[str, Any]], bool]
@@ -23,7 +24,6 @@ Keep = Callable[[dict[str, Any]], bool]
 
 PLATFORM = "platform"
 PROJECT = "project"
-SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
 
 # kind -> the resource `oc auth can-i` names (plural.group).
 RESOURCES = {

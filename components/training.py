@@ -23,11 +23,12 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, ObjectGroup, Sourced, declare
+from components.kube import MANAGED_BY, Declared, ObjectGroup, Sourced, declare
 from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
+from config.kube import GPU, HOSTNAME, INSTANCE, NETWORKS, REQUIRED_SCC
 from config.stack import ClusterConfig
 from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
 from config.workloads import Workload
@@ -169,7 +170,7 @@ def container_security(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 
 
 def resources(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    devices: dict[str, Any] = {"nvidia.com/gpu": w.gpus_per_node}
+    devices: dict[str, Any] = {GPU: w.gpus_per_node}
     if w.transport == "rdma" and config.fabric is not None:
         for a in config.fabric.attachments:
             devices[a.resource] = 1  # one VF per attachment, else the pod stays Pending
@@ -180,11 +181,11 @@ def resources(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 
 
 def labels(w: Workload) -> dict[str, str]:
-    return {"app.kubernetes.io/name": w.name, "app.kubernetes.io/instance": w.name, **MANAGED_BY}
+    return {"app.kubernetes.io/name": w.name, INSTANCE: w.name, **MANAGED_BY}
 
 
 def selector(w: Workload) -> dict[str, str]:
-    return {"app.kubernetes.io/instance": w.name}
+    return {INSTANCE: w.name}
 
 
 def _toleration(t: Any) -> dict[str, str]:
@@ -200,17 +201,15 @@ def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     if node_set.nodes or named:
         expr = (
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": list(node_set.nodes)}
+            {"key": HOSTNAME, "operator": "In", "values": list(node_set.nodes)}
             if node_set.nodes
-            else {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": named}
+            else {"key": HOSTNAME, "operator": "NotIn", "values": named}
         )
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
     if w.nodes > 1:
         # One pod per node: a pod takes all of a node's GPUs and NICs.
         affinity["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": selector(w)}, "topologyKey": "kubernetes.io/hostname"}
-            ]
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": selector(w)}, "topologyKey": HOSTNAME}]
         }
     if affinity:
         out["affinity"] = affinity

@@ -264,7 +264,7 @@ def test_one_modules_changes_to_the_program_do_not_reach_the_check_of_another(
     here = os.getcwd()
     stacks.load("other")
     assert len(policy.core.RULES) == rules and "GPU_TRAINING_LEAK" not in os.environ and os.getcwd() == here
-    code_ = main(["check", "scratch"])  # loads `other` too (policy.core.project_stacks)
+    code_ = main(["check", "scratch"])  # loads `other` too (policy.run.project_stacks)
     out, _ = capsys.readouterr()
     assert code_ == 0 and f"scratch: ok: 0 errors, 1 warning ({rules} rules)" in out, out
     assert f"warning image workloads[h-kim].image (clusters/scratch.py:{WORKLOAD_LINE})" in out, out
