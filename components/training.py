@@ -427,31 +427,6 @@ def workload_objects(
     return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
 
 
-def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    """What other tools read about a workload from the stack outputs."""
-    names = Names(w)
-    return {
-        "namespace": w.namespace,
-        "kind": w.kind,
-        "object": names.object,
-        "state": w.state,
-        "mode": w.transport,
-        "replicas": w.nodes,
-        "gpus_per_node": w.gpus_per_node,
-        "world_size": w.nodes * w.gpus_per_node,
-        "node_set": config.node_set(w.node_set).name,
-        "headless_service": names.headless_dns,
-        "master_addr": names.master_addr,
-        "master_port": w.master_port,
-        "memlock_strategy": config.memlock_of(w),
-        "scc": config.scc_of(w),
-        "nccl_env": nccl_env(config, w),
-        "pods": [names.pod(r) for r in range(w.nodes)],
-        "per_pod_claims": per_pod_claims(config, w),
-        "routes": {p.name: names.route(p.name) for p in w.ports if p.route},
-    }
-
-
 def pod_namespaces(config: ClusterConfig) -> list[str]:
     """Namespaces where this program runs pods (each needs the launcher ConfigMap)."""
     return sorted({w.namespace for w in config.pod_specs()})
