@@ -115,7 +115,16 @@ def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
 
 
 def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, str]:
-    """The launcher's whole input (see the contract in components/launcher/launcher.py)."""
+    """The launcher's whole input (see the contract in components/launcher/launcher.py).
+
+    Where a config name changes on its way into the pod, it changes here (the launcher's names are its own: it
+    ships as one file into any image):
+
+      config (the stack file)   pod
+      transport                 LAUNCHER_MODE (the launcher's "mode")
+      nodes                     LAUNCHER_NNODES (torchrun's --nnodes); StatefulSet replicas, Job completions and parallelism
+      memlock (or the default)  LAUNCHER_MEMLOCK_STRATEGY
+    """
     fabric = config.fabric
     interfaces = [a.interface for a in fabric.attachments] if (fabric and w.transport == "rdma") else []
     env = {
@@ -375,10 +384,10 @@ def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
 
 
 def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
-    replicas = w.nodes if w.state == "running" else 0
+    nodes = w.nodes if w.state == "running" else 0
     spec: dict[str, Any] = {
         "serviceName": names.service,
-        "replicas": replicas,
+        "replicas": nodes,
         "podManagementPolicy": "Parallel",  # all ranks start together; rendezvous waits for them
         "selector": {"matchLabels": selector(w)},
         "template": pod_template(config, w, names),
@@ -388,7 +397,7 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
         spec["volumeClaimTemplates"] = templates
         # Per-pod workspaces are data: neither deleting the StatefulSet nor scaling it down removes them.
         spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
-    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(replicas)}
+    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(nodes)}
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
 
 
