@@ -12,6 +12,7 @@ Names at this boundary: the outputs keep the schema's names, the program uses th
   output field                                  config (the stack file)
   workloads[W].mode, bandwidth_checks[C].mode   the workload's / check's `transport`
   workloads[W].replicas                         the workload's `nodes` (also `nodes` in bandwidth_checks[C])
+  workloads[W].memlock_strategy                 the workload's `memlock` (or the stack's default for its transport)
 
 Versioning: `schema_version` is "2" for this schema. A change that removes or renames a field or
 changes its meaning is a new version (outputs.v3.json next to this one); adding a field is not, but
