@@ -118,7 +118,16 @@ def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
 
 
 def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, str]:
-    """The launcher's whole input (see the contract in components/launcher/launcher.py)."""
+    """The launcher's whole input (see the contract in components/launcher/launcher.py).
+
+    Where a config name changes on its way into the pod, it changes here (the launcher's names are its own: it
+    ships as one file into any image):
+
+      config (the stack file)   pod
+      transport                 LAUNCHER_MODE (the launcher's "mode")
+      nodes                     LAUNCHER_NNODES (torchrun's --nnodes); StatefulSet replicas, Job completions and parallelism
+      memlock (or the default)  LAUNCHER_MEMLOCK_STRATEGY
+    """
     fabric = config.fabric
     interfaces = [a.interface for a in fabric.attachments] if (fabric and w.transport == "rdma") else []
     env = {
@@ -376,10 +385,10 @@ def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
 
 
 def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
-    replicas = w.nodes if w.state == "running" else 0
+    nodes = w.nodes if w.state == "running" else 0
     spec: dict[str, Any] = {
         "serviceName": names.service,
-        "replicas": replicas,
+        "replicas": nodes,
         "podManagementPolicy": "Parallel",  # all ranks start together; rendezvous waits for them
         "selector": {"matchLabels": selector(w)},
         "template": pod_template(config, w, names),
@@ -389,7 +398,7 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
         spec["volumeClaimTemplates"] = templates
         # Per-pod workspaces are data: neither deleting the StatefulSet nor scaling it down removes them.
         spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
-    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(replicas)}
+    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(nodes)}
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
 
 
@@ -426,31 +435,6 @@ def workload_objects(
     names = Names(w, job_name)
     main = statefulset(config, w, names) if w.kind == "statefulset" else job(config, w, names, verdict_within)
     return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
-
-
-def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    """What other tools read about a workload from the stack outputs."""
-    names = Names(w)
-    return {
-        "namespace": w.namespace,
-        "kind": w.kind,
-        "object": names.object,
-        "state": w.state,
-        "mode": w.transport,
-        "replicas": w.nodes,
-        "gpus_per_node": w.gpus_per_node,
-        "world_size": w.nodes * w.gpus_per_node,
-        "node_set": config.node_set(w.node_set).name,
-        "headless_service": names.headless_dns,
-        "master_addr": names.master_addr,
-        "master_port": w.master_port,
-        "memlock_strategy": config.memlock_of(w),
-        "scc": config.scc_of(w),
-        "nccl_env": nccl_env(config, w),
-        "pods": [names.pod(r) for r in range(w.nodes)],
-        "per_pod_claims": per_pod_claims(config, w),
-        "routes": {p.name: names.route(p.name) for p in w.ports if p.route},
-    }
 
 
 def pod_namespaces(config: ClusterConfig) -> list[str]:

@@ -21,7 +21,8 @@ import pytest
 import stacks
 from cli.main import main as stacks_main
 from components.launcher import bandwidth as bw
-from components.program import objects, stack_outputs
+from components.outputs import stack_outputs
+from components.program import objects
 from components.training import LAUNCHER_DIR, launcher_files
 from tests import fixtures
 from tests.helpers import ROOT, container, env_of, find, free_port, rendered_fixture

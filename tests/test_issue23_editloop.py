@@ -17,7 +17,8 @@ import pytest
 import policy
 import stacks
 from cli.main import main
-from components.program import layout, objects, patches, sources, stack_outputs
+from components.outputs import stack_outputs
+from components.program import layout, objects, patches, sources
 from config import project as project_folder
 from config import provenance
 from config.stack import ClusterConfig

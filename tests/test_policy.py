@@ -397,7 +397,7 @@ def test_capacity_counts_gpus_not_just_nodes() -> None:
 def test_capacity_names_the_workload_the_change_started_not_the_one_that_ran() -> None:
     """On one node, `one` runs; starting `two` makes them not fit. Against the committed outputs (what ran), the error is
     at `two`'s state, naming it as started; without them, the search's own culprit."""
-    from components.program import stack_outputs
+    from components.outputs import stack_outputs
 
     def one_node(d: dict[str, Any]) -> None:
         d["node_sets"][0]["count"] = 1
@@ -471,7 +471,7 @@ def test_unique_objects() -> None:
 
 def test_orphaned_claims_after_a_rename() -> None:
     previous = fixtures.config("roce")
-    from components.program import stack_outputs
+    from components.outputs import stack_outputs
 
     before = stack_outputs(previous)
     renamed = fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(name="dev2", tcp_variants=[]))
