@@ -209,6 +209,16 @@ class TestJobs:
             assert w.reasons[0] == "the Job failed (BackoffLimitExceeded: Job has reached the specified backoff limit)"
             assert w.reasons[1] == "1 of 2 pods failed: the command exited 1 (Error)"
 
+    @pytest.mark.parametrize(("replaced", "state"), [(False, "pending"), (True, "running")])
+    def test_a_job_retrying_a_failed_pod_says_why_it_failed(self, replaced: bool, state: str) -> None:
+        config = fixtures.config("roce", lambda d: fixtures.workload(d, "train").update(backoff_limit=2))
+        objs = declared(config)
+        failed = pod(objs["train-r1"], 0, "node-e", ready=False, phase="Failed", state={"terminated": {"exitCode": 2, "reason": "Error"}})
+        pods = [failed, pod(objs["train-r1"], 1, "node-f"), *([pod(objs["train-r1"], 0, "node-e")] if replaced else [])]
+        w = of(run(config, objs, pods), "train")
+        assert (w.state, w.ok) == (state, replaced)
+        assert w.reasons[0].startswith("1 of 2 pods failed earlier: exit 2 (Error): the launcher would not start it")
+
     @pytest.mark.parametrize("done", [0, 1])
     def test_a_job_running_counts_its_finished_pods_as_ready(self, done: int) -> None:
         config, objs, pods = running_roce()
@@ -268,7 +278,7 @@ class TestScheduling:
             )
         )
         w = of(run(config, objs, pods, *([node(f"node-{c}", vfs=1) for c in "abcdefg"] if nodes else [])), "dev")
-        attachment = f"fabric.attachments[{resource[-5]}]" if False else "fabric.attachments["
+        attachment = f"; fabric.attachments[{int(resource[-5]) - 1}])"  # attachments have no name: by index
         reason = w.reasons[0]
         assert reason.startswith(f"1 of 2 pods pending: no node of main has 1 free VF of {resource} (")
         assert attachment in reason and "3 in use by ada, h-kim" in reason
@@ -333,6 +343,26 @@ class TestScheduling:
     def test_the_schedulers_message_is_read(self, message: str, reasons: dict[str, int], other: str) -> None:
         found, said = status.scheduler_reasons(message)
         assert (dict(found), said) == (reasons, other)
+
+    @pytest.mark.parametrize(
+        ("message", "expected"),
+        [
+            ("0/9 nodes are available: 2 node(s) didn't match pod anti-affinity rules, "
+             "7 node(s) didn't match Pod's node affinity/selector.",
+             "2 node(s) of main run a pod of it already (one pod per node)"),
+            ("0/9 nodes are available: 4 Insufficient cpu, 5 node(s) didn't match Pod's node affinity/selector.",
+             "no node of main has 32 free CPUs (workloads[dev].cpu)"),
+            ("0/9 nodes are available: 4 Insufficient memory, 5 node(s) didn't match Pod's node affinity/selector.",
+             "no node of main has 64Gi of free memory (workloads[dev].memory)"),
+            ("0/9 nodes are available: 4 node(s) didn't have free ports for the requested pod ports, 5 node(s) had untolerated taint(s).",
+             "4 node(s): node(s) didn't have free ports for the requested pod ports (the scheduler)"),
+        ],
+        ids=["one-per-node", "cpu", "memory", "other-filter"],
+    )  # fmt: skip
+    def test_other_reasons_on_the_sets_nodes(self, message: str, expected: str) -> None:
+        config, objs, pods = running_roce()
+        w = of(run(config, objs, [pods[0], pending(objs["dev"], 1, message)]), "dev")
+        assert w.reasons == [f"1 of 2 pods pending: {expected}"]
 
     def test_an_unknown_reason_is_quoted(self) -> None:
         config, objs, _ = running_roce()

@@ -410,7 +410,10 @@ def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Clu
         return f"no node of {view.name} has {what} ({_in_use(used, by)}; the nodes are not readable{entry})"
     field_name = {"cpu": "cpu", "memory": "memory"}.get(resource)
     entry = where(config, (*s.path, field_name)) if field_name and s.path[0] == "workloads" else where(config, s.path)
-    return f"no node of {view.name} has {_count(need) if resource == 'cpu' else w.memory} of {resource} free ({entry})"
+    amount = {"cpu": f"{_count(need)} free CPUs", "memory": f"{w.memory} of free memory"}.get(
+        resource, f"{_count(need)} of {resource} free"
+    )
+    return f"no node of {view.name} has {amount} ({entry})"
 
 
 def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cluster, reasons: Counter[str]) -> list[str]:
@@ -419,8 +422,10 @@ def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cl
     w = s.workload
     selector_labels = {**config.gpu_node_selector, **w.node_selector}
     tolerations = [t.model_dump(exclude_none=True) for t in [*config.gpu_tolerations, *w.tolerations]]
-    tol_where = f"gpu_tolerations ({provenance.shown(provenance.origin(config, ('gpu_tolerations',)))})"
+    tol_where = where(config, ("gpu_tolerations",))
     sel_where = where(config, ("gpu_node_selector",))
+    if w.node_selector and s.path[0] == "workloads":
+        sel_where += f", {where(config, (*s.path, 'node_selector'))}"
     out: list[str] = []
     if cluster.nodes and view.names is not None:
         absent = [n for n in view.names if n not in view.nodes]
@@ -441,18 +446,28 @@ def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cl
                 out.append(f"node {name} of {view.name} has the taint {', '.join(taints)}, which the pods do not tolerate ({tol_where})")
         if not view.names:
             out.append(f"no node carries the labels {_labels_text(selector_labels)} of the selector with GPUs ({sel_where})")
-        return out
+        if out:
+            return out
+    # The nodes are not readable (or show no cause): the scheduler's counts, and the entries that decide them.
     for reason, n in sorted(reasons.items()):
         if "untolerated taint" in reason:
             named = re.search(r"\{(.*?)\}", reason)
             taint = f" {{{named.group(1)}}}" if named else ""
             out.append(f"{n} node(s) have a taint{taint} the pods do not tolerate ({tol_where}; `oc describe node` names it)")
         elif "node affinity/selector" in reason:
-            pins = f"the nodes of {view.name} ({where(config, view.path)})" if view.names else f"an unnamed set ({view.name})"
+            pins = (
+                f"the nodes of {view.name} ({where(config, view.path)})"
+                if config.node_set(w.node_set).nodes
+                else f"the unnamed nodes of {view.name}"
+            )
             out.append(f"{n} node(s) are not among {pins} or lack the labels {_labels_text(selector_labels)} ({sel_where})")
         elif "unschedulable" in reason:
             out.append(f"{n} node(s) are cordoned (unschedulable)")
-    out.append("the nodes are not readable, so which node of the set fails is not known")
+        else:
+            out.append(f"{n} {reason} (the scheduler)")
+    out.append(
+        "the nodes are not readable, so which node of the set fails is not known" if not cluster.nodes else "the nodes read show no cause"
+    )
     return out
 
 
@@ -531,10 +546,11 @@ def _exit(config: ClusterConfig, s: Subject, terminated: Mapping[str, Any]) -> s
     if reason == "OOMKilled" or code == 137:
         limit = "memory_limit" if s.path[0] == "workloads" else "memory"
         return f"killed for memory (OOMKilled, exit {code}): raise {where(config, (*s.path, limit))}{said}"
+    command = where(config, (*s.path, "args")) if s.path[0] == "workloads" else where(config, s.path)
     known = {
         2: "the launcher would not start it: a check failed or the configuration is invalid (its report heads the log)",
-        3: "the launcher could not write its report (exit 3)",
-        127: f"the command could not be executed ({where(config, (*s.path, 'args'))})",
+        3: "the launcher could not write its report",
+        127: f"the command could not be executed ({command})",
     }
     if isinstance(code, int) and code in known:
         return f"exit {code} ({reason or 'Error'}): {known[code]}{said}"
@@ -667,12 +683,14 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
         if replicas is not None and replicas != wanted:
             reasons.append(f"the StatefulSet has {replicas} replicas on the cluster, {wanted} in the stack (`python -m stacks drift`)")
     found = [pod_reason(config, s, p, cluster) for p in live if not _ready(p)]
-    missing = wanted - len(live) - succeeded
+    # A Job with retries left replaces a failed pod: the failure is why it is not done yet.
+    found += [("failed earlier", r[1]) for p in pods if not _active(p) and (r := container_reason(config, s, p)) is not None]
+    missing = wanted - len(live) - succeeded - sum(1 for p in pods if not _active(p) and (p.get("status") or {}).get("phase") == "Failed")
     if missing > 0:
         refusal = _failed_create(config, s, cluster, kind)
         found += [("not created", refusal or "not created yet (no event says why)")] * missing
     reasons += _grouped(found, wanted)
-    if ready >= wanted and not found:
+    if ready >= wanted:
         return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)
     state: WorkloadState = "failed" if any(verb in ("failing", "failed") for verb, _ in found) else "pending"
     return WorkloadStatus(**base, state=state, ready=ready, wanted=wanted, reasons=reasons, ok=False)
