@@ -173,23 +173,34 @@ def _count(n: float) -> str:
 
 @dataclass
 class Cluster:
-    """The objects read, indexed as the reasons need them."""
+    """The objects read, indexed once (by kind and name, pods by workload, events by the object they are about), so the
+    work grows with the objects, not with objects x workloads."""
 
     objects: list[dict[str, Any]]
     logs: Mapping[str, str] = field(default_factory=dict)
     """A check's log by `NAMESPACE/JOB`."""
-    by_kind: dict[str, list[dict[str, Any]]] = field(init=False)
+    by_kind: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _named: dict[tuple[str, str, str], dict[str, Any]] = field(init=False, default_factory=dict)
+    _pods: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _events: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    use: dict[tuple[str, str], tuple[dict[str, float], list[str]]] = field(init=False, default_factory=dict)
+    """What the pods on a node set request, by (node set, resource): see `_use`."""
 
     def __post_init__(self) -> None:
-        self.by_kind = {}
         for o in self.objects:
-            if isinstance(o, dict):
-                self.by_kind.setdefault(str(o.get("kind")), []).append(o)
+            kind, meta = str(o.get("kind")), _meta(o)
+            namespace = str(meta.get("namespace") or "")
+            self.by_kind.setdefault(kind, []).append(o)
+            self._named[(kind, namespace, str(meta.get("name")))] = o
+            if kind == "Pod":
+                self._pods.setdefault((namespace, str(_labels(o).get(INSTANCE))), []).append(o)
+            elif kind == "Event":  # core/v1 `involvedObject`, or events.k8s.io/v1 `regarding`
+                about = o.get("involvedObject") or o.get("regarding") or {}
+                key = (str(about.get("kind")), str(about.get("namespace") or namespace), str(about.get("name")))
+                self._events.setdefault(key, []).append(o)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        return next(
-            (o for o in self.by_kind.get(kind, []) if _meta(o).get("namespace") == namespace and _meta(o).get("name") == name), None
-        )
+        return self._named.get((kind, namespace, name))
 
     @property
     def nodes(self) -> list[dict[str, Any]]:
@@ -198,25 +209,13 @@ class Cluster:
     def pods(self, namespace: str, instance: str, job: str | None) -> list[dict[str, Any]]:
         """The pods of a workload (of one Job run: an older run's pods carry the same instance label)."""
         return [
-            p
-            for p in self.by_kind.get("Pod", [])
-            if _meta(p).get("namespace") == namespace
-            and _labels(p).get(INSTANCE) == instance
-            and (job is None or any(_labels(p).get(k) == job for k in JOB_NAME_LABELS))
+            p for p in self._pods.get((namespace, instance), []) if job is None or any(_labels(p).get(k) == job for k in JOB_NAME_LABELS)
         ]
 
     def events(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
-        """Events about an object, newest last (core/v1 `involvedObject`, or events.k8s.io/v1 `regarding`)."""
-        out = []
-        for e in self.by_kind.get("Event", []):
-            about = e.get("involvedObject") or e.get("regarding") or {}
-            if (
-                about.get("kind") == kind
-                and about.get("name") == name
-                and (about.get("namespace") or _meta(e).get("namespace")) == namespace
-            ):
-                out.append(e)
-        return sorted(out, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or _meta(e).get("creationTimestamp") or ""))
+        """Events about an object, newest last."""
+        found = self._events.get((kind, namespace, name), [])
+        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or _meta(e).get("creationTimestamp") or ""))
 
 
 def _event_message(e: Mapping[str, Any]) -> str:
@@ -344,18 +343,27 @@ def _on_set(view: NodeSetView, config: ClusterConfig, pods: Iterable[dict[str, A
     """The active pods bound to a node of the set. With the set's nodes unknown (unnamed, nodes unreadable): those on a
     node no named set holds."""
     named = {n for s in config.node_sets for n in s.nodes}
+    mine = set(view.names or ())
     out = []
     for p in pods:
         node = (p.get("spec") or {}).get("nodeName")
         if not node or not _active(p):
             continue
-        if (view.names is not None and node in view.names) or (view.names is None and node not in named):
+        if node in mine or (view.names is None and node not in named):
             out.append(p)
     return out
 
 
 def _use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resource: str) -> tuple[dict[str, float], list[str]]:
-    """How much of a resource the pods on the set's nodes request, per node, and whose they are."""
+    """How much of a resource the pods on the set's nodes request, per node, and whose they are (once per set and
+    resource: every pending pod of a set asks the same)."""
+    key = (view.name, resource)
+    if key not in cluster.use:
+        cluster.use[key] = _count_use(config, view, cluster, resource)
+    return cluster.use[key]
+
+
+def _count_use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resource: str) -> tuple[dict[str, float], list[str]]:
     owners = _owners(config)
     used: dict[str, float] = {}
     by: set[str] = set()
@@ -400,10 +408,10 @@ def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Clu
             f"no node of {view.name} has {w.gpus_per_node} free GPUs ({view.name}: {size} nodes, {_count(total)} GPUs, "
             f"{_in_use(used, by)}{unseen}; {where(config, view.path)})"
         )
-    if resource.startswith("openshift.io/") or "rdma" in resource or "sriov" in resource:
+    attachment = next((i for i, a in enumerate(config.fabric.attachments) if a.resource == resource), None) if config.fabric else None
+    if attachment is not None:  # an SR-IOV resource of the fabric: one VF per attachment
         what = f"{_count(need)} free VF{'s' if need != 1 else ''} of {resource}"
-        attachment = next((i for i, a in enumerate(config.fabric.attachments) if a.resource == resource), None) if config.fabric else None
-        entry = f"; {where(config, ('fabric', 'attachments', attachment))}" if attachment is not None else ""
+        entry = f"; {where(config, ('fabric', 'attachments', attachment))}"
         if readable:
             total = sum(_allocatable(n, resource) for n in view.nodes.values())
             return f"no node of {view.name} has {what} ({view.name}: {size} nodes, {_count(total)} VFs, {_in_use(used, by)}{unseen}{entry})"
