@@ -185,6 +185,8 @@ class Cluster:
     _events: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
     use: dict[tuple[str, str], tuple[dict[str, float], list[str]]] = field(init=False, default_factory=dict)
     """What the pods on a node set request, by (node set, resource): see `_use`."""
+    views: dict[str, NodeSetView] = field(init=False, default_factory=dict)
+    """Each node set as the cluster shows it: see `node_set_view`."""
 
     def __post_init__(self) -> None:
         for o in self.objects:
@@ -316,6 +318,14 @@ class NodeSetView:
 
 
 def node_set_view(config: ClusterConfig, name: str | None, cluster: Cluster) -> NodeSetView:
+    """A node set's view, built once per set (every pending pod of a set asks for it)."""
+    node_set = config.node_set(name)
+    if node_set.name not in cluster.views:
+        cluster.views[node_set.name] = _view(config, node_set.name, cluster)
+    return cluster.views[node_set.name]
+
+
+def _view(config: ClusterConfig, name: str, cluster: Cluster) -> NodeSetView:
     node_set = config.node_set(name)
     index = config.node_sets.index(node_set)
     readable = {str(_meta(n).get("name")): n for n in cluster.nodes}
