@@ -415,6 +415,16 @@ class TestFailedCreate:
         assert (w.state, w.ok) == ("pending", False)
         assert w.reasons == ["2 of 2 pods not created: " + expected.replace("NAME", "dev" if kind == "StatefulSet" else "train")]
 
+    def test_a_grant_the_stack_does_not_make_is_an_admins(self) -> None:
+        config = fixtures.config("roce", lambda d: d["security"].update(grant=False))
+        objs = declared(config)
+        ev = event("StatefulSet", "team-a", "dev", "FailedCreate", SCC_DENIED.format(pod="dev-0"))
+        w = of(run(config, objs, [], ev), "dev")
+        assert (
+            "the stack does not grant it (security.grant): a cluster admin runs `oc adm policy add-scc-to-user gpu-rdma -z trainer -n team-a`"
+            in w.reasons[0]
+        )
+
     def test_the_newest_event_is_the_one_told(self) -> None:
         config, objs, pods = running_roce()
         old = event("StatefulSet", "team-a", "dev", "FailedCreate", QUOTA.format(pod="dev-0"), at="2026-11-25T09:00:00Z")

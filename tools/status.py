@@ -543,10 +543,14 @@ def refused(config: ClusterConfig, s: Subject, message: str) -> str:
         )
         sa = where(config, ("security", "service_accounts", account)) if account is not None else f"service account {w.service_account}"
         if re.search(rf'provider "?{re.escape(scc)}"?: Forbidden: not usable by user or serviceaccount', message):
-            return (
-                f"the SCC admission refuses the pods: service account {w.service_account} may not use the SCC {scc} "
-                f"({where(config, scc_path)}; {sa}): its grant is the platform tier's (`pulumi up` of the platform stack)"
+            grant = (
+                "its grant is the platform tier's (`pulumi up` of the platform stack)"
+                if config.security.grant
+                else f"the stack does not grant it ({where(config, ('security', 'grant'))}): a cluster admin runs "
+                f"`oc adm policy add-scc-to-user {scc} -z {w.service_account} -n {w.namespace}`"
             )
+            who = f"service account {w.service_account} may not use the SCC {scc} ({where(config, scc_path)}; {sa})"
+            return f"the SCC admission refuses the pods: {who}: {grant}"
         detail = re.sub(r"^.*?unable to validate against any security context constraint:\s*", "", message)
         return f"the SCC {scc} ({where(config, scc_path)}) does not admit the pods: {_cut(detail)}"
     return f"the pods cannot be created: {_cut(message)}"
