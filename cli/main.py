@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import stacks
+from cli import status
 from config import project
 from config.stack import ClusterConfig
 from config.workloads import BandwidthCheck
@@ -559,6 +560,7 @@ def parser() -> argparse.ArgumentParser:
     g.add_argument("stack", metavar="STACK", help="the stack to list")
     g.add_argument("--tier", choices=stacks.TIERS, default="all", help="list one tier only (default: all)")
     g.set_defaults(func=cmd_rights)
+    status.register(sub, _pulumi_stack, _live_objects)
     return p
 
 
