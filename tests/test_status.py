@@ -20,7 +20,7 @@ import stacks
 from cli.main import main
 from components.bandwidth import job_name
 from config import project
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from tests import fixtures
 from tests.helpers import ROOT
 from tools import drift, status

@@ -33,7 +33,10 @@ from components.bandwidth import job_name
 from components.outputs import _NoFieldTitles, _one_line
 from components.training import resources
 from config import provenance
-from config.model import BandwidthCheck, ClusterConfig, Workload, located, quantity_value
+from config.errors import located
+from config.stack import ClusterConfig
+from config.values import quantity_value
+from config.workloads import BandwidthCheck, Workload
 from tools.drift import KUBECTL_TIMEOUT
 
 SCHEMA_VERSION = "1"
