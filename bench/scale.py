@@ -265,7 +265,7 @@ def largest() -> dict[str, Any]:
 def check(stack: dict[str, Any]) -> tuple[float, float, int]:
     """What `python -m stacks check` does for one stack, in process and timed: (validate, preflight) in seconds, and the
     objects it checks. Fails when the preflight finds an error: a generated stack must be one that deploys."""
-    from cli.main import _preflight
+    from cli.checking import preflight as _preflight
     from components.program import objects
     from policy import errors
 

@@ -4,19 +4,14 @@
 from __future__ import annotations
 
 import argparse
-import functools
 import sys
-from collections.abc import Callable
-from typing import Any
 
 import stacks
+from cli.cluster import live_objects, pulumi_stack
+from tools import status
 
 
-def cmd_status(
-    args: argparse.Namespace, pulumi_stack: Callable[[str], stacks.PulumiStack], live_objects: Callable[[str], list[dict[str, Any]]]
-) -> int:
-    from tools import status
-
+def cmd_status(args: argparse.Namespace) -> int:
     target = pulumi_stack(args.pulumi_stack)
     if target.tier == "platform":
         raise stacks.ConfigError(
@@ -36,20 +31,5 @@ def cmd_status(
 
 
 def cmd_status_schema(args: argparse.Namespace) -> int:
-    from tools.status import schema_json
-
-    sys.stdout.write(schema_json())
+    sys.stdout.write(status.schema_json())
     return 0
-
-
-def register(sub: Any, pulumi_stack: Callable[[str], stacks.PulumiStack], live_objects: Callable[[str], list[dict[str, Any]]]) -> None:
-    """The `status` and `status-schema` commands; the command line's readers of a Pulumi stack file and of saved objects
-    are passed in (they live in cli/main.py, which imports this module)."""
-    st = sub.add_parser("status", help="per workload: running, or why not, in the stack file's words (reads the cluster); exit 1 when not")
-    st.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
-    st.add_argument("--json", action="store_true", help="as JSON (schemas/status.v1.json)")
-    st.add_argument("--live", metavar="FILE", help="read these objects (`oc get ... -o json`, a List) instead of the cluster")
-    st.set_defaults(func=functools.partial(cmd_status, pulumi_stack=pulumi_stack, live_objects=live_objects))
-    sub.add_parser("status-schema", help="print the JSON Schema of `status --json` (schemas/status.v1.json)").set_defaults(
-        func=cmd_status_schema
-    )

@@ -29,7 +29,8 @@ from hypothesis import strategies as st
 import policy
 import stacks
 from bench import scale
-from cli.main import _preflight, main
+from cli.checking import preflight as _preflight
+from cli.main import main
 from components.program import layout, objects, patches, sources
 from config import project
 from config import values as config_values
