@@ -12,7 +12,7 @@ import stacks
 from cli import configs
 from components.program import layout, sources
 from config import project
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from policy.core import Finding
 from policy.run import project_stacks
 from tools import diff

@@ -12,8 +12,8 @@ import json
 import sys
 
 import stacks
-from config.model import ClusterConfig
 from config.schema import schema
+from config.stack import ClusterConfig
 
 
 def from_args(args: argparse.Namespace) -> list[ClusterConfig]:

@@ -13,7 +13,7 @@ import policy
 import stacks
 from cli import checking, configs
 from config import project
-from config.model import ClusterConfig
+from config.stack import ClusterConfig
 from stacks import _process
 from tools import diff
 from tools.render import run  # imported here, before any fork, so each render worker starts warm (_in_children)

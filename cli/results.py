@@ -10,7 +10,8 @@ import sys
 import stacks
 from components.launcher import bandwidth
 from components.outputs import schema_json
-from config.model import BandwidthCheck, ClusterConfig
+from config.stack import ClusterConfig
+from config.workloads import BandwidthCheck
 
 
 def cmd_outputs_schema(args: argparse.Namespace) -> int:
