@@ -13,9 +13,12 @@ DEV_STAMP := $(VENV)/.installed-dev
 
 venv: $(STAMP)
 
-$(STAMP): requirements.txt
+# The program itself goes in editable (pyproject.toml [project]): `import stacks`, `import config` work from any folder,
+# and the `stacks` console script is on .venv/bin. pip builds it with a setuptools of its own from the registry (the venv's 65 lacks `wheel`).
+$(STAMP): requirements.txt pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) -r requirements.txt
+	$(PIP) --no-deps -e .
 	touch $(STAMP)
 
 dev: $(DEV_STAMP)
@@ -30,11 +33,13 @@ render: $(STAMP)
 check: $(STAMP)
 	$(PY) -m stacks check --all
 
-# Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, and the
+# Quality gates (configured in pyproject.toml): ruff, mypy on the program's packages, the import layers
+# (tests/test_layers.py: each package imports only the ones below it, no cycle; docs/architecture.md), and the
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m mypy $(wildcard clusters stacks components render policy bench) live/toolchain.py live/controlplane.py live/clusters.py live/drive.py
+	$(PY) -m mypy config stacks components policy tools cli clusters bench live/toolchain.py live/controlplane.py live/clusters.py live/drive.py
+	$(PY) -m tests.test_layers
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 
 # Rewrites the tree the way `make lint` wants it: ruff's safe fixes (import order, pyupgrade), then the formatter (after the
@@ -62,6 +67,7 @@ E2E := .venv-e2e
 test-e2e: $(DEV_STAMP)
 	test -x $(E2E)/bin/python || $(PYTHON) -m venv $(E2E)
 	$(E2E)/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt torch==2.13.0
+	$(E2E)/bin/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	$(E2E)/bin/python -m pytest -q -m torch -rs
 
 bench: $(DEV_STAMP)

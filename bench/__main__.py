@@ -24,9 +24,9 @@ import yaml
 
 import stacks
 from bench import scale
-from render.engine import run
-from render.writer import write
-from stacks.model import ClusterConfig
+from config.stack import ClusterConfig
+from tools.render import run
+from tools.writer import write
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -14,8 +14,8 @@ import statistics
 import time
 from typing import Any
 
-from stacks import validate
-from stacks.model import (
+from config.stack import ClusterConfig
+from config.values import (
     MAX_ACCEPTED_WARNINGS,
     MAX_ACCESS_MODES,
     MAX_ARGS,
@@ -48,8 +48,8 @@ from stacks.model import (
     MAX_TOLERATIONS,
     MAX_VOLUMES,
     MAX_WORKLOADS,
-    ClusterConfig,
 )
+from stacks import validate
 
 GPUS_PER_NODE = 8
 NAMED_SETS = 4
@@ -265,9 +265,9 @@ def largest() -> dict[str, Any]:
 def check(stack: dict[str, Any]) -> tuple[float, float, int]:
     """What `python -m stacks check` does for one stack, in process and timed: (validate, preflight) in seconds, and the
     objects it checks. Fails when the preflight finds an error: a generated stack must be one that deploys."""
+    from cli.checking import preflight as _preflight
     from components.program import objects
     from policy import errors
-    from stacks.__main__ import _preflight
 
     start = time.perf_counter()
     config = validate(stack, "bench/scale.py")
@@ -282,7 +282,7 @@ def check(stack: dict[str, Any]) -> tuple[float, float, int]:
 
 def render(stack: dict[str, Any]) -> float:
     """What the render under mocks takes for the same stack (`render` and `diff` pay it, `check` no longer does)."""
-    from render.engine import run
+    from tools.render import run
 
     config = validate(stack, "bench/scale.py")
     start = time.perf_counter()

@@ -9,7 +9,7 @@ Runs at once: h-kim's 2-node RDMA StatefulSet and deepti's 1-node pod on the thr
 
 from pathlib import Path
 
-from stacks.model import (
+from config import (
     AcceptedWarning,
     BandwidthCheck,
     ClusterConfig,

@@ -12,7 +12,7 @@ Runs at once: the ml-dev-env StatefulSet on both nodes (8 GPUs: all of them).
 
 from pathlib import Path
 
-from stacks.model import (
+from config import (
     AcceptedWarning,
     BandwidthCheck,
     ClusterConfig,

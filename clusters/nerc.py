@@ -6,7 +6,7 @@ resources, the GPU taint and the storage classes).
 Runs at once: deepti-nerc on the one H100 node the stack counts on. Her other pods are defined, stopped.
 """
 
-from stacks.model import (
+from config import (
     AcceptedWarning,
     ClusterConfig,
     ContainerPort,

@@ -30,9 +30,10 @@ import pulumi
 
 from components.kube import Declared
 from components.lifecycle import CHECK_MARGIN_MINUTES
-from components.training import Names, declare_workload, workload_objects
-from stacks.model import CHECK_DIGEST, ClusterConfig
-from stacks.model import BandwidthCheck as CheckConfig
+from components.training import declare_workload, workload_objects
+from config.stack import ClusterConfig
+from config.workloads import CHECK_DIGEST
+from config.workloads import BandwidthCheck as CheckConfig
 
 
 def job_name(config: ClusterConfig, check: CheckConfig) -> str:
@@ -46,31 +47,6 @@ def bandwidth_objects(config: ClusterConfig, check: CheckConfig) -> list[dict[st
     """The headless Service, NetworkPolicy and Indexed Job of one check (the launcher ConfigMap is
     the namespace's)."""
     return workload_objects(config, config.bandwidth_workload(check), job_name(config, check), check.deadline_minutes * 60)
-
-
-def check_outputs(config: ClusterConfig, check: CheckConfig) -> dict[str, Any]:
-    """What a user or a tool reads about a check from the stack outputs."""
-    from components.launcher.bandwidth import threshold_gbytes  # the in-pod module: loaded only when a check is on
-
-    rate = config.bandwidth_line_rate_gbps(check)
-    name = job_name(config, check)
-    names = Names(config.bandwidth_workload(check), name)
-    return {
-        "namespace": check.namespace,
-        "job": name,
-        "mode": check.transport,
-        "tool": check.tool,
-        "nodes": check.nodes,
-        "gpus_per_node": check.gpus_per_node,
-        "pods": [names.pod(r) for r in range(check.nodes)],
-        "line_rate_gbps": rate,
-        "min_fraction": check.min_fraction,
-        # nccl-tests' unit, GB/s (1e9 bytes/s): the least bus bandwidth that passes; None reports only.
-        "min_busbw_gbytes_per_s": None if rate is None else round(threshold_gbytes(rate, check.min_fraction), 3),
-        "deadline_minutes": check.deadline_minutes,
-        "report": f"oc logs -n {check.namespace} job/{name} | python -m stacks bandwidth-report - "
-        f"--stack {config.name} --check {check.name}",
-    }
 
 
 class BandwidthCheck(pulumi.ComponentResource):

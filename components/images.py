@@ -13,7 +13,8 @@ from __future__ import annotations
 import hashlib
 
 from components.kube import MANAGED_BY, ObjectGroup, Sourced
-from stacks.model import ClusterConfig, ImageBuild
+from config.cluster import ImageBuild
+from config.stack import ClusterConfig
 
 DIGEST = 6
 

@@ -1,5 +1,5 @@
 """How objects reach the kubernetes provider (one generic resource class, one generic read), and
-the annotation and label names the components share."""
+the API and label names only the components use (those the preflight reads too are in config/kube.py)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,15 @@ from typing import Any, ClassVar
 import pulumi
 from pulumi_kubernetes import _utilities
 
+from config.kube import ConfigPath
+
 SCC_API = "security.openshift.io/v1"
 NAD_API = "k8s.cni.cncf.io/v1"
 NAD_KIND = "NetworkAttachmentDefinition"
 
-REQUIRED_SCC = "openshift.io/required-scc"
-NETWORKS = "k8s.v1.cni.cncf.io/networks"
-RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 # Set by the SR-IOV operator on the NADs it owns; a copy must not claim that owner.
 SRIOV_OWNER_REF = "sriovnetwork.openshift.io/owner-ref"
 
-ConfigPath = tuple[str | int, ...]
 Sourced = tuple[ConfigPath, dict[str, Any]]
 """An object and the config entry it is rendered from: what the stack-wide components' builders return."""
 

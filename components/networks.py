@@ -12,8 +12,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, RESOURCE_NAME, ObjectGroup, Sourced
-from stacks.model import ClusterConfig
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, ObjectGroup, Sourced
+from config.kube import RESOURCE_NAME
+from config.stack import ClusterConfig
 
 
 def rdma_namespaces(config: ClusterConfig) -> list[str]:

@@ -16,7 +16,7 @@ import base64
 from typing import Any
 
 from components.kube import MANAGED_BY, ObjectGroup, Sourced
-from stacks.model import ClusterConfig
+from config.stack import ClusterConfig
 
 IGNITION_VERSION = "3.2.0"  # accepted by every OpenShift 4.x this program targets
 CRIO_MEMLOCK_PATH = "/etc/crio/crio.conf.d/99-memlock"

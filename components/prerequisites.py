@@ -29,10 +29,13 @@ from typing import Any
 
 import pulumi
 
-from components.kube import NAD_API, NAD_KIND, RESOURCE_NAME, SCC_API, SRIOV_OWNER_REF, LiveObject
+from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF, LiveObject
 from components.networks import rdma_namespaces
 from components.security import granted_accounts, needed_capabilities, use_binding, use_role_name
-from stacks.model import MAX_CNI_DEPTH, ClusterConfig, PvcStorageClassFix, SriovAttachment, bounded_json
+from config.cluster import PvcStorageClassFix, SriovAttachment
+from config.kube import RESOURCE_NAME
+from config.stack import ClusterConfig
+from config.values import MAX_CNI_DEPTH, bounded_json
 
 Check = Callable[[dict[str, Any]], "str | None"]
 

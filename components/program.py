@@ -1,4 +1,4 @@
-"""The whole stack: config -> components -> resources, and the stack outputs.
+"""The whole stack: config -> components -> resources; `build` returns the stack outputs (components/outputs.py).
 
 `build` is all `__main__.py` runs under `pulumi up`, and all the offline renderer runs under
 Pulumi's mock runtime, so both see the same program.
@@ -20,47 +20,20 @@ import pulumi
 from pulumi_kubernetes import Provider
 from pulumi_kubernetes.provider import KubeClientSettingsArgs
 
-from components.bandwidth import BandwidthCheck, bandwidth_objects, check_outputs
+from components.bandwidth import BandwidthCheck, bandwidth_objects
 from components.images import ImageBuilds, image_objects
-from components.kube import ConfigPath, Declared, Sourced
+from components.kube import Declared, Sourced
 from components.lifecycle import owned
-from components.networks import RdmaNetworks, copy_namespaces, network_objects
+from components.networks import RdmaNetworks, network_objects
 from components.nodes import NodeConfiguration, node_objects
+from components.outputs import stack_outputs
 from components.prerequisites import Prerequisites
 from components.security import ClusterSecurity, security_objects
-from components.storage import SharedStorage, patch_objects, standalone_claims, storage_objects
+from components.storage import SharedStorage, patch_objects, storage_objects
 from components.tiers import keep_for
-from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects, workload_outputs
-from stacks.model import ClusterConfig
-
-OUTPUTS_SCHEMA_VERSION = "2"  # of schemas/outputs.v2.json (render/outputs.py); bump with incompatible changes
-
-
-def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
-    """The outputs, computed from the config alone (they do not wait on the cluster)."""
-    fabric = config.fabric
-    if fabric is None:
-        nads: list[str] = []
-    elif copy_namespaces(config):
-        nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copy_namespaces(config)]
-    else:
-        nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
-    return {
-        "schema_version": OUTPUTS_SCHEMA_VERSION,
-        "cluster": config.name,
-        "tier": tier,
-        "namespaces": list(config.namespaces),
-        "scc": config.security.scc,
-        "scc_created": config.security.create,
-        "unprivileged_scc": config.security.unprivileged_scc,
-        "service_accounts": [f"{sa.namespace}/{sa.name}" for sa in config.security.service_accounts],
-        "network_attachments": sorted(nads),
-        "pvcs": sorted(f"{v.namespace}/{v.name}" for v in standalone_claims(config)),
-        "node_sets": {s.name: {"nodes": list(s.nodes), "size": s.size, "gpus_per_node": s.gpus_per_node} for s in config.node_sets},
-        "workloads": {w.name: workload_outputs(config, w) for w in config.all_workloads()},
-        "bandwidth_checks": {c.name: check_outputs(config, c) for c in config.enabled_checks()},
-    }
-
+from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects
+from config.kube import ConfigPath, ObjectKey
+from config.stack import ClusterConfig
 
 Builder = Callable[[ClusterConfig], list[tuple[Sourced, bool]]]
 
@@ -104,10 +77,6 @@ def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
         name = f"{w.namespace}/{w.name}"
         out += [Declared(TrainingWorkload.TYPE, name, created(o, False), source=source) for o in workload_objects(config, w) if keep(o)]
     return out
-
-
-ObjectKey = tuple[str, str, str, bool]
-"""(kind, namespace or "", name, is a patch): an object as the preflight's `sources` know it."""
 
 
 def sources(declared: list[Declared]) -> dict[ObjectKey, ConfigPath]:

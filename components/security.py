@@ -16,14 +16,16 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, SCC_API, Declared, Sourced, declare
-from stacks.model import STRATEGY_CAPABILITIES, ClusterConfig
+from config.kube import SCC_USE_ROLE_PREFIX
+from config.stack import ClusterConfig
+from config.values import STRATEGY_CAPABILITIES
 
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
 
 
 def use_role_name(scc: str) -> str:
     """The ClusterRole `oc adm policy add-scc-to-user` ensures for an SCC."""
-    return f"system:openshift:scc:{scc}"
+    return SCC_USE_ROLE_PREFIX + scc
 
 
 def needed_capabilities(config: ClusterConfig) -> list[str]:

@@ -19,7 +19,8 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, Declared, Sourced, declare
-from stacks.model import ClusterConfig, PvcStorageClassFix, Volume
+from config.cluster import PvcStorageClassFix, Volume
+from config.stack import ClusterConfig
 
 KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
 REASON = "gpu-training/reason"

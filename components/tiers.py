@@ -16,14 +16,14 @@ from collections.abc import Callable
 from typing import Any
 
 from components.kube import CLUSTER_SCOPED_KINDS
-from stacks.model import ClusterConfig
+from config.kube import SCC_USE_ROLE_PREFIX
+from config.stack import ClusterConfig
 
 Keep = Callable[[dict[str, Any]], bool]
 """Which objects a run of a tier declares."""
 
 PLATFORM = "platform"
 PROJECT = "project"
-SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
 
 # kind -> the resource `oc auth can-i` names (plural.group).
 RESOURCES = {

@@ -23,12 +23,15 @@ from typing import Any
 
 import pulumi
 
-from components.kube import MANAGED_BY, NETWORKS, REQUIRED_SCC, Declared, ObjectGroup, Sourced, declare
+from components.kube import MANAGED_BY, Declared, ObjectGroup, Sourced, declare
 from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from stacks.model import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, ClusterConfig, Workload, kubelet_escape
+from config.kube import GPU, HOSTNAME, INSTANCE, NETWORKS, REQUIRED_SCC
+from config.stack import ClusterConfig
+from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
+from config.workloads import Workload
 
 # One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
 # one object in a review, not one per workload, and (with the provider's enableConfigMapMutable) an
@@ -115,7 +118,16 @@ def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
 
 
 def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, str]:
-    """The launcher's whole input (see the contract in components/launcher/launcher.py)."""
+    """The launcher's whole input (see the contract in components/launcher/launcher.py).
+
+    Where a config name changes on its way into the pod, it changes here (the launcher's names are its own: it
+    ships as one file into any image):
+
+      config (the stack file)   pod
+      transport                 LAUNCHER_MODE (the launcher's "mode")
+      nodes                     LAUNCHER_NNODES (torchrun's --nnodes); StatefulSet replicas, Job completions and parallelism
+      memlock (or the default)  LAUNCHER_MEMLOCK_STRATEGY
+    """
     fabric = config.fabric
     interfaces = [a.interface for a in fabric.attachments] if (fabric and w.transport == "rdma") else []
     env = {
@@ -167,7 +179,7 @@ def container_security(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 
 
 def resources(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    devices: dict[str, Any] = {"nvidia.com/gpu": w.gpus_per_node}
+    devices: dict[str, Any] = {GPU: w.gpus_per_node}
     if w.transport == "rdma" and config.fabric is not None:
         for a in config.fabric.attachments:
             devices[a.resource] = 1  # one VF per attachment, else the pod stays Pending
@@ -178,11 +190,11 @@ def resources(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 
 
 def labels(w: Workload) -> dict[str, str]:
-    return {"app.kubernetes.io/name": w.name, "app.kubernetes.io/instance": w.name, **MANAGED_BY}
+    return {"app.kubernetes.io/name": w.name, INSTANCE: w.name, **MANAGED_BY}
 
 
 def selector(w: Workload) -> dict[str, str]:
-    return {"app.kubernetes.io/instance": w.name}
+    return {INSTANCE: w.name}
 
 
 def _toleration(t: Any) -> dict[str, str]:
@@ -198,17 +210,15 @@ def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
     affinity: dict[str, Any] = {}
     if node_set.nodes or named:
         expr = (
-            {"key": "kubernetes.io/hostname", "operator": "In", "values": list(node_set.nodes)}
+            {"key": HOSTNAME, "operator": "In", "values": list(node_set.nodes)}
             if node_set.nodes
-            else {"key": "kubernetes.io/hostname", "operator": "NotIn", "values": named}
+            else {"key": HOSTNAME, "operator": "NotIn", "values": named}
         )
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
     if w.nodes > 1:
         # One pod per node: a pod takes all of a node's GPUs and NICs.
         affinity["podAntiAffinity"] = {
-            "requiredDuringSchedulingIgnoredDuringExecution": [
-                {"labelSelector": {"matchLabels": selector(w)}, "topologyKey": "kubernetes.io/hostname"}
-            ]
+            "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": selector(w)}, "topologyKey": HOSTNAME}]
         }
     if affinity:
         out["affinity"] = affinity
@@ -231,7 +241,7 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
     plain = {**launcher_env(config, w, names), **nccl_env(config, w), **{k: v for k, v in w.env.items() if not k.startswith("NCCL_")}}
     env_list: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
     # The kubelet turns `$$` into `$` and `$(NAME)` into NAME's value: every `$` is doubled, so the process gets the
-    # config's text exactly (stacks/model.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
+    # config's text exactly (config/values.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
     env_list += [{"name": k, "value": kubelet_escape(v)} for k, v in plain.items()]
     env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
 
@@ -375,10 +385,10 @@ def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
 
 
 def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
-    replicas = w.nodes if w.state == "running" else 0
+    nodes = w.nodes if w.state == "running" else 0
     spec: dict[str, Any] = {
         "serviceName": names.service,
-        "replicas": replicas,
+        "replicas": nodes,
         "podManagementPolicy": "Parallel",  # all ranks start together; rendezvous waits for them
         "selector": {"matchLabels": selector(w)},
         "template": pod_template(config, w, names),
@@ -388,7 +398,7 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
         spec["volumeClaimTemplates"] = templates
         # Per-pod workspaces are data: neither deleting the StatefulSet nor scaling it down removes them.
         spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
-    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(replicas)}
+    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(nodes)}
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
 
 
@@ -425,31 +435,6 @@ def workload_objects(
     names = Names(w, job_name)
     main = statefulset(config, w, names) if w.kind == "statefulset" else job(config, w, names, verdict_within)
     return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
-
-
-def workload_outputs(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    """What other tools read about a workload from the stack outputs."""
-    names = Names(w)
-    return {
-        "namespace": w.namespace,
-        "kind": w.kind,
-        "object": names.object,
-        "state": w.state,
-        "mode": w.transport,
-        "replicas": w.nodes,
-        "gpus_per_node": w.gpus_per_node,
-        "world_size": w.nodes * w.gpus_per_node,
-        "node_set": config.node_set(w.node_set).name,
-        "headless_service": names.headless_dns,
-        "master_addr": names.master_addr,
-        "master_port": w.master_port,
-        "memlock_strategy": config.memlock_of(w),
-        "scc": config.scc_of(w),
-        "nccl_env": nccl_env(config, w),
-        "pods": [names.pod(r) for r in range(w.nodes)],
-        "per_pod_claims": per_pod_claims(config, w),
-        "routes": {p.name: names.route(p.name) for p in w.ports if p.route},
-    }
 
 
 def pod_namespaces(config: ClusterConfig) -> list[str]:

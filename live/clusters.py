@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from components.prerequisites import Requirement, requirements
+from config.stack import ClusterConfig
 from live.controlplane import PROVISIONER, ControlPlane
-from stacks.model import ClusterConfig
 
 HERE = Path(__file__).resolve().parent
 SHARED_SCHEMAS = HERE.parent.parent / "shared" / "schemas"

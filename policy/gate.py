@@ -20,8 +20,10 @@ from typing import Any
 import pulumi
 
 import stacks
-from policy.core import ConfigPath, Finding, ObjectKey, check, errors
-from stacks.model import ClusterConfig
+from config.kube import ConfigPath, ObjectKey
+from config.stack import ClusterConfig
+from policy.core import Finding
+from policy.run import check, errors
 
 
 def adopting() -> tuple[bool, bool]:

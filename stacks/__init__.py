@@ -36,13 +36,14 @@ from typing import Any, NoReturn
 import yaml
 from pydantic import ValidationError
 
-from stacks import _child, provenance
-from stacks.model import DEFERRED, IN_STACK_MODULE, ClusterConfig, ModelError, TooDeep, bounded_json, describe_errors, located
+from config import project, provenance
+from config.errors import DEFERRED, IN_STACK_MODULE, ModelError, describe_errors, located
+from config.stack import ClusterConfig
+from config.values import TooDeep, bounded_json
+from stacks import _child
 
-ROOT = Path(__file__).resolve().parent.parent
-"""The project folder: Pulumi.yaml, the stack files, clusters/, rendered/."""
 CLUSTERS = "clusters"
-"""The folder of ROOT that holds the cluster modules, the files a user edits."""
+"""The folder of project.ROOT that holds the cluster modules, the files a user edits."""
 PROJECT = "gpu-training"
 CONFIG_FILE_KEY = f"{PROJECT}:configFile"
 CLUSTER_KEY = f"{PROJECT}:cluster"
@@ -85,7 +86,7 @@ class ConfigError(Exception):
 
 def names(root: Path | None = None) -> list[str]:
     """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use)."""
-    return sorted(p.stem for p in ((root or ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+    return sorted(p.stem for p in ((root or project.ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
 
 
 def module_file(name: str) -> str:
@@ -153,7 +154,7 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
     out = []
     modules = names(root)
     seen: list[str] = []
-    for path in sorted((root or ROOT).glob("Pulumi.*.yaml")):
+    for path in sorted((root or project.ROOT).glob("Pulumi.*.yaml")):
         name = path.name[len("Pulumi.") : -len(".yaml")]
         problem = _name_problem("stack", name, modules)
         if problem:
@@ -216,7 +217,7 @@ def _stack_settings(path: Path, data: Any) -> dict[str, Any]:
 def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, str]:
     """(the YAML config the cluster's Pulumi stacks deploy instead of its module, or None; the stack file
     that says so). All stack files of one cluster must agree: two tiers deploying two configs would drift."""
-    found = [s for s in pulumi_stacks(root or ROOT) if s.cluster == cluster]
+    found = [s for s in pulumi_stacks(root or project.ROOT) if s.cluster == cluster]
     files = {s.config_file for s in found}
     if len(files) > 1:
         shown = ", ".join(f"{s.path.name}: {s.config_file or '(the module)'}" for s in found)
@@ -248,7 +249,7 @@ def load_deployed(cluster: str, config_file: str | None, stack_file: str) -> Clu
                 f"{CLUSTER_KEY} in {stack_file or 'its Pulumi stack file'} to the cluster this stack deploys"
             )
         return checked_name(load_module(cluster), cluster, module_file(cluster))
-    file = Path(config_file) if Path(config_file).is_absolute() else ROOT / config_file
+    file = Path(config_file) if Path(config_file).is_absolute() else project.ROOT / config_file
     if not file.exists():
         raise ConfigError(
             f"{stack_file}: {CONFIG_FILE_KEY} names {config_file}, which does not exist ({file}): fix the path "
@@ -292,28 +293,30 @@ SPAWN_MODULES = False
 """Run each module in a fresh interpreter instead of a fork of this process: set by the Pulumi program (policy/gate.py),
 whose gRPC threads a fork cannot copy safely. A fresh interpreter costs about half a second per module."""
 
-# What a spawned child runs: argv is [project's program folder, ROOT, stack name, module path].
+# What a spawned child runs: argv is [project's program folder, the project folder, stack name, module path].
 _SPAWNED = """import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import os, stacks
+from config import project
 from stacks import _child
-stacks.ROOT = Path(sys.argv[2])
+project.ROOT = Path(sys.argv[2])
 _child.answer(lambda: stacks._run_module(sys.argv[3], Path(sys.argv[4])), int(os.environ[_child.ANSWER_FD]))
 """
 
-# What a spawned loader runs (preload): argv is [project's program folder, ROOT, time limit, NAME...]. It has no
+# What a spawned loader runs (preload): argv is [project's program folder, the project folder, time limit, NAME...]. It has no
 # threads of its own, so it forks one child per module, as the commands do: one module's exit or loop stays its own.
 _SPAWNED_MANY = """import sys
 from pathlib import Path
 sys.path.insert(0, sys.argv[1])
 import os, stacks
+from config import project
 from stacks import _child
-stacks.ROOT = Path(sys.argv[2])
+project.ROOT = Path(sys.argv[2])
 def each():
     out = {}
     for name in sys.argv[4:]:
-        path = stacks.ROOT / stacks.CLUSTERS / f"{name}.py"
+        path = project.ROOT / stacks.CLUSTERS / f"{name}.py"
         out[name] = _child.run(lambda: stacks._run_module(name, path), float(sys.argv[3]))
     return out
 _child.answer(each, int(os.environ[_child.ANSWER_FD]))
@@ -333,7 +336,7 @@ def preload(wanted: list[str]) -> None:
         return
     todo: dict[str, tuple[Path, str]] = {}
     for name in wanted:
-        path = ROOT / CLUSTERS / f"{name}.py"
+        path = project.ROOT / CLUSTERS / f"{name}.py"
         try:
             version = read_text(path)
         except ConfigError:
@@ -343,7 +346,7 @@ def preload(wanted: list[str]) -> None:
             todo[name] = (path, version)
     if not todo:
         return
-    spawn = ["-c", _SPAWNED_MANY, str(Path(__file__).resolve().parent.parent), str(ROOT), str(MODULE_TIME_LIMIT), *todo]
+    spawn = ["-c", _SPAWNED_MANY, str(Path(__file__).resolve().parent.parent), str(project.ROOT), str(MODULE_TIME_LIMIT), *todo]
     answers, died = _child.run(lambda: None, MODULE_TIME_LIMIT * (len(todo) + 1), spawn)
     if died or not isinstance(answers, dict):
         return
@@ -364,7 +367,7 @@ def load_module(name: str) -> ClusterConfig:
     config is (`validate`), so a model built around validation (model_construct, model_copy(update=...), a list
     changed after ClusterConfig(...)) is checked too. Any error is a message with the file and line, never a
     traceback."""
-    path = ROOT / CLUSTERS / f"{name}.py"
+    path = project.ROOT / CLUSTERS / f"{name}.py"
     source = module_file(name)
     if not path.exists():
         raise ConfigError(f"{source}: no such module (the stacks are {', '.join(names()) or 'none'})")
@@ -381,7 +384,7 @@ def _load_path(name: str, path: Path) -> ClusterConfig:
     """Run the module at `path` as stack NAME in a child (stacks/_child.py), and validate the config it answers."""
     if isinstance(MODULE_TIME_LIMIT, str):
         raise ConfigError(MODULE_TIME_LIMIT)
-    spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(ROOT), name, str(path)]
+    spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(project.ROOT), name, str(path)]
     answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
     if died.startswith("was killed") and not SPAWN_MODULES:
         # A crash of a forked child can be the fork's (a library's threads, state no fork can copy): once more, in a
@@ -450,7 +453,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
     formatted here: an exception whose message itself fails or loops stays in the child too."""
     source = module_file(name)
     # `from clusters import _common` (a helper module beside the stacks) finds this project's clusters/.
-    sys.path.insert(0, str(ROOT))
+    sys.path.insert(0, str(project.ROOT))
     for loaded in [m for m in sys.modules if m == CLUSTERS or m.startswith(f"{CLUSTERS}.")]:
         del sys.modules[loaded]
     os._exit = _exit_at_its_line  # this process is the child: an os._exit in the module is reported with its line
@@ -525,7 +528,7 @@ def _shown_file(file: str | None, default: str) -> str:
 def _user_line(tb: TracebackType | None, path: Path) -> str:
     """Where a failure happened in the user's files: the last line of a file in clusters/ on the traceback, as
     `clusters/_common.py:4` (a helper module is named as itself), and the stack's line that imported it."""
-    folder = (ROOT / CLUSTERS).resolve()
+    folder = (project.ROOT / CLUSTERS).resolve()
     own = None
     last: tuple[str, int] | None = None
     while tb is not None:
@@ -585,7 +588,7 @@ def _name_hint(err: NameError, at: str) -> str:
     if not isinstance(name, str):
         return ""
     file, _, line = at.split(" ")[0].rpartition(":")
-    text = linecache.getline(str(ROOT / file), int(line)) if line.isdigit() else ""
+    text = linecache.getline(str(project.ROOT / file), int(line)) if line.isdigit() else ""
     keyword = re.search(rf"\b([A-Za-z_]\w*)\s*=\s*{re.escape(name)}\b", text)
     python = _YAML_WORDS.get(name.lower()) or ("None" if name.lower() in _YAML_NULLS else "")
     if python:
@@ -603,7 +606,7 @@ def _name_hint(err: NameError, at: str) -> str:
 def _committed_clusters(ref: str, *command: str) -> bytes:
     """`git COMMAND REF:./clusters` in the project: clusters/ as committed at `ref`."""
     try:
-        done = subprocess.run(["git", *command, f"{ref}:./{CLUSTERS}"], cwd=ROOT, capture_output=True, check=True, timeout=60)
+        done = subprocess.run(["git", *command, f"{ref}:./{CLUSTERS}"], cwd=project.ROOT, capture_output=True, check=True, timeout=60)
     except (OSError, subprocess.SubprocessError) as err:
         raise ConfigError(f"cannot read {CLUSTERS}/ at {ref}: {err}") from None
     return done.stdout

@@ -30,9 +30,7 @@ ANSWER_FD = "STACKS_ANSWER_FD"
 """The environment variable that gives a spawned child the descriptor of its answer's pipe."""
 
 
-def run(
-    job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _end: Callable[[int], Any] = os._exit
-) -> tuple[Any, str]:
+def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _end: Callable[[int], Any] = os._exit) -> tuple[Any, str]:
     """(the job's answer, "") or (None, why the child gave none: "exited (code 3)", "was killed by signal
     SIGSEGV", "did not finish within 20 s", ...). The answer is what json.dumps/json.loads make of the job's
     return value. In the child, stdout is stderr (a print must not mix with a command's output, such as

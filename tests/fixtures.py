@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 import stacks
-from stacks.model import ClusterConfig
+from config import ClusterConfig
 
 Data = dict[str, Any]
 

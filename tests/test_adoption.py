@@ -8,19 +8,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import jsonschema
 import pytest
 import yaml
 
 import stacks
+from cli.main import main
 from components.kube import CLUSTER_SCOPED_KINDS
 from components.program import objects
 from components.tiers import PLATFORM, PROJECT, tier_of
-from conftest import ROOT, rendered_fixture, rendered_stack
-from render import adoption
-from render.engine import Rendering, run
-from stacks.__main__ import main
+from tests import fixtures
+from tests.helpers import ROOT, rendered_fixture, rendered_stack
+from tools import adoption
+from tools.render import Rendering, run
 
 IMPORT_SCHEMA = json.loads((ROOT / "schemas" / "pulumi-import.schema.json").read_text(encoding="utf-8"))
 

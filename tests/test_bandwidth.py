@@ -16,15 +16,16 @@ import subprocess
 import sys
 from pathlib import Path
 
-import fixtures
 import pytest
 
 import stacks
+from cli.main import main as stacks_main
 from components.launcher import bandwidth as bw
-from components.program import objects, stack_outputs
+from components.outputs import stack_outputs
+from components.program import objects
 from components.training import LAUNCHER_DIR, launcher_files
-from conftest import ROOT, container, env_of, find, free_port, rendered_fixture
-from stacks.__main__ import main as stacks_main
+from tests import fixtures
+from tests.helpers import ROOT, container, env_of, find, free_port, rendered_fixture
 
 BENCH = ROOT / "components" / "launcher" / "bandwidth.py"
 LOGS = Path(__file__).with_name("bandwidth_logs")

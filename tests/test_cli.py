@@ -3,7 +3,7 @@ command line ends in a non-zero exit and one message naming the file, the object
 never a traceback, never a hang. The YAML route (gpu-training:configFile) is honoured by every
 command, and `render --out` touches only what it wrote.
 
-Most cases call `stacks.__main__.main(argv)` in process (fast); a few run the real command in a
+Most cases call `cli.main.main(argv)` in process (fast); a few run the real command in a
 subprocess, where an escaping exception would print a traceback.
 """
 
@@ -20,13 +20,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
 
 import stacks
-from conftest import ROOT
-from stacks.__main__ import main
+from cli.main import main
+from config import project
+from tests import fixtures
+from tests.helpers import ROOT
 
 
 def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
@@ -186,12 +187,12 @@ def stack_module(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, nam
     folder = tmp_path / stacks.CLUSTERS
     folder.mkdir(exist_ok=True)
     (folder / f"{name}.py").write_text(body, encoding="utf-8")
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.{name}", raising=False)
     return name
 
 
-MODULE = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(
     name="scratch",
     description="x",
@@ -240,7 +241,7 @@ def test_a_cross_field_error_in_a_module_names_the_field(
     assert code == 2 and f"workloads[h-kim].nodes (clusters/{name}.py:10): 3 pods, one per node, but node set 'n' has 2 node(s)" in err
 
 
-HELPERS = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+HELPERS = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 
 
 def user_workload(name, **fields):
@@ -319,7 +320,7 @@ def test_a_yaml_config_error_names_the_line_of_each_value(tmp_path: Path, capsys
     assert len(err.splitlines()) == 3, err  # the workload's and the volume's namespace
 
 
-VOLUMES = """from stacks.model import ClusterConfig, Mount, NodeSet, Security, ServiceAccount, StorageClass, Volume, Workload
+VOLUMES = """from config import ClusterConfig, Mount, NodeSet, Security, ServiceAccount, StorageClass, Volume, Workload
 CONFIG = ClusterConfig(
     name="scratch",
     description="x",
@@ -479,7 +480,7 @@ def test_config_without_a_stack_says_what_to_give(capsys: pytest.CaptureFixture[
 
 
 def test_every_positional_argument_has_help() -> None:
-    from stacks.__main__ import parser
+    from cli.main import parser
 
     p = parser()
     for name, sub in p._subparsers._group_actions[0].choices.items():  # type: ignore[union-attr]
@@ -503,9 +504,7 @@ def test_check_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert code == 1
     # a finding's first line names stack, severity, rule, the config path and its line; a long one continues on indented
     # lines, its fix and the rendered object too
-    [block] = [
-        b for b in ("\n" + out).split("\ntcp: ") if re.match(r"error shm-size workloads\[one\]\.shm_size \(\S*bad\.yaml:\d+\)", b)
-    ]
+    [block] = [b for b in ("\n" + out).split("\ntcp: ") if re.match(r"error shm-size workloads\[one\]\.shm_size \(\S*bad\.yaml:\d+\)", b)]
     assert "Fix: " in block and all(line.startswith("    ") for line in block.splitlines()[1:])
     assert out.splitlines()[-1].startswith("tcp: FAIL: ")
 
@@ -549,11 +548,11 @@ def yaml_route(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[[dic
         path = tmp_path / "my-nerc.yaml"
         path.write_text(yaml.safe_dump(data), encoding="utf-8")
         (tmp_path / stacks.CLUSTERS).mkdir(exist_ok=True)  # the stack exists (its module); its stack file deploys the YAML
-        shutil.copy(stacks.ROOT / stacks.CLUSTERS / "nerc.py", tmp_path / stacks.CLUSTERS / "nerc.py")
+        shutil.copy(project.ROOT / stacks.CLUSTERS / "nerc.py", tmp_path / stacks.CLUSTERS / "nerc.py")
         (tmp_path / "Pulumi.nerc.yaml").write_text(
             yaml.safe_dump({"config": {"gpu-training:configFile": "my-nerc.yaml", "kubernetes:context": "nerc"}}), encoding="utf-8"
         )
-        monkeypatch.setattr(stacks, "ROOT", tmp_path)
+        monkeypatch.setattr(project, "ROOT", tmp_path)
         return path
 
     return make
@@ -610,7 +609,7 @@ def test_diff_takes_a_config_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
     """`diff --config FILE` compares the file's render with the render its stack committed."""
     repo = tmp_path / "repo"
     repo.mkdir()
-    monkeypatch.setattr(stacks, "ROOT", repo)
+    monkeypatch.setattr(project, "ROOT", repo)
     original = write(tmp_path, fixtures.tcp(), "tcp.yaml")
     assert run(["render", "--config", str(original), "--out", str(repo / "rendered")], capsys)[0] == 0
     for git in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "render"]):

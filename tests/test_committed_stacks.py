@@ -16,7 +16,7 @@ import pytest
 import policy
 import stacks
 from components.program import objects, patches
-from conftest import container, env_of, pod_spec, rendered_stack
+from tests.helpers import container, env_of, pod_spec, rendered_stack
 
 WORKLOAD_KINDS = ("StatefulSet", "Job")
 

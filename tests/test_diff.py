@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from render.diff import DiffError, committed, diff_trees, diff_values, read_folder, report
-from stacks.__main__ import main
+from cli.main import main
+from tools.diff import DiffError, committed, diff_trees, diff_values, read_folder, report
 
 STS_PATH = "nccl-test/statefulset-h-kim.yaml"
 CONFIGMAP = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: nccl-test}\ndata: {k: VALUE}\n"

@@ -11,14 +11,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
 
 import stacks
+from cli.main import main
 from components.kube import logical_name
-from render import drift, recovery
-from stacks.__main__ import main
+from config import project
+from tests import fixtures
+from tools import drift, recovery
 
 
 def live_of(name: str, edit: Any = None) -> tuple[Any, list[Any], list[dict[str, Any]]]:
@@ -166,7 +167,7 @@ def test_the_commands_read_a_pulumi_stack_of_a_project(
     (tmp_path / "Pulumi.lab.yaml").write_text(
         yaml.safe_dump({"config": {"gpu-training:configFile": "lab.yaml", "kubernetes:context": "lab"}}), encoding="utf-8"
     )
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.lab", raising=False)
     config = stacks.load("lab")
     live = [copy.deepcopy(d.object) for d in drift.declared_for(config, "all")]

@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pulumi
 import pytest
 import yaml
@@ -31,10 +30,13 @@ from hypothesis import strategies as st
 import policy
 import stacks
 from components.program import objects, patches
-from conftest import ROOT, container, find
+from config.openshift import LAUNCHER_FILES
+from config.stack import ClusterConfig
+from config.values import OBJECT_MAX, kubelet_escape, kubelet_expand
 from policy.core import Finding, PodView
-from render.engine import run
-from stacks.model import LAUNCHER_FILES, OBJECT_MAX, kubelet_escape, kubelet_expand
+from tests import fixtures
+from tests.helpers import ROOT, container, find
+from tools.render import run
 
 Data = dict[str, Any]
 Edit = Callable[[Data], Any]
@@ -784,7 +786,7 @@ PASSES: list[tuple[str, str, str, Edit]] = [
 ]
 
 
-def findings_of(config: stacks.model.ClusterConfig) -> list[Finding]:
+def findings_of(config: ClusterConfig) -> list[Finding]:
     return policy.check(config, objects(config), patches(config))
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 import stacks
-from stacks.__main__ import main
+from cli.main import main
+from config import project as project_folder
 
-GOOD = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount
+GOOD = """from config import ClusterConfig, NodeSet, Security, ServiceAccount
 CONFIG = ClusterConfig(
     name="{name}", description="x", gpu_model="H100",
     node_sets=[NodeSet(name="n", count=2, gpus_per_node=4)],
@@ -50,7 +51,7 @@ os.kill(os.getpid(), signal.{how})
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / stacks.CLUSTERS).mkdir()
     (tmp_path / stacks.CLUSTERS / "good.py").write_text(GOOD.format(name="good"), encoding="utf-8")
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project_folder, "ROOT", tmp_path)
     monkeypatch.setattr(stacks, "_LOADED", {})
     return tmp_path
 

@@ -24,8 +24,10 @@ import yaml
 import policy
 import policy.rules  # noqa: F401  (the registry filled, as a check fills it)
 import stacks
-from conftest import ROOT
-from stacks.__main__ import main
+from cli.main import main
+from config import project as project_folder
+from config import provenance
+from tests.helpers import ROOT
 
 CASES: dict[str, int] = {}
 
@@ -35,7 +37,7 @@ def cases(kind: str, table: list[object]) -> list[object]:
     return table
 
 
-GOOD = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+GOOD = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 {before}
 CONFIG = ClusterConfig(
     name="{name}",
@@ -62,8 +64,8 @@ def module(name: str = "scratch", before: str = "", after: str = "", extra: str 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Callable[..., Path]:
-    """write(NAME=module text, ...): the modules of a project folder of the test's own, which stacks.ROOT names."""
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    """write(NAME=module text, ...): the modules of a project folder of the test's own, which project_folder.ROOT names."""
+    monkeypatch.setattr(project_folder, "ROOT", tmp_path)
     (tmp_path / stacks.CLUSTERS).mkdir()
 
     def write(**modules: str) -> Path:
@@ -86,9 +88,9 @@ def test_a_valid_module_loads_with_the_line_of_each_call(project: Callable[..., 
     project(scratch=module())
     config = stacks.load("scratch")
     assert config.name == "scratch" and config.workloads[0].nodes == 2
-    assert stacks.provenance.shown(stacks.provenance.origin(config, ("workloads", 0, "nodes"))) == f"clusters/scratch.py:{WORKLOAD_LINE}"
-    assert stacks.provenance.shown(stacks.provenance.origin(config, ("namespaces", 0))) == f"clusters/scratch.py:{NAMESPACES_LINE}"
-    assert stacks.provenance.shown(stacks.provenance.origin(config, ())) == f"clusters/scratch.py:{CONFIG_LINE}"
+    assert provenance.shown(provenance.origin(config, ("workloads", 0, "nodes"))) == f"clusters/scratch.py:{WORKLOAD_LINE}"
+    assert provenance.shown(provenance.origin(config, ("namespaces", 0))) == f"clusters/scratch.py:{NAMESPACES_LINE}"
+    assert provenance.shown(provenance.origin(config, ())) == f"clusters/scratch.py:{CONFIG_LINE}"
     assert stacks.load("scratch") is config  # run once per process
 
 
@@ -224,8 +226,8 @@ def test_config_output_stays_parseable_whatever_a_module_prints(code: str, tmp_p
     (tmp_path / stacks.CLUSTERS).mkdir()
     (tmp_path / stacks.CLUSTERS / "scratch.py").write_text(module(before=code), encoding="utf-8")
     program = (
-        "import sys\nfrom pathlib import Path\nimport stacks\nstacks.ROOT = Path(sys.argv[1])\n"
-        "from stacks.__main__ import main\nsys.stdout.flush()\nraise SystemExit(main(['config', 'scratch']))\n"
+        "import sys\nfrom pathlib import Path\nfrom config import project\nproject.ROOT = Path(sys.argv[1])\n"
+        "from cli.main import main\nsys.stdout.flush()\nraise SystemExit(main(['config', 'scratch']))\n"
     )
     done = subprocess.run([sys.executable, "-c", program, str(tmp_path)], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -243,7 +245,7 @@ MUTATIONS = cases(
     [
         "import policy.core\npolicy.core.RULES.clear()",
         "import stacks\nstacks.validate = lambda *args, **kwargs: None",
-        "import stacks.provenance\nstacks.provenance.origin = lambda *args: None",
+        "import config.provenance\nconfig.provenance.origin = lambda *args: None",
         "import sys\nsys.modules['yaml'] = None",
         "import policy\npolicy.check = lambda *args, **kwargs: []",
         "import os\nos._exit = lambda code: None",  # the child still ends, never returns into the program
@@ -262,11 +264,11 @@ def test_one_modules_changes_to_the_program_do_not_reach_the_check_of_another(
     here = os.getcwd()
     stacks.load("other")
     assert len(policy.core.RULES) == rules and "GPU_TRAINING_LEAK" not in os.environ and os.getcwd() == here
-    code_ = main(["check", "scratch"])  # loads `other` too (policy.core.project_stacks)
+    code_ = main(["check", "scratch"])  # loads `other` too (policy.run.project_stacks)
     out, _ = capsys.readouterr()
     assert code_ == 0 and f"scratch: ok: 0 errors, 1 warning ({rules} rules)" in out, out
     assert f"warning image workloads[h-kim].image (clusters/scratch.py:{WORKLOAD_LINE})" in out, out
-    assert stacks.provenance.origin(stacks.load("scratch"), ("workloads", 0)) is not None
+    assert provenance.origin(stacks.load("scratch"), ("workloads", 0)) is not None
 
 
 # --- what the module returns is validated as data --------------------------------------------------------
@@ -346,7 +348,7 @@ HELPERS = cases(
             "clusters/_common.py:2 (from clusters/{stack}.py:2): the stack module failed: ValueError",
         ),
         (
-            "from stacks.model import Workload\n"
+            "from config import Workload\n"
             "BAD = Workload(name='w', namespace='ns', user='u', image='quay.io/a/b:1', service_account='sa', gpus_per_node=4,"
             " transport='tcp', nodes=0)\n",
             "(clusters/_common.py:2)",

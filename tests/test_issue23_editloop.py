@@ -12,17 +12,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
-from test_rendered_is_fresh import problems
 
 import policy
 import stacks
-from components.program import layout, objects, patches, sources, stack_outputs
+from cli.main import main
+from components.outputs import stack_outputs
+from components.program import layout, objects, patches, sources
+from config import project as project_folder
+from config import provenance
+from config.stack import ClusterConfig
 from policy.core import Finding
-from stacks import provenance
-from stacks.__main__ import main
-from stacks.model import ClusterConfig
+from tests import fixtures
+from tests.test_rendered_is_fresh import problems
 
 Edit = Callable[[dict[str, Any]], Any]
 TAG = "quay.io/example/pytorch:2.9"  # fixtures.EXAMPLE without its digest: the image rule warns on it
@@ -108,7 +110,7 @@ def test_the_image_warning_says_the_value_to_accept() -> None:
 
 # --- stack modules in a project of the test's own ----------------------------------------------------------------------
 
-MODULE = """from stacks.model import AcceptedWarning, ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import AcceptedWarning, ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(
     name="{name}",
     description="x",
@@ -139,7 +141,7 @@ def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, modules: dict[str, 
     (root / stacks.CLUSTERS).mkdir(parents=True)
     for name, text in modules.items():
         write_module(root, name, text)
-    monkeypatch.setattr(stacks, "ROOT", root)
+    monkeypatch.setattr(project_folder, "ROOT", root)
     if commit:
         for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "committed stacks"]):
             subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "-c", "commit.gpgsign=false", *args], cwd=root, check=True)

@@ -1,4 +1,4 @@
-"""Issue 23, round 3 hardening of the config model (stacks/model.py):
+"""Issue 23, round 3 hardening of the config model (config/: values, cluster, workloads, stack):
 
 - bounds: every list and dict of every model has a bound (docs/reference.md "Bounds"), so the largest stack the
   model accepts (bench/scale.py `largest()`, at every bound) is checked in seconds; past a bound, one line naming the
@@ -18,16 +18,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated, Any, get_args, get_origin
 
-import fixtures
 import pytest
 import yaml
 from pydantic import BaseModel
 
 import stacks
 from bench import scale
-from conftest import ROOT
-from stacks.__main__ import main
-from stacks.model import (
+from cli.main import main
+from config import project
+from config.stack import ClusterConfig
+from config.values import (
     MAX_ACCEPTED_WARNINGS,
     MAX_ARGS,
     MAX_CLUSTER_NODES,
@@ -40,8 +40,9 @@ from stacks.model import (
     MAX_SCRIPT_FILES,
     MAX_STORAGE_CLASSES,
     MAX_TOLERATIONS,
-    ClusterConfig,
 )
+from tests import fixtures
+from tests.helpers import ROOT
 
 Data = dict[str, Any]
 Edit = Callable[[Data], Any]
@@ -196,7 +197,7 @@ def test_a_yaml_set_is_refused_too(tmp_path: Path) -> None:
     assert f"{path}:{line}:" in done.stderr and "a set has no order" in done.stderr, done.stderr
 
 
-SET_MODULE = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount, Toleration, Workload
+SET_MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Toleration, Workload
 CONFIG = ClusterConfig(
     name="sets",
     description="x",
@@ -225,7 +226,7 @@ def test_a_set_in_a_stack_module_is_refused_naming_its_line(
 ) -> None:
     (tmp_path / stacks.CLUSTERS).mkdir()
     (tmp_path / stacks.CLUSTERS / "sets.py").write_text(SET_MODULE.format(args=args), encoding="utf-8")
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.sets", raising=False)
     assert main(["check", "sets"]) == 2
     err = capsys.readouterr().err

@@ -19,14 +19,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
-from test_issue23_readback import _declared, _live, git, run
 
 import stacks
 from components.launcher import bandwidth as bw
-from stacks.model import bounded_json
+from config import project
+from config.values import bounded_json
+from tests import fixtures
+from tests.test_issue23_readback import _declared, _live, git, run
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -265,7 +266,7 @@ class TestBandwidthValidation:
 
 # --- D: a YAML writer's mistakes get the whole value in the fix ---------------------------------------------------------
 
-MODULE = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
 {before}
 CONFIG = ClusterConfig(
     name="scratch",
@@ -301,7 +302,7 @@ HABITS: dict[str, tuple[str, str, str, int, str]] = {
 @pytest.mark.parametrize("case", HABITS)
 def test_a_yaml_habit_gets_the_whole_value_in_its_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before, namespaces, extra, line, hint = HABITS[case]
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
     (tmp_path / stacks.CLUSTERS).mkdir()
     text = MODULE.format(before=before, namespaces=namespaces, extra=extra)
     (tmp_path / stacks.CLUSTERS / "scratch.py").write_text(text, encoding="utf-8")

@@ -22,17 +22,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
-from test_launcher import LAUNCHER_FILE, L, contract_env, fake
 
 import stacks
-from conftest import rendered_fixture
-from render import diff
-from render.engine import run as render_run
-from render.writer import MAX_READ, WriteError, write
-from stacks.__main__ import main
+from cli.main import main
+from tests import fixtures
+from tests.helpers import rendered_fixture
+from tests.test_launcher import LAUNCHER_FILE, L, contract_env, fake
+from tools import diff
+from tools.render import run as render_run
+from tools.writer import MAX_READ, WriteError, write
 
 DEEP_YAML = "a: " + "[" * 100_000 + "]" * 100_000 + "\n"
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
@@ -115,7 +115,7 @@ class TestTheCommittedRenderIsReadBounded:
         # libyaml's composer recursed until the process died with SIGSEGV: no message, no exit code of ours.
         root = committed_project("proj/configmap-x.yaml", DEEP_YAML.encode())
         code = (
-            "import stacks\nfrom render import diff\n"
+            "import stacks\nfrom tools import diff\n"
             f"try:\n    diff.committed({str(root)!r}, 'HEAD', 'rendered/tcp')\n"
             "except stacks.ConfigError as err:\n    raise SystemExit(str(err))\n"
         )

@@ -21,18 +21,19 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
 
 import policy
 import stacks
 from components.program import objects, patches
-from conftest import ROOT, rendered_stack
+from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS, platform_namespace
+from config.stack import ClusterConfig
 from policy.core import Finding
-from render import writer
-from render.engine import run
-from stacks.model import BUILTIN_SCCS, OPENSHIFT_SCCS, platform_namespace
+from tests import fixtures
+from tests.helpers import ROOT, rendered_stack
+from tools import writer
+from tools.render import run
 
 Data = dict[str, Any]
 Edit = Callable[[Data], Any]
@@ -576,7 +577,7 @@ def the(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
     return next(o for o in objs if o["kind"] == kind and o["metadata"]["name"] == name)
 
 
-def findings_of(config: stacks.model.ClusterConfig, objs: list[dict[str, Any]] | None = None) -> list[Finding]:
+def findings_of(config: ClusterConfig, objs: list[dict[str, Any]] | None = None) -> list[Finding]:
     return policy.check(config, objects(config) if objs is None else objs, patches(config))
 
 

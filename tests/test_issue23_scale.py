@@ -21,7 +21,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
@@ -30,12 +29,13 @@ from hypothesis import strategies as st
 import policy
 import stacks
 from bench import scale
+from cli.checking import preflight as _preflight
+from cli.main import main
 from components.program import layout, objects, patches, sources
-from conftest import ROOT
-from policy.placement import Group, place
-from render.engine import run
-from stacks.__main__ import _preflight, main
-from stacks.model import (
+from config import project
+from config import values as config_values
+from config.stack import ClusterConfig
+from config.values import (
     MAX_CLUSTER_NODES,
     MAX_NAMED_NODES,
     MAX_NODE_SET_SIZE,
@@ -45,6 +45,10 @@ from stacks.model import (
     MAX_TCP_VARIANTS,
     MAX_WORKLOADS,
 )
+from policy.placement import Group, place
+from tests import fixtures
+from tests.helpers import ROOT
+from tools.render import run
 
 Data = dict[str, Any]
 Edit = Callable[[Data], Any]
@@ -170,7 +174,7 @@ def test_a_bound_names_the_line_of_a_yaml_file(field: str, line_of: Callable[[st
     assert "at most" in done.stderr and 'docs/reference.md, "Bounds"' in done.stderr
 
 
-MODULE = """from stacks.model import ClusterConfig, ContainerPort, NodeSet, Security, ServiceAccount, Workload
+MODULE = """from config import ClusterConfig, ContainerPort, NodeSet, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(
     name="big",
     description="x",
@@ -201,7 +205,7 @@ def test_a_bound_names_the_line_of_a_stack_module(
 ) -> None:
     (tmp_path / stacks.CLUSTERS).mkdir()
     (tmp_path / stacks.CLUSTERS / "big.py").write_text(MODULE.format(count=count, ports=ports), encoding="utf-8")
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.big", raising=False)
     assert main(["check", "big"]) == 2
     err = capsys.readouterr().err
@@ -252,7 +256,7 @@ def test_the_reference_lists_every_bound() -> None:
         ("MAX_NAMED_NODES", MAX_NAMED_NODES),
         # The bounds of every other list and dict (issue 23, round 3): tests/test_issue23_fixes_model.py also holds that
         # the table names each field in its bound's row.
-        *((name, getattr(stacks.model, name)) for name in LIST_BOUNDS),
+        *((name, getattr(config_values, name)) for name in LIST_BOUNDS),
     ]:
         assert re.search(rf"\| `{name}` \| {value:,} \|", section), name
 
@@ -360,7 +364,7 @@ def _broken_capacity(d: Data) -> None:
     fixtures.workload(d, "dev")["tcp_variants"][0].update(state="running", alongside=True)
 
 
-CHECKED: list[tuple[str, Callable[[], stacks.model.ClusterConfig]]] = [
+CHECKED: list[tuple[str, Callable[[], ClusterConfig]]] = [
     *((name, lambda name=name: fixtures.config(name)) for name in sorted(fixtures.FIXTURES)),  # type: ignore[misc]
     ("roce, a capacity error", lambda: fixtures.config("roce", _broken_capacity)),
     ("generated, 50 workloads on 16 named nodes", lambda: scale.config(50, 16, named=True)),
@@ -369,7 +373,7 @@ CHECKED: list[tuple[str, Callable[[], stacks.model.ClusterConfig]]] = [
 
 
 @pytest.mark.parametrize("case,build", CHECKED, ids=[c[0] for c in CHECKED])
-def test_check_finds_what_the_rendering_shows(case: str, build: Callable[[], stacks.model.ClusterConfig]) -> None:
+def test_check_finds_what_the_rendering_shows(case: str, build: Callable[[], ClusterConfig]) -> None:
     """`check` (no rendering) and `render` (the rendering) report the same findings, located in the same config lines."""
     config = build()
     assert _preflight(config, None, None) == _preflight(config, run(config), None)

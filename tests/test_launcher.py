@@ -29,7 +29,7 @@ from typing import Any
 
 import pytest
 
-from conftest import free_port
+from tests.helpers import free_port
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 LAUNCHER_FILE = ROOT / "components" / "launcher" / "launcher.py"

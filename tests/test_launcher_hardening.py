@@ -20,7 +20,8 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
-from test_launcher import (
+
+from tests.test_launcher import (
     LAUNCHER_FILE,
     MIB,
     L,

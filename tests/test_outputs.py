@@ -9,14 +9,14 @@ import subprocess
 import sys
 from typing import Any
 
-import fixtures
 import jsonschema
 import pytest
 
 import stacks
-from conftest import ROOT, rendered_fixture, rendered_stack
-from render.outputs import SCHEMA_FILE, SCHEMA_VERSION, schema_json
-from stacks.__main__ import main
+from cli.main import main
+from components.outputs import SCHEMA_FILE, SCHEMA_VERSION, schema_json
+from tests import fixtures
+from tests.helpers import ROOT, rendered_fixture, rendered_stack
 
 PUBLISHED = ROOT / SCHEMA_FILE
 

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from typing import Any
 
-import fixtures
 import pytest
 
 from components.lifecycle import PATCH_FORCE
 from components.program import layout
+from tests import fixtures
 
 
 def forced(obj: dict[str, Any]) -> bool:

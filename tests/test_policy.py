@@ -14,7 +14,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pulumi
 import pytest
 import yaml
@@ -26,9 +25,10 @@ from pulumi.runtime.sync_await import _sync_await
 import policy
 import stacks
 from components.program import layout, objects, patches, sources
-from conftest import ROOT
+from config.stack import ClusterConfig
 from policy.core import Finding
-from stacks.model import ClusterConfig
+from tests import fixtures
+from tests.helpers import ROOT
 
 Edit = Callable[[dict[str, Any]], Any]
 
@@ -397,7 +397,7 @@ def test_capacity_counts_gpus_not_just_nodes() -> None:
 def test_capacity_names_the_workload_the_change_started_not_the_one_that_ran() -> None:
     """On one node, `one` runs; starting `two` makes them not fit. Against the committed outputs (what ran), the error is
     at `two`'s state, naming it as started; without them, the search's own culprit."""
-    from components.program import stack_outputs
+    from components.outputs import stack_outputs
 
     def one_node(d: dict[str, Any]) -> None:
         d["node_sets"][0]["count"] = 1
@@ -471,7 +471,7 @@ def test_unique_objects() -> None:
 
 def test_orphaned_claims_after_a_rename() -> None:
     previous = fixtures.config("roce")
-    from components.program import stack_outputs
+    from components.outputs import stack_outputs
 
     before = stack_outputs(previous)
     renamed = fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(name="dev2", tcp_variants=[]))
@@ -707,7 +707,7 @@ STACK_WITH_A_COMPREHENSION = """from pathlib import Path
 
 import yaml
 
-from stacks.model import ClusterConfig, HandMade
+from config import ClusterConfig, HandMade
 
 DATA = yaml.safe_load(Path(__file__).with_name("roce.yaml").read_text(encoding="utf-8"))
 CONFIG = ClusterConfig(
@@ -730,7 +730,7 @@ CONFIG = ClusterConfig(
 def test_hand_made_names_the_line_of_a_stack_module_and_a_fix_for_its_comprehension(
     fixture_project: Callable[..., Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from stacks.__main__ import main
+    from cli.main import main
 
     root = fixture_project("roce")
     (root / stacks.CLUSTERS / "roce.py").write_text(STACK_WITH_A_COMPREHENSION, encoding="utf-8")

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 import stacks
+from config import project
 from stacks import _child
 
-GOOD = """from stacks.model import ClusterConfig, NodeSet, Security, ServiceAccount
+GOOD = """from config import ClusterConfig, NodeSet, Security, ServiceAccount
 CONFIG = ClusterConfig(
     name="{name}", description="x", gpu_model="H100",
     node_sets=[NodeSet(name="n", count=2, gpus_per_node=4)],
@@ -27,7 +28,7 @@ CONFIG = ClusterConfig(
 def spawned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[list[str] | None]:
     """A project of the test's own, loaded as the Pulumi program loads it; the children started, by their spawn argv."""
     (tmp_path / stacks.CLUSTERS).mkdir()
-    monkeypatch.setattr(stacks, "ROOT", tmp_path)
+    monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.setattr(stacks, "SPAWN_MODULES", True)
     monkeypatch.setattr(stacks, "_LOADED", {})
     for name in ("a", "b"):

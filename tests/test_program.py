@@ -10,15 +10,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 
 from components.lifecycle import PATCH_FORCE, WAIT_FOR
 from components.program import layout, objects, patches
-from conftest import container, env_of, find, pod_spec, rendered_fixture
-from render import diff
-from render.engine import MISSING, DuplicateResource, MissingObject, Rendering, _Mocks, run
-from render.writer import canonical, write
+from tests import fixtures
+from tests.helpers import container, env_of, find, pod_spec, rendered_fixture
+from tools import diff
+from tools.render import MISSING, DuplicateResource, MissingObject, Rendering, _Mocks, run
+from tools.writer import canonical, write
 
 INTERNAL = "image-registry.openshift-image-registry.svc:5000"
 
@@ -363,7 +363,7 @@ def test_a_failed_check_holds_back_the_pods_in_up_too(monkeypatch: pytest.Monkey
     # not be sent to the cluster, or its pods would be rejected by the SCC admission at once.
     import pulumi
 
-    from render import engine
+    from tools import render as engine
 
     sent: list[str] = []
 

@@ -15,13 +15,13 @@ from typing import Any
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_schemas import validate
 
 import policy
 import stacks
 from components.program import objects, patches
-from render.engine import run
-from render.writer import canonical
+from tests.test_schemas import validate
+from tools.render import run
+from tools.writer import canonical
 
 WORKLOAD_NAMES = ["alpha", "beta", "gamma", "delta", "epsilon"]
 NAMESPACES = ["ns-a", "ns-b", "ns-c"]

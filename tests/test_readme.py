@@ -11,7 +11,7 @@ from pathlib import Path
 import policy
 import policy.rules  # noqa: F401  (registers the rules)
 from components.lifecycle import AWAITS, REPLACES
-from conftest import ROOT
+from tests.helpers import ROOT
 
 DOCS = ROOT / "docs"
 

@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 import stacks
-from conftest import ROOT, SHARED
+from tests.helpers import ROOT, SHARED
 
 # --- reading the README -----------------------------------------------------------------------------------
 
@@ -355,7 +355,8 @@ def inputs() -> tuple[str, str] | None:
     if rev.returncode != 0:
         return None
     digest = hashlib.sha256(rev.stdout + sys.version.encode() + str(SHARED.exists()).encode())
-    for path in (Path(__file__), ROOT / "tests" / "conftest.py", ROOT / "requirements.txt", ROOT / "requirements-dev.txt"):
+    helpers = (ROOT / "tests" / "conftest.py", ROOT / "tests" / "helpers.py")
+    for path in (Path(__file__), *helpers, ROOT / "requirements.txt", ROOT / "requirements-dev.txt"):
         digest.update(path.read_bytes() if path.is_file() else b"-")
     return rev.stdout.decode().split()[0][:12], digest.hexdigest()
 
@@ -365,7 +366,7 @@ def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest) ->
     known = inputs()
     if known is not None and cache is not None and cache.get(PASSED, None) == known[1]:
         pytest.skip(
-            f"the README recipes passed on HEAD {known[0]} already, with this test, conftest.py and requirements: a new commit "
+            f"the README recipes passed on HEAD {known[0]} already, with this test, conftest.py, helpers.py and requirements: a new commit "
             "replays them (`pytest --cache-clear` too)"
         )
     project, sha = request.getfixturevalue("head")

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import fixtures
 import pytest
 import yaml
 
-from stacks.__main__ import main
+from cli.main import main
+from tests import fixtures
 
 
 def test_a_stack_the_preflight_refuses_is_not_written(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -22,16 +22,16 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import fixtures
 import pytest
 import yaml
 
 import stacks
-from conftest import ROOT, rendered_fixture
-from render import MANIFEST, writer
-from render.engine import Rendering, run
-from render.writer import TEMP, WriteError, read_manifest, write
-from stacks.__main__ import main
+from cli.main import main
+from tests import fixtures
+from tests.helpers import ROOT, rendered_fixture
+from tools import writer
+from tools.render import Rendering, run
+from tools.writer import MANIFEST, TEMP, WriteError, read_manifest, write
 
 LINUX = sys.platform.startswith("linux")
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import stacks
-from conftest import ROOT, rendered_stack
-from render.writer import write
+from tests.helpers import ROOT, rendered_stack
+from tools.writer import write
 
 
 def _files(folder: Path) -> dict[str, bytes]:

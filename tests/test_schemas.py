@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from functools import cache
 from typing import Any
 
-import fixtures
 import jsonschema
 import kubernetes_validate
 import kubernetes_validate.utils
@@ -19,8 +18,9 @@ import pytest
 import yaml
 
 import stacks
-from conftest import ROOT, SHARED, rendered_fixture, rendered_stack
-from render.engine import Rendering, run
+from tests import fixtures
+from tests.helpers import ROOT, SHARED, rendered_fixture, rendered_stack
+from tools.render import Rendering, run
 
 # kubernetes-validate reads and parses its JSON schema files (megabytes) on every call: parse each once per process.
 kubernetes_validate.utils.schema_contents = cache(kubernetes_validate.utils.schema_contents)

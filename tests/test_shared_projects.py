@@ -7,16 +7,16 @@ from __future__ import annotations
 
 from typing import Any
 
-import fixtures
 import pytest
 
 import policy
-import policy.core
+import policy.run
 import stacks
 from components.program import objects, patches
+from config.stack import ClusterConfig
 from policy.core import Finding
-from policy.rules import cluster_host
-from stacks.model import ClusterConfig
+from policy.rules.stack import cluster_host
+from tests import fixtures
 
 HOST = "api.lab.example.org"
 
@@ -136,7 +136,7 @@ def test_by_default_the_preflight_compares_with_the_projects_stacks(monkeypatch:
         asked.append(exclude)
         return [original]
 
-    monkeypatch.setattr(policy.core, "project_stacks", project_stacks)
+    monkeypatch.setattr(policy.run, "project_stacks", project_stacks)
     copy = cluster("mylab")
     findings = policy.check(copy, objects(copy), patches(copy))  # as `python -m stacks check` and the Pulumi program call it
     assert asked == ["mylab"] and "Stack mylab" in {f.object for f in findings if f.rule == "shared-projects"}
@@ -147,5 +147,5 @@ def test_by_default_the_preflight_compares_with_the_projects_stacks(monkeypatch:
 
 def test_the_projects_stacks_are_every_stack_but_the_one_checked() -> None:
     names = stacks.names()
-    assert [c.name for c in policy.core.project_stacks(names[0])] == names[1:]
-    assert [c.name for c in policy.core.project_stacks("not-a-stack")] == names
+    assert [c.name for c in policy.run.project_stacks(names[0])] == names[1:]
+    assert [c.name for c in policy.run.project_stacks("not-a-stack")] == names

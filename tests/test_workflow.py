@@ -13,7 +13,7 @@ from typing import Any
 import yaml
 
 import stacks
-from conftest import ROOT
+from tests.helpers import ROOT
 
 WORKFLOW = ROOT / ".github" / "workflows" / "preview.yml"
 

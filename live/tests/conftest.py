@@ -10,14 +10,12 @@ build's own error, where they could not be built, except in CI (CI=true), where 
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
 from live import clusters, toolchain  # noqa: E402
 from live.controlplane import ControlPlane  # noqa: E402

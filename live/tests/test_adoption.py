@@ -25,7 +25,6 @@ from live.controlplane import ControlPlane
 from live.tests.harness import Project, failure, kubeconfig_of, project_copy, pulumi_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
 import stacks  # noqa: E402
 from components.program import layout  # noqa: E402

@@ -17,7 +17,6 @@ import pytest
 from live.tests.harness import project_admin
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
 import stacks  # noqa: E402
 

@@ -30,7 +30,6 @@ from live.controlplane import ControlPlane
 from live.tests.harness import UP_BOUND_SECONDS, Project, failure, kubeconfig_of, project_copy, pulumi_env
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
 import stacks  # noqa: E402
 

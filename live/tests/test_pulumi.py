@@ -8,7 +8,6 @@ on a second preview, the outputs, a hostile environment), then edits, missing pr
 from __future__ import annotations
 
 import json
-import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -33,7 +32,6 @@ from live.tests.harness import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
 import stacks  # noqa: E402
 from components.program import layout  # noqa: E402
@@ -91,7 +89,7 @@ def test_stack_outputs_are_the_rendered_ones_and_valid(project: Project, stack: 
     out = json.loads(project.pulumi("stack", "output", "--json", "-s", stack.name).stdout)
     schema = json.loads((ROOT / "schemas" / "outputs.v2.json").read_text())
     jsonschema.validate(out, schema)
-    from render.engine import run
+    from tools.render import run
 
     assert out == run(stacks.load(stack.cluster), stack.tier).outputs
     # rendered/CLUSTER/outputs.json is the whole cluster's (tier all); each tier's outputs differ from it in `tier` only.
@@ -151,9 +149,9 @@ def predicted(cluster: str, tier: str, before: dict[str, Any], after: dict[str, 
 
     from components.lifecycle import held
     from components.tiers import tier_of
-    from render import diff
-    from render.engine import run
-    from render.writer import write
+    from tools import diff
+    from tools.render import run
+    from tools.writer import write
 
     configs = [stacks.validate(data, "live") for data in (before, after)]
     with tempfile.TemporaryDirectory() as a, tempfile.TemporaryDirectory() as b:

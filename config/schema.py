@@ -1,9 +1,9 @@
 """The JSON Schema of the config (`python -m stacks schema`), every field described by its docstring.
 
-The docstrings under each field of stacks/model.py are the documentation. pydantic can read them at
-class creation (use_attribute_docstrings), but that costs every import, and so every `pulumi
-preview`, tens of milliseconds; they are read here instead, from the module's source, only when the
-schema is asked for.
+The docstrings under each field of the models (config/cluster.py, workloads.py, stack.py) are the documentation.
+pydantic can read them at class creation (use_attribute_docstrings), but that costs every import, and so every
+`pulumi preview`, tens of milliseconds; they are read here instead, from the modules' source, only when the schema
+is asked for.
 """
 
 from __future__ import annotations
@@ -12,15 +12,15 @@ import ast
 import inspect
 from typing import Any
 
-from stacks import model
-from stacks.model import ClusterConfig
+from config import cluster, stack, workloads
+from config.stack import ClusterConfig
 
 
 def field_docs() -> dict[str, dict[str, str]]:
-    """{class name: {field name: docstring}} of the models in stacks/model.py."""
-    tree = ast.parse(inspect.getsource(model))
+    """{class name: {field name: docstring}} of the models of config/ (class names are unique across its modules)."""
     out: dict[str, dict[str, str]] = {}
-    for node in tree.body:
+    nodes = [node for module in (cluster, workloads, stack) for node in ast.parse(inspect.getsource(module)).body]
+    for node in nodes:
         if not isinstance(node, ast.ClassDef):
             continue
         docs: dict[str, str] = {}

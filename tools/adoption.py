@@ -28,7 +28,7 @@ from components.kube import logical_name, token
 from components.prerequisites import requirements
 from components.program import layout
 from components.tiers import PLATFORM, PROJECT, can_i, can_i_read, tier_of
-from stacks.model import ClusterConfig
+from config.stack import ClusterConfig
 
 PROVIDER_TYPE = "pulumi:providers:kubernetes"
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import stacks
-from render import MANIFEST
+from tools.writer import MANIFEST
 
 OUTPUTS = "outputs.json"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -324,8 +324,8 @@ def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
 
 def fresh(config: Any) -> dict[str, Any]:
     """Render the working tree's program for one config, exactly as `python -m stacks render` writes it."""
-    from render.engine import run
-    from render.writer import write
+    from tools.render import run
+    from tools.writer import write
 
     with tempfile.TemporaryDirectory(prefix="stacks-diff-") as tmp:
         return read_folder(write(run(config), Path(tmp)))

@@ -25,6 +25,8 @@ from typing import Any
 
 import yaml
 
+from config import project
+
 Path_ = tuple[str | int, ...]
 """A config path: field names and list indexes (`("workloads", 2, "nodes")`), as pydantic locates errors."""
 
@@ -62,7 +64,7 @@ def written_here() -> tuple[str, int] | None:
 
 def remember(model: Any) -> None:
     """Remember where user code built `model` (written_here). Called by the model itself, only while a stack module
-    runs (stacks.model IN_STACK_MODULE) and only for a model built by a call, not from nested plain data."""
+    runs (config.errors IN_STACK_MODULE) and only for a model built by a call, not from nested plain data."""
     chosen = written_here()
     if chosen is None:
         return
@@ -244,14 +246,12 @@ def keyword_line(file: str, line: int, called: str, path: Path_) -> int | None:
 
 
 def shown(where: tuple[str, int] | None) -> str:
-    """`clusters/NAME.py:N`, the form editors and terminals link: the file relative to the project (stacks.ROOT)."""
+    """`clusters/NAME.py:N`, the form editors and terminals link: the file relative to the project (config.project.ROOT)."""
     if where is None:
         return ""
     path = Path(where[0])
-    root = getattr(sys.modules.get("stacks"), "ROOT", None)
-    if root is not None:
-        try:
-            return f"{path.resolve().relative_to(Path(root).resolve()).as_posix()}:{where[1]}"
-        except ValueError:
-            pass
+    try:
+        return f"{path.resolve().relative_to(project.ROOT.resolve()).as_posix()}:{where[1]}"
+    except ValueError:
+        pass
     return f"{path}:{where[1]}"

@@ -23,8 +23,10 @@ from typing import Any
 import stacks
 from components.kube import Declared, logical_name
 from components.program import layout
-from stacks import provenance
-from stacks.model import ClusterConfig, located, quantity_value
+from config import provenance
+from config.errors import located
+from config.stack import ClusterConfig
+from config.values import quantity_value
 
 # Set by the provider for its own bookkeeping, or by the API server: never declared drift.
 IGNORED_ANNOTATIONS = ("pulumi.com/autonamed",)

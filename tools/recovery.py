@@ -23,6 +23,7 @@ from typing import Any
 
 import stacks
 from components.kube import Declared, logical_name
+from config import project
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,7 @@ def exported(stack: str, state_file: str | None) -> dict[str, Any]:
     else:
         cmd = ["pulumi", "stack", "export", "-s", stack]
         try:
-            proc = subprocess.run(cmd, cwd=stacks.ROOT, capture_output=True, text=True, timeout=120, check=False)
+            proc = subprocess.run(cmd, cwd=project.ROOT, capture_output=True, text=True, timeout=120, check=False)
         except (OSError, subprocess.TimeoutExpired) as err:
             raise stacks.ConfigError(f"recover: `{' '.join(cmd)}` failed: {err} (or give the export with --state FILE)") from None
         if proc.returncode != 0:
@@ -151,7 +152,7 @@ def plan(
 
 def existing(objs: list[dict[str, Any]], context: str | None) -> set[tuple[str, str, str]]:
     """Which of these objects the cluster has (read only)."""
-    from render import drift
+    from tools import drift
 
     return keys_of(drift.read_live([Declared("", "", o) for o in objs], context) if objs else [])
 

@@ -24,7 +24,7 @@ from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-from stacks.model import ClusterConfig
+from config.stack import ClusterConfig
 
 PROVIDER_TOKEN = "pulumi:providers:kubernetes"
 STACK_TOKEN = "pulumi:pulumi:Stack"

@@ -1,10 +1,18 @@
-"""The typed stack outputs: what `pulumi stack output --json` gives other tools, as a JSON Schema.
+"""The typed stack outputs: what `pulumi stack output --json` gives other tools, as a JSON Schema and as values.
 
-These models are the one source of the schema. `python -m stacks outputs-schema` prints it, and
+These models are the one source of both. `python -m stacks outputs-schema` prints the schema, and
 schemas/outputs.v2.json is that print, committed so consumers can fetch and validate against it
-without running this program (a test keeps the two equal). The program builds the outputs in
-components/program.py (`stack_outputs`) and components/training.py (`workload_outputs`); a test
-validates every stack's outputs against this schema, so the two cannot drift apart unnoticed.
+without running this program (a test keeps the two equal). The values are built here too, by each
+model's `of` (`StackOutputs.of(config, tier)`, `WorkloadOutputs.of(config, workload)`, ...), so they are
+validated against the schema as they are made; components/program.py `build` returns
+`stack_outputs(config, tier)` (the JSON form of `StackOutputs.of`) and __main__.py exports each key.
+
+Names at this boundary: the outputs keep the schema's names, the program uses the config's.
+
+  output field                                  config (the stack file)
+  workloads[W].mode, bandwidth_checks[C].mode   the workload's / check's `transport`
+  workloads[W].replicas                         the workload's `nodes` (also `nodes` in bandwidth_checks[C])
+  workloads[W].memlock_strategy                 the workload's `memlock` (or the stack's default for its transport)
 
 Versioning: `schema_version` is "2" for this schema. A change that removes or renames a field or
 changes its meaning is a new version (outputs.v3.json next to this one); adding a field is not, but
@@ -15,20 +23,28 @@ SCC per stack, bare Pods, every workload always running) was retired before any 
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
 
-from stacks.model import MemlockStrategy, State, Transport, WorkloadKind
+from components.bandwidth import job_name
+from components.networks import copy_namespaces
+from components.storage import standalone_claims
+from components.training import Names, nccl_env, per_pod_claims
+from config.cluster import NodeSet
+from config.stack import ClusterConfig
+from config.values import MemlockStrategy, State, Transport, WorkloadKind
+from config.workloads import BandwidthCheck, Workload
 
-SCHEMA_VERSION = "2"
+SCHEMA_VERSION: Literal["2"] = "2"
 SCHEMA_ID = f"urn:gpu-training:schema:outputs:v{SCHEMA_VERSION}"
 SCHEMA_FILE = f"schemas/outputs.v{SCHEMA_VERSION}.json"
 
 _LABEL = r"[a-z0-9]([-a-z0-9]*[a-z0-9])?"
 Name = Annotated[str, StringConstraints(pattern=f"^{_LABEL}$")]
 NamespacedName = Annotated[str, StringConstraints(pattern=f"^{_LABEL}/{_LABEL}$")]
+Tier = Literal["all", "platform", "project"]
 
 
 def _keys(pattern: str) -> dict[str, Any]:
@@ -85,6 +101,32 @@ class WorkloadOutputs(_Outputs):
     routes: dict[str, Name] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
     """Developer tools exposed through Routes: port name -> Route name (`oc get route NAME` shows the host)."""
 
+    @classmethod
+    def of(cls, config: ClusterConfig, w: Workload) -> WorkloadOutputs:
+        """What other tools read about a workload, computed from the config alone."""
+        names = Names(w)
+        return cls(
+            namespace=w.namespace,
+            kind=w.kind,
+            object=names.object,
+            state=w.state,
+            mode=w.transport,
+            replicas=w.nodes,
+            gpus_per_node=w.gpus_per_node,
+            world_size=w.nodes * w.gpus_per_node,
+            node_set=config.node_set(w.node_set).name,
+            headless_service=names.headless_dns,
+            master_addr=names.master_addr,
+            master_port=w.master_port,
+            # memlock_of is typed str though it returns a MemlockStrategy of the config; the model checks it again.
+            memlock_strategy=cast(MemlockStrategy, config.memlock_of(w)),
+            scc=config.scc_of(w),
+            nccl_env=nccl_env(config, w),
+            pods=[names.pod(r) for r in range(w.nodes)],
+            per_pod_claims=per_pod_claims(config, w),
+            routes={p.name: names.route(p.name) for p in w.ports if p.route},
+        )
+
 
 class BandwidthCheckOutputs(_Outputs):
     """One enabled all-reduce bandwidth check (an Indexed Job that gates the rollout of its transport's workloads)."""
@@ -114,6 +156,31 @@ class BandwidthCheckOutputs(_Outputs):
     report: str
     """A shell command that reads the check's log and prints its verdict."""
 
+    @classmethod
+    def of(cls, config: ClusterConfig, check: BandwidthCheck) -> BandwidthCheckOutputs:
+        """What a user or a tool reads about a check: its Job, its pods and the bandwidth that passes."""
+        from components.launcher.bandwidth import threshold_gbytes  # the in-pod module: loaded only when a check is on
+
+        rate = config.bandwidth_line_rate_gbps(check)
+        name = job_name(config, check)
+        names = Names(config.bandwidth_workload(check), name)
+        return cls(
+            namespace=check.namespace,
+            job=name,
+            mode=check.transport,
+            tool=check.tool,
+            nodes=check.nodes,
+            gpus_per_node=check.gpus_per_node,
+            pods=[names.pod(r) for r in range(check.nodes)],
+            line_rate_gbps=rate,
+            min_fraction=check.min_fraction,
+            # nccl-tests' unit, GB/s (1e9 bytes/s): the least bus bandwidth that passes; None reports only.
+            min_busbw_gbytes_per_s=None if rate is None else round(threshold_gbytes(rate, check.min_fraction), 3),
+            deadline_minutes=check.deadline_minutes,
+            report=f"oc logs -n {check.namespace} job/{name} | python -m stacks bandwidth-report - "
+            f"--stack {config.name} --check {check.name}",
+        )
+
 
 class NodeSetOutputs(_Outputs):
     """GPU nodes the stack counts on."""
@@ -125,6 +192,10 @@ class NodeSetOutputs(_Outputs):
     gpus_per_node: int = Field(ge=1)
     """GPUs each offers."""
 
+    @classmethod
+    def of(cls, node_set: NodeSet) -> NodeSetOutputs:
+        return cls(nodes=list(node_set.nodes), size=node_set.size, gpus_per_node=node_set.gpus_per_node)
+
 
 class StackOutputs(_Outputs):
     """The outputs of one cluster stack (`pulumi stack output --json`, or rendered/STACK/outputs.json)."""
@@ -133,7 +204,7 @@ class StackOutputs(_Outputs):
     """Version of this schema; a consumer checks it before reading anything else."""
     cluster: Name
     """The cluster the stack deploys (its module clusters/CLUSTER.py)."""
-    tier: Literal["all", "platform", "project"]
+    tier: Tier
     """Which part the Pulumi stack deploys: all, platform (cluster-admin objects) or project (the researchers')."""
     namespaces: list[Name]
     """User namespaces the stack deploys into."""
@@ -156,6 +227,39 @@ class StackOutputs(_Outputs):
     """Every workload (TCP variants included, stopped ones too), by name."""
     bandwidth_checks: dict[str, BandwidthCheckOutputs] = Field(default={}, json_schema_extra=_keys(f"^{_LABEL}$"))
     """Every enabled bandwidth check of the stack, by check name."""
+
+    @classmethod
+    def of(cls, config: ClusterConfig, tier: str = "all") -> StackOutputs:
+        """The outputs of a run of `tier`, computed from the config alone (they do not wait on the cluster)."""
+        # The program carries the tier as a str (the loader checks it against stacks.TIERS); the model checks it again.
+        fabric = config.fabric
+        if fabric is None:
+            nads: list[str] = []
+        elif copy_namespaces(config):
+            nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copy_namespaces(config)]
+        else:
+            nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
+        return cls(
+            schema_version=SCHEMA_VERSION,
+            cluster=config.name,
+            tier=cast(Tier, tier),
+            namespaces=list(config.namespaces),
+            scc=config.security.scc,
+            scc_created=config.security.create,
+            unprivileged_scc=config.security.unprivileged_scc,
+            service_accounts=[f"{sa.namespace}/{sa.name}" for sa in config.security.service_accounts],
+            network_attachments=sorted(nads),
+            pvcs=sorted(f"{v.namespace}/{v.name}" for v in standalone_claims(config)),
+            node_sets={s.name: NodeSetOutputs.of(s) for s in config.node_sets},
+            workloads={w.name: WorkloadOutputs.of(config, w) for w in config.all_workloads()},
+            bandwidth_checks={c.name: BandwidthCheckOutputs.of(config, c) for c in config.enabled_checks()},
+        )
+
+
+def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
+    """The outputs as the program exports them (`build` returns this; __main__.py exports each key): JSON values.
+    A top-level None (`scc`) stays in: the Pulumi SDK drops such an export itself, as `pulumi stack output` shows."""
+    return StackOutputs.of(config, tier).model_dump(mode="json")
 
 
 class _NoFieldTitles(GenerateJsonSchema):

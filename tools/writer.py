@@ -32,8 +32,10 @@ from typing import Any
 import yaml
 
 import stacks
-from render import MANIFEST
-from render.engine import Recorded, Rendering
+from tools.render import Recorded, Rendering
+
+MANIFEST = ".render-manifest"
+"""The list `python -m stacks render` keeps of the files it wrote in a stack's folder; not an object."""
 
 HEAD = ("apiVersion", "kind", "metadata")
 

@@ -1,0 +1,105 @@
+"""The commands about a cluster's objects rather than a stack's render: what you may declare (`rights`), adopting
+what was made by hand (`import-plan`, `adopt-diff`), what was changed by hand since (`drift`), and the way back
+after a killed `pulumi up` (`recover`). Most of them name a Pulumi stack (its file says cluster, tier and kube
+context) and read the cluster unless given its objects as a file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from pathlib import Path
+from typing import Any
+
+import stacks
+from tools import adoption, drift, recovery
+
+
+def cmd_import_plan(args: argparse.Namespace) -> int:
+    files = {s.name: s for s in stacks.pulumi_stacks()}
+    target = files.get(args.pulumi_stack)
+    if target is None:
+        raise stacks.ConfigError(
+            f"no Pulumi.{args.pulumi_stack}.yaml: name the Pulumi stack that imports ({', '.join(files) or 'none'}); "
+            "its file says which cluster and which tier it deploys"
+        )
+    config = stacks.load(target.cluster)
+    kinds = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
+    plan = adoption.import_plan(config, target.name, target.tier, kinds)
+    text = json.dumps(plan, indent=2) + "\n"
+    if args.out:
+        try:
+            Path(args.out).write_text(text, encoding="utf-8")
+        except OSError as err:
+            raise stacks.ConfigError(f"{args.out}: cannot write the import file: {err.strerror or err}") from None
+        summary = adoption.plan_summary(plan)
+        print(f"{target.name} ({target.cluster}, tier {target.tier}): wrote {args.out}: {summary}")
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+def cmd_adopt_diff(args: argparse.Namespace) -> int:
+    config = stacks.load(args.stack)
+    live = stacks.read_yaml(Path(args.live), stacks.LIVE_LIMITS)
+    report, narrowing = adoption.adopt_diff(config, live, str(args.live))
+    sys.stdout.write(report)
+    return 1 if narrowing else 0
+
+
+def pulumi_stack(name: str) -> stacks.PulumiStack:
+    files = {s.name: s for s in stacks.pulumi_stacks()}
+    target = files.get(name)
+    if target is None:
+        raise stacks.ConfigError(
+            f"no Pulumi.{name}.yaml: name a Pulumi stack ({', '.join(files) or 'none'}); its file says which cluster, tier and context"
+        )
+    return target
+
+
+def cmd_drift(args: argparse.Namespace) -> int:
+    target = pulumi_stack(args.pulumi_stack)
+    config = stacks.load(target.cluster)
+    declared = drift.declared_for(config, target.tier)
+    live = live_objects(args.live) if args.live else drift.read_live(declared, target.context)
+    found = drift.drift(config, declared, live)
+    sys.stdout.write(drift.report(config, found, target.name))
+    return 1 if found else 0
+
+
+def live_objects(file: str) -> list[dict[str, Any]]:
+    data = stacks.read_yaml(Path(file))
+    live = data.get("items", []) if isinstance(data, dict) and str(data.get("kind", "")).endswith("List") else [data]
+    if not all(isinstance(o, dict) and isinstance(o.get("metadata"), dict) for o in live):
+        raise stacks.ConfigError(f"{file}: not Kubernetes objects (the output of `oc get ... -o yaml`)")
+    return live
+
+
+def cmd_recover(args: argparse.Namespace) -> int:
+    target = pulumi_stack(args.pulumi_stack)
+    root = None if args.state else recovery.diy_root()
+    if root is not None:
+        half = recovery.half_written(root, target.name)
+        if half:  # nothing can read the state until these go: say so first
+            print(f"{target.name}: the state backend cannot load the stack: a killed run left {len(half)} file(s) empty:")
+            print("\n".join(f"  {p}" for p in half))
+            print("Each is the attributes file of a checkpoint or lock that is whole (a rename wrote it): remove them, then run")
+            print("this again:\n")
+            print("1. rm " + " ".join(shlex.quote(str(p)) for p in half))
+            print(f"2. python -m stacks recover {target.name}")
+            return 1
+    ops = recovery.pending(recovery.exported(target.name, args.state))
+    creates = [p.obj for p in ops if p.op == "creating" and p.obj is not None]
+    if args.live:
+        keys = recovery.keys_of(live_objects(args.live))
+    else:
+        keys = recovery.existing(creates, target.context)
+    text, _ = recovery.plan(target.name, ops, keys, recovery.locks(root, target.name) if root is not None else None)
+    sys.stdout.write(text)
+    return 0
+
+
+def cmd_rights(args: argparse.Namespace) -> int:
+    sys.stdout.write(adoption.rights_report(stacks.load(args.stack), args.tier))
+    return 0

@@ -1,0 +1,170 @@
+"""`python -m stacks`: the command-line front door (see README "Commands"), the top layer.
+
+This module holds the parser and hands each command to the module of its group (COMMANDS), which does the work with
+the loader (stacks/), the preflight (policy/), the program (components/) and the tools (tools/):
+
+    configs.py    list, config, schema; which stacks a command names (the others use it)
+    checking.py   check; the preflight that render runs too
+    rendering.py  render, diff
+    results.py    outputs-schema, bandwidth-report
+    cluster.py    rights, import-plan, adopt-diff, drift, recover
+    status.py     status, status-schema
+
+Every expected failure is one message on stderr and a non-zero exit, never a traceback.
+A stack named on the command line is loaded the way `pulumi up -s STACK` loads it: from the YAML
+file its stack files name in gpu-training:configFile, else from its module.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import importlib
+import os
+import signal
+import sys
+
+import stacks
+from config import project
+from stacks import _process
+
+STACK_HELP = "a stack name (python -m stacks list); none, or --all, means every stack"
+
+COMMANDS: dict[str, tuple[str, str]] = {
+    "list": ("configs", "cmd_list"),
+    "config": ("configs", "cmd_config"),
+    "schema": ("configs", "cmd_schema"),
+    "check": ("checking", "cmd_check"),
+    "render": ("rendering", "cmd_render"),
+    "diff": ("rendering", "cmd_diff"),
+    "outputs-schema": ("results", "cmd_outputs_schema"),
+    "bandwidth-report": ("results", "cmd_bandwidth_report"),
+    "rights": ("cluster", "cmd_rights"),
+    "import-plan": ("cluster", "cmd_import_plan"),
+    "adopt-diff": ("cluster", "cmd_adopt_diff"),
+    "drift": ("cluster", "cmd_drift"),
+    "recover": ("cluster", "cmd_recover"),
+    "status": ("status", "cmd_status"),
+    "status-schema": ("status", "cmd_status_schema"),
+}
+"""Each command's module in cli/ and its function there, which takes the parsed arguments and answers the exit code."""
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ls = sub.add_parser("list", help="print the stack names")
+    ls.add_argument(
+        "--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead (header line, then stack, cluster, tier, context)"
+    )
+    ls.add_argument("--json", action="store_true", help="as JSON (the pull-request workflow's preview matrix reads it)")
+
+    c = sub.add_parser("config", help="print a stack's validated config as YAML (also an input: --config FILE)")
+    c.add_argument("stack", nargs="?", metavar="STACK", help="the stack to print (python -m stacks list)")
+    c.add_argument("--config", metavar="FILE", help="validate and print this YAML file instead")
+
+    sub.add_parser("schema", help="print the JSON Schema of the config")
+
+    r = sub.add_parser("render", help="write every object the program would create, and the stack outputs")
+    r.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
+    r.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    r.add_argument("--config", metavar="FILE", help="render this YAML config instead of a named stack")
+    r.add_argument("--out", default=str(project.ROOT / "rendered"), metavar="DIR", help="output folder (default: rendered/)")
+    r.add_argument("--tier", choices=stacks.TIERS, default="all", help="render one tier only (default: all)")
+
+    k = sub.add_parser("check", help="run the preflight policy: one finding per line; exit 1 on any error")
+    k.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
+    k.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    k.add_argument("--config", metavar="FILE", help="check this YAML config instead of a named stack")
+    k.add_argument(
+        "--against", metavar="GIT_REF", help="compare with the stack and render committed at this ref: what is new, claims (default: HEAD)"
+    )
+    k.add_argument("-v", "--verbose", action="store_true", help="print the warnings the stack accepts too, each with its reason")
+
+    d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and now")
+    d.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
+    d.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    d.add_argument("--config", metavar="FILE", help="compare this YAML config's render with the committed render of its stack")
+    d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
+
+    sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
+
+    b = sub.add_parser(
+        "bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails"
+    )
+    b.add_argument("log", metavar="LOG", help="the saved log, or - for stdin")
+    b.add_argument("--stack", help="take mode, line rate and fraction from this stack's check")
+    b.add_argument("--config", metavar="FILE", help="... or from a check of this YAML config")
+    b.add_argument("--check", metavar="NAME", help="which bandwidth check (needed when the stack has several)")
+    b.add_argument("--mode", choices=("rdma", "tcp"), help="transport the run had to use (default: the check's)")
+    b.add_argument("--line-rate-gbps", type=float, metavar="X", help="line rate in Gb/s (default: the check's; none: report only)")
+    b.add_argument("--min-fraction", type=float, metavar="F", help="fraction of the line rate that passes (default: the check's, or 0.8)")
+    b.add_argument(
+        "--nodes", type=int, metavar="N", help="nodes the check ran on (default: the check's; none: it gates the fabric, one node fails)"
+    )
+    b.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node (default: the check's): a world that size is one node")
+
+    i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")
+    i.add_argument(
+        "pulumi_stack",
+        metavar="PULUMI_STACK",
+        help="the Pulumi stack that imports (e.g. barcelona-platform): its file names cluster and tier",
+    )
+    i.add_argument("--only", metavar="KIND,...", help="only objects of these kinds (e.g. ServiceAccount,PersistentVolumeClaim)")
+    i.add_argument("--out", metavar="FILE", help="write the plan here (default: stdout)")
+
+    a = sub.add_parser("adopt-diff", help="what adopting a live object (oc get -o yaml) would change or remove; exit 1 when it narrows it")
+    a.add_argument("stack", metavar="STACK", help="the stack that declares the object")
+    a.add_argument("live", metavar="LIVE.yaml", help="the live object as `oc get KIND NAME -o yaml` prints it")
+
+    dr = sub.add_parser("drift", help="what was changed by hand on the cluster, in the stack file's words; exit 1 on drift")
+    dr.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
+    dr.add_argument("--live", metavar="FILE", help="compare with these objects (`oc get ... -o yaml`) instead of the cluster")
+
+    rc = sub.add_parser("recover", help="after a killed `pulumi up`: the refresh that settles its pending operations (reads the cluster)")
+    rc.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack whose run was killed")
+    rc.add_argument("--state", metavar="FILE", help="a saved `pulumi stack export` (default: run it)")
+    rc.add_argument("--live", metavar="FILE", help="the objects on the cluster (`oc get ... -o yaml`) instead of reading it")
+
+    g = sub.add_parser("rights", help="per object: its tier and the `oc auth can-i` line that checks you may declare it")
+    g.add_argument("stack", metavar="STACK", help="the stack to list")
+    g.add_argument("--tier", choices=stacks.TIERS, default="all", help="list one tier only (default: all)")
+
+    st = sub.add_parser("status", help="per workload: running, or why not, in the stack file's words (reads the cluster); exit 1 when not")
+    st.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
+    st.add_argument("--json", action="store_true", help="as JSON (schemas/status.v1.json)")
+    st.add_argument("--live", metavar="FILE", help="read these objects (`oc get ... -o json`, a List) instead of the cluster")
+
+    sub.add_parser("status-schema", help="print the JSON Schema of `status --json` (schemas/status.v1.json)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    group, name = COMMANDS[args.command]
+    # The one import the command line puts off until a command runs: its group's module, which imports at its top what
+    # the command needs. So `list` loads no more than the loader, and `check` not the mock runtime nor the cluster tools:
+    # importing pulumi and the renderer (most of a second) is paid by the commands that use them only.
+    command = getattr(importlib.import_module(f"cli.{group}"), name)
+    try:
+        return int(command(args))
+    except stacks.ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+def run() -> None:
+    """The process around main(): `python -m stacks` (stacks/__main__.py) and the `stacks` console script."""
+    # A short-lived command: the collector would only walk the SDK's and pydantic's long-lived objects again
+    # and again, and tearing the interpreter down after everything is written costs as much as a stack's render.
+    gc.disable()
+    # Output piped into `head` ends quietly, as any command line tool's does, instead of a BrokenPipeError traceback.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    # Likewise Ctrl-C (exit 130) and SIGTERM (143) end it with one line, and a terminal that cannot show
+    # non-ASCII gets it escaped, never a UnicodeEncodeError (stacks/_process.py; already set up under -m).
+    _process.setup()
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)

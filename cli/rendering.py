@@ -1,0 +1,128 @@
+"""`render` (every object the program would create, and the stack outputs, written only past the preflight) and
+`diff` (object by object, the render committed at a git ref against a fresh one)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import policy
+import stacks
+from cli import checking, configs
+from config import project
+from config.stack import ClusterConfig
+from stacks import _process
+from tools import diff
+from tools.render import run  # imported here, before any fork, so each render worker starts warm (_in_children)
+from tools.writer import WriteError, write
+
+
+def _rendered_outputs(path: Path) -> dict[str, object] | None:
+    """The stack outputs of the render on disk that a render replaces, or None where there is none. Read as the
+    committed render is (a rendered file's limits): a file that is not one is a message naming it, not a crash."""
+    if path.is_symlink() or not path.is_file():  # the writer refuses the folder, naming what is wrong with it
+        return None
+    data = stacks.parse_json(stacks.read_text(path, stacks.RENDERED_LIMITS), str(path), stacks.RENDERED_LIMITS)
+    return data if isinstance(data, dict) else None
+
+
+def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
+    """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
+    finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
+    rendering = run(config, tier)
+    bad = policy.errors(checking.preflight(config, rendering, previous))
+    if bad:
+        return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
+    try:
+        return "wrote\t" + str(write(rendering, Path(out)))
+    except WriteError as err:
+        raise stacks.ConfigError(str(err)) from None
+
+
+def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
+    """Run each job in a child forked from this process (imports and configs already loaded), at most one
+    per core, the parent taking the first; a job's answer, or its error message, comes back over a pipe."""
+    children = []
+    for job in jobs[1:]:
+        read, write_end = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child
+            os.close(read)
+            try:
+                answer = "0" + job()
+            except stacks.ConfigError as err:
+                answer = "1" + str(err)
+            except BaseException as err:  # anything else too: the child must answer and exit here, never return
+                answer = f"1a render worker failed: {type(err).__name__}: {err}"
+            with os.fdopen(write_end, "w", encoding="utf-8") as pipe:
+                pipe.write(answer)
+            os._exit(0)
+        os.close(write_end)
+        children.append((pid, read))
+        _process.CHILDREN.add(pid)  # an interrupted command ends them too, and waits for them
+    try:
+        answers = [jobs[0]()]
+    finally:  # the children are always waited for, even when the parent's own job failed
+        replies = []
+        for pid, read in children:
+            with os.fdopen(read, encoding="utf-8") as pipe:
+                replies.append(pipe.read())
+            os.waitpid(pid, 0)
+            _process.CHILDREN.discard(pid)
+    for answer in replies:
+        if not answer.startswith("0"):
+            raise stacks.ConfigError(answer[1:] or "a render worker died without an answer")
+        answers.append(answer[1:])
+    return answers
+
+
+def cmd_render(args: argparse.Namespace) -> int:
+    if not args.out:
+        raise stacks.ConfigError("--out '' names no folder: give the folder to render into (default: rendered/)")
+    chosen, broken = configs.each_from_args(args)
+    if not chosen:
+        return 2
+    cores = os.cpu_count() or 1
+    # Stacks render independently, and a fresh `render --all` runs on every pull request and in `make test`:
+    # one process per core, the stacks dealt out so that each process gets a similar number of workloads.
+    lanes: list[list[ClusterConfig]] = [[] for _ in range(min(cores, len(chosen)) if hasattr(os, "fork") else 1)]
+    for config in sorted(chosen, key=lambda c: -len(c.all_workloads())):
+        min(lanes, key=lambda lane: sum(len(c.all_workloads()) for c in lane)).append(config)
+
+    # What the render being replaced says ran (the capacity rule names what a change started), read from the folder
+    # itself: no git process, which a signal to the command could leave running.
+    previous = {c.name: _rendered_outputs(Path(args.out) / c.name / "outputs.json") for c in chosen}
+
+    def lane_job(lane: list[ClusterConfig]) -> Callable[[], str]:
+        return lambda: "\0".join(_render_one(c, args.tier, args.out, previous[c.name]) for c in lane)
+
+    answers = _in_children([lane_job(lane) for lane in lanes])
+    results = {c.name: t for lane, answer in zip(lanes, answers, strict=True) for c, t in zip(lane, answer.split("\0"), strict=True)}
+    refused = 0
+    for config in chosen:
+        verdict, detail = results[config.name].split("\t", 1)
+        if verdict == "wrote":
+            print(f"{config.name}: wrote {detail}")
+            continue
+        refused += 1
+        print(detail, file=sys.stderr)
+        print(f"{config.name}: not written: the preflight found errors (above; `python -m stacks check {config.name}`)", file=sys.stderr)
+    return 2 if broken else 1 if refused else 0
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    for config in configs.from_args(args):
+        try:
+            before = diff.committed(project.ROOT, args.against, f"rendered/{config.name}")
+        except diff.DiffError as err:
+            raise stacks.ConfigError(str(err)) from None
+        after = diff.fresh(config)
+        label = f"{args.against}:rendered/{config.name}"
+        if before is None:
+            label += " (absent: every object is new)"
+        source = args.config or "working tree"
+        sys.stdout.write(diff.report(config.name, label, diff.diff_trees(before or {}, after), len(after), source))
+    return 0

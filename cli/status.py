@@ -1,0 +1,35 @@
+"""`python -m stacks status PULUMI_STACK`: per workload, whether it runs and, if not, why, in the stack file's words
+(tools/status.py). Read only; `--live FILE` reads saved `oc get ... -o json` output instead of the cluster."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+import stacks
+from cli.cluster import live_objects, pulumi_stack
+from tools import status
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    target = pulumi_stack(args.pulumi_stack)
+    if target.tier == "platform":
+        raise stacks.ConfigError(
+            f"{target.name} deploys the platform tier, which runs no pods: name the Pulumi stack of its projects "
+            f"(python -m stacks list --pulumi-stacks)"
+        )
+    config = stacks.load(target.cluster)
+    logs: dict[str, str] = {}
+    unreadable: list[str] = []
+    if args.live:
+        objects = live_objects(args.live)
+    else:
+        objects, logs, unreadable = status.read_cluster(config, target.context)
+    result = status.stack_status(config, target.name, None if args.live else target.context, objects, logs, unreadable)
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else status.report(result))
+    return 0 if result.ok else 1
+
+
+def cmd_status_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(status.schema_json())
+    return 0

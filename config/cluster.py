@@ -1,0 +1,457 @@
+"""What the cluster has and what the stack makes on it besides the training pods: node sets and their tolerations,
+the RDMA fabric, storage classes, volumes and claims, service accounts and the SCC (security), objects that exist
+already, script ConfigMaps, image builds and node-level changes (NodeLevel).
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from config.errors import FieldError, Strict
+from config.openshift import BUILTIN_SCCS, CONTROL_PLANE_POOLS, INTERNAL_REGISTRY, OPENSHIFT_SCCS, PROJECT_SERVICE_ACCOUNTS
+from config.values import (
+    LAUNCHER_DIR,
+    MAX_ACCESS_MODES,
+    MAX_ATTACHMENTS,
+    MAX_CAPABILITIES,
+    MAX_DEVICES,
+    MAX_EXISTING,
+    MAX_GPUS,
+    MAX_NAMED_NODES,
+    MAX_NODE_SET_SIZE,
+    MAX_OBSERVATIONS,
+    MAX_SCRIPT_FILES,
+    MAX_SERVICE_ACCOUNTS,
+    MAX_STORAGE_CLASSES,
+    RESERVED_PATHS,
+    RESERVED_VOLUMES,
+    TAG,
+    AccessMode,
+    Capability,
+    CniConfig,
+    Cpu,
+    FileKey,
+    GdrLevel,
+    K8sName,
+    LabelKey,
+    LabelValue,
+    LinkLayer,
+    Memory,
+    MountPath,
+    ObjectName,
+    OptionalReason,
+    Reason,
+    ResourceName,
+    Text,
+    VolumeSize,
+    system_path_problem,
+)
+
+# --- nodes --------------------------------------------------------------------------------------
+
+
+class Toleration(Strict):
+    """A taint the pods tolerate (the GPU nodes' taint, as `oc describe node` shows it)."""
+
+    key: LabelKey
+    """Taint key, e.g. nvidia.com/gpu.product."""
+    operator: Literal["Equal", "Exists"] = "Exists"
+    """Equal matches `value`; Exists matches any value."""
+    value: LabelValue | None = None
+    """The taint's value, with operator Equal."""
+    effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
+    """The taint's effect; None tolerates every effect."""
+
+    @field_validator("key", mode="before")
+    @classmethod
+    def _a_key(cls, value: Any) -> Any:
+        if value == "":
+            # The API server takes it (with operator Exists): it tolerates every taint, the control plane's included.
+            raise ValueError(
+                "an empty key (with operator Exists) tolerates every taint, the control plane's NoSchedule taints included, so "
+                "GPU pods may land on the API server's nodes: name the taint's key (e.g. nvidia.com/gpu)"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _value_matches_operator(self) -> Toleration:
+        if self.operator == "Equal" and self.value is None:
+            raise FieldError(("value",), "operator Equal needs a value")
+        if self.operator == "Exists" and self.value is not None:
+            raise FieldError(("value",), "operator Exists takes no value (use Equal)")
+        return self
+
+
+class NodeSet(Strict):
+    """GPU nodes the stack counts on: named nodes (pods are pinned to them), or a number of
+    interchangeable nodes. The preflight places every running pod of the stack on them at once."""
+
+    COLLECTION: ClassVar[str] = "node_sets"
+    name: K8sName
+    """Name of the set (workloads name it in node_set)."""
+    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NAMED_NODES)
+    """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them. At most
+    256 names in all node sets together (MAX_NAMED_NODES): count a larger fleet."""
+    count: int | None = Field(strict=True, default=None, ge=1, le=MAX_NODE_SET_SIZE)
+    """For nodes not known by name: how many the stack may count on. Pods are not pinned."""
+    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
+    """GPUs each node offers as nvidia.com/gpu."""
+    allocatable_cpu: Cpu | None = None
+    """CPU each node offers to pods (`oc describe node`, Allocatable: cpu). None: not known, not checked."""
+    allocatable_memory: Memory | None = None
+    """Memory each node offers to pods (`oc describe node`, Allocatable: memory). None: not known, not checked."""
+    source: str = ""
+    """Where the stack knows this from."""
+
+    @field_validator("nodes")
+    @classmethod
+    def _node_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if name != name.lower():
+                # Node names are DNS subdomains: the kubelet registers the host's name lowercased, so `oc get nodes`
+                # never shows an uppercase letter, and a pin to one matches no node.
+                raise ValueError(f"{name!r}: node names are lowercase (kubernetes.io/hostname); write {name.lower()!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _named_or_counted(self) -> NodeSet:
+        if bool(self.nodes) == (self.count is not None):
+            raise FieldError(("nodes",), "give either nodes (names) or count (a number of unnamed nodes), not both or neither")
+        if len(set(self.nodes)) != len(self.nodes):
+            raise FieldError(("nodes",), "a node is listed twice")
+        return self
+
+    @property
+    def size(self) -> int:
+        return len(self.nodes) or self.count or 0
+
+
+# --- hardware and fabric ----------------------------------------------------------------------
+
+
+class SriovAttachment(Strict):
+    """One SR-IOV network a pod attaches, in the order the pod lists it."""
+
+    network: K8sName
+    """Name of the NetworkAttachmentDefinition, e.g. eno5np0-network."""
+    resource: ResourceName
+    """The SR-IOV device plugin resource the NAD is annotated with (k8s.v1.cni.cncf.io/resourceName)."""
+    interface: str = Field(pattern=r"^net[0-9]{1,3}$")
+    """Interface name inside the pod: net1, net2, ... in attachment order."""
+    device: str | None = None
+    """RDMA device behind the attachment according to the seeds (documentation only; the launcher
+    detects the live devices in the pod)."""
+    cni_config: CniConfig | None = None
+    """The CNI config (a JSON string) of the source NAD as the SR-IOV operator wrote it. The copies
+    in the user namespaces carry it; the platform tier's preview reads the live source and fails
+    when it differs, so a copy never silently drifts from the operator's network."""
+
+
+class DeviceObservation(Strict):
+    """What one seed document saw of a cluster's RDMA devices. Seeds contradict each other; all
+    observations are kept as data and the fabric says which list the stack uses."""
+
+    source: str
+    """Which seed document, and where in it."""
+    devices: list[str] = Field(max_length=MAX_DEVICES)
+    """The devices named there."""
+    note: str = ""
+    """What the observation means, and what was wrong with it if anything."""
+
+
+class RdmaFabric(Strict):
+    """The high-speed network of a cluster's GPU nodes."""
+
+    link_layer: LinkLayer
+    """roce-v2 (Ethernet) or infiniband."""
+    nic: str
+    """Adapter model, for the record."""
+    link_gbps: int = Field(strict=True, gt=0, le=10_000)
+    """Line rate of one port in Gb/s."""
+    devices: list[str] = Field(min_length=1, max_length=MAX_DEVICES)
+    """RDMA devices (ports) the stack treats as live on every GPU node: the list static checks use."""
+    device_observations: list[DeviceObservation] = Field(default=[], max_length=MAX_OBSERVATIONS)
+    """Every device list the seeds report, including the ones the stack does not use, and why."""
+    attachments: list[SriovAttachment] = Field(default=[], max_length=MAX_ATTACHMENTS)
+    """SR-IOV attachments in interface order. Empty where RDMA devices reach the pod another way."""
+    nad_source_namespace: K8sName = "default"
+    """Where the SR-IOV operator creates the NADs."""
+    nad_mode: Literal["copy", "reference"] = "copy"
+    """copy: a NAD per user namespace that runs RDMA pods, with the source's config (the seeds' way);
+    reference: pods name `default/NAME` and no copies are made (OpenShift allows NADs of `default`)."""
+    device_access: Literal["sriov", "privileged"] = "sriov"
+    """How /dev/infiniband reaches the container: SR-IOV device plugin resources, or a privileged
+    container that sees the host's devices."""
+    static_hca: bool = False
+    """Pin NCCL_IB_HCA to `devices` in the rendered environment. Off: the launcher detects the ACTIVE
+    ports behind the pod's interfaces, which is right on nodes whose device names differ."""
+    gid_index: int | None = Field(strict=True, default=None, ge=0, le=255)
+    """Pin NCCL_IB_GID_INDEX. None: the launcher picks the RoCE v2 IPv4 index per port (and NCCL 2.21.5+
+    does so itself). InfiniBand needs none."""
+    gdr_level: GdrLevel = "SYS"
+    """NCCL_NET_GDR_LEVEL (the seeds' legacy value 5 is SYS)."""
+
+    @model_validator(mode="after")
+    def _interfaces_in_order(self) -> RdmaFabric:
+        expected = [f"net{i}" for i in range(1, len(self.attachments) + 1)]
+        got = [a.interface for a in self.attachments]
+        if got != expected:
+            raise FieldError(
+                ("attachments",), f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}"
+            )
+        if self.device_access == "sriov" and not self.attachments:
+            raise FieldError(("attachments",), "device_access 'sriov' needs at least one attachment")
+        if len({a.network for a in self.attachments}) != len(self.attachments):
+            raise FieldError(("attachments",), "a network is attached twice")
+        if self.device_access == "sriov" and self.nad_mode == "copy":
+            for i, a in enumerate(self.attachments):
+                if not a.cni_config:
+                    raise FieldError(
+                        ("attachments", i, "cni_config"),
+                        f"nad_mode 'copy' copies the source NAD's config: set cni_config (`oc get net-attach-def {a.network} -n "
+                        f"{self.nad_source_namespace} -o jsonpath='{{.spec.config}}'`), or use nad_mode 'reference'",
+                    )
+        return self
+
+    def port_count(self) -> int:
+        """Ports a pod uses: one per attachment, or every live device where there are none."""
+        return len(self.attachments) or len(self.devices)
+
+
+# --- storage ----------------------------------------------------------------------------------
+
+
+class StorageClass(Strict):
+    """A storage class known to exist on the cluster, and what it provides."""
+
+    name: ObjectName
+    """The StorageClass name on the cluster."""
+    access_modes: list[AccessMode] = Field(min_length=1, max_length=MAX_ACCESS_MODES)
+    """Access modes it provides for filesystem volumes."""
+    note: str = ""
+    """Where the stack knows this from."""
+
+
+class Volume(Strict):
+    """A data volume (workspace, datasets). Never deleted by `pulumi destroy` or a rename."""
+
+    COLLECTION: ClassVar[str] = "volumes"
+    name: K8sName
+    """PVC name (for per-pod volumes: the volumeClaimTemplate name; pods get NAME-WORKLOAD-ORDINAL)."""
+    namespace: K8sName
+    """Namespace of the PVC."""
+    mount_path: MountPath
+    """Where workloads mount it."""
+    size: VolumeSize | None = None
+    """Requested size (required unless the claim exists already)."""
+    storage_class: ObjectName | None = None
+    """Storage class. None leaves it to the cluster default, which the preflight flags."""
+    shared: bool = True
+    """True: one ReadWriteMany PVC every pod mounts. False: per-pod ReadWriteOnce claims
+    (StatefulSet volumeClaimTemplates), for clusters without an RWX class."""
+    existing: bool = False
+    """The claim exists already (made by its owner): the stack mounts it, never creates, changes or
+    deletes it; preview fails when it is missing. `shared` then says whether several pods may mount it."""
+
+    @model_validator(mode="after")
+    def _size_unless_existing(self) -> Volume:
+        if self.size is None and not self.existing:
+            raise FieldError(("size",), "a volume the stack creates needs a size (or set existing: true for a claim that exists)")
+        if self.existing and not self.shared and self.size is None:
+            pass  # an existing single-pod claim: mounted by one pod only (the preflight counts them)
+        if self.mount_path in RESERVED_PATHS or self.mount_path.startswith(LAUNCHER_DIR + "/"):
+            raise FieldError(
+                ("mount_path",), f"{self.mount_path} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path"
+            )
+        if problem := system_path_problem(self.mount_path):
+            raise FieldError(("mount_path",), problem)
+        if self.name in RESERVED_VOLUMES:
+            raise FieldError(("name",), f"{self.name!r} is the name of a volume the program adds to every pod: choose another")
+        return self
+
+
+class PvcStorageClassFix(Strict):
+    """A patch of an existing PVC that has no storage class (Cairo's NFS server root volume)."""
+
+    namespace: K8sName
+    """Namespace of the existing PVC."""
+    pvc: K8sName
+    """Name of the existing PVC."""
+    storage_class: ObjectName
+    """The storage class to set (must be in storage_classes)."""
+    reason: Reason
+    """Why, for the record and the preview."""
+    serves_storage_classes: list[ObjectName] = Field(default=[], max_length=MAX_STORAGE_CLASSES)
+    """Storage classes that work only once this claim is fixed (nfs-csi is served by the NFS server
+    whose root volume this is): the stack's claims of those classes wait for the fix."""
+
+
+# --- security ---------------------------------------------------------------------------------
+
+
+class ServiceAccount(Strict):
+    """A service account the training pods run as."""
+
+    COLLECTION: ClassVar[str] = "security.service_accounts"
+    name: K8sName
+    """Service account name."""
+    namespace: K8sName
+    """Its namespace (one of namespaces)."""
+
+    @field_validator("name")
+    @classmethod
+    def _not_openshifts(cls, value: str) -> str:
+        if value in PROJECT_SERVICE_ACCOUNTS:
+            raise ValueError(
+                f"OpenShift creates service account {value!r} in every project{PROJECT_SERVICE_ACCOUNTS[value]}: a stack that "
+                "declares it would take it over, and delete it on `pulumi destroy` from under everything that runs as it. "
+                "Give the training pods their own (e.g. trainer-sa)"
+            )
+        return value
+
+
+class Security(Strict):
+    """The SCCs the training pods run under, and who may use them.
+
+    A pod whose memlock strategy needs nothing (none, node-limit) runs non-root, with every
+    capability dropped, under `unprivileged_scc` (restricted-v2, which every authenticated user may
+    use). A pod that needs root with capabilities, or a privileged container, runs under `scc`."""
+
+    scc: ObjectName | None = None
+    """SCC of the pods that need root capabilities or privileged containers. Pods pin their SCC with
+    the annotation openshift.io/required-scc. None: no pod of this stack needs one."""
+    create: bool = False
+    """True: the program creates `scc` (least privilege: drop ALL, add back only what the memlock
+    strategies need). False: an SCC that exists on the cluster is referenced."""
+    existing_allowed_capabilities: list[Capability] | None = Field(default=None, max_length=MAX_CAPABILITIES)
+    """For an existing SCC: the capabilities it allows (None: every capability, as `privileged`)."""
+    existing_allows_privileged: bool = False
+    """For an existing SCC: whether it allows privileged containers."""
+    existing_allows_root: bool = True
+    """For an existing SCC: whether its runAsUser strategy admits uid 0 (RunAsAny)."""
+    broad_grant_reason: Reason | None = None
+    """Required when the SCC allows privileged containers: why the stack accepts it. Printed."""
+    grant: bool = True
+    """Bind `scc`'s `use` ClusterRole to the service accounts of the pods that run under it, in their
+    namespaces (as `oc adm policy add-scc-to-user`)."""
+    unprivileged_scc: ObjectName = "restricted-v2"
+    """SCC of the pods that need no privilege (TCP, node-limit). Every authenticated user may use
+    restricted-v2, so these pods need no grant."""
+    service_accounts: list[ServiceAccount] = Field(default=[], max_length=MAX_SERVICE_ACCOUNTS)
+    """Service accounts the program creates."""
+
+    @model_validator(mode="after")
+    def _safe_scc(self) -> Security:
+        if self.create and self.scc in BUILTIN_SCCS:
+            raise FieldError(
+                ("create",),
+                f"{self.scc!r} is an SCC OpenShift ships: a stack that creates it would own it and delete it on `pulumi destroy`, "
+                "taking it from every user of the cluster. Reference it (create: false) or create an SCC with your own name",
+            )
+        if self.create and self.scc is None:
+            raise FieldError(("scc",), "create: true needs the name of the SCC to create")
+        if self.scc and not self.create and not self.broad_grant_reason and (broad := self.broad_grant()):
+            raise FieldError(
+                ("broad_grant_reason",),
+                f"SCC {self.scc!r} allows {broad}: set broad_grant_reason to say why this stack accepts it, or use a "
+                "least-privilege SCC (create: true, with a name of your own)",
+            )
+        return self
+
+    def broad_grant(self) -> str:
+        """What makes the existing `scc` a broad grant ("" when nothing does): privileged containers, hostPath volumes.
+        Judged by OpenShift's own facts for an SCC it ships (OPENSHIFT_SCCS), by existing_allows_privileged otherwise."""
+        facts = OPENSHIFT_SCCS.get(self.scc or "")
+        if facts is None:
+            return "privileged containers" if self.existing_allows_privileged else ""
+        broad = ["privileged containers"] * facts.privileged + ["hostPath volumes (the node's file system)"] * facts.host_paths
+        return " and ".join(broad) + (f" (OpenShift ships {self.scc!r} so)" if broad else "")
+
+
+class NamespacedName(Strict):
+    """An object the stack relies on but does not own."""
+
+    namespace: K8sName
+    """Its namespace."""
+    name: K8sName
+    """Its name."""
+
+
+class ExistingObjects(Strict):
+    """Objects made by their owners that workloads use (a token Secret, a ConfigMap made with
+    `oc create configmap --from-file`, an ImageStream another project builds). The stack never creates
+    or changes them; preview reads each one and fails, naming it, when it is missing."""
+
+    secrets: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
+    """Secrets workloads read environment from (their values never enter the config)."""
+    config_maps: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
+    """ConfigMaps workloads mount as scripts."""
+    image_streams: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
+    """ImageStreams whose images workloads pull from the internal registry."""
+
+
+class ScriptConfigMap(Strict):
+    """A ConfigMap of scripts the stack ships (training scripts, shell wrappers)."""
+
+    COLLECTION: ClassVar[str] = "scripts"
+    name: K8sName
+    """ConfigMap name."""
+    namespace: K8sName
+    """Its namespace."""
+    files: dict[FileKey, Text] = Field(min_length=1, max_length=MAX_SCRIPT_FILES)
+    """File name -> content."""
+    source: str = ""
+    """Where the script comes from."""
+
+
+class ImageBuild(Strict):
+    """An image the stack builds on the cluster: an ImageStream and a BuildConfig (Docker strategy,
+    inline Dockerfile) in `namespace`; pods reference it through the internal registry."""
+
+    COLLECTION: ClassVar[str] = "images"
+    name: K8sName
+    """ImageStream and BuildConfig name."""
+    namespace: K8sName
+    """Where it is built."""
+    tag: str = Field(default="latest", pattern=TAG.pattern)
+    """The tag the build pushes."""
+    dockerfile: Text = Field(min_length=1)
+    """The Dockerfile (FROM ... and what it installs). RDMA workloads need rdma-core and libibverbs in it."""
+    source: str = ""
+    """Where the recipe comes from."""
+
+    @property
+    def reference(self) -> str:
+        return f"{INTERNAL_REGISTRY}/{self.namespace}/{self.name}:{self.tag}"
+
+
+class NodeLevel(Strict):
+    """Node-level objects a cluster admin applies: MachineConfigs for a machine config pool. Each
+    one reboots every node of the pool, one at a time; both are off by default."""
+
+    pool: K8sName = "worker"
+    """The pool (machineconfiguration.openshift.io/role) of the GPU nodes."""
+    crio_memlock_unlimited: bool = False
+    """Write /etc/crio/crio.conf.d/99-memlock with default_ulimits memlock=-1:-1: the node-limit strategy
+    (KNOWLEDGE.md): every container may pin memory, root or not, with no capability."""
+    iommu_passthrough: bool = False
+    """Kernel argument iommu=pt (IOMMU passthrough for GPUDirect RDMA; KNOWLEDGE.md ties IBV_WC_LOC_PROT_ERR
+    to ACS/IOMMU)."""
+    reason: OptionalReason = ""
+    """Why the stack asks for them (printed; "": not given, not whitespace)."""
+    control_plane_reason: Reason | None = None
+    """Required when `pool` is a control-plane pool (master, control-plane, arbiter): each MachineConfig drains and
+    reboots the API server's nodes one by one. Right only where they are the GPU nodes too (a compact cluster)."""
+
+    @model_validator(mode="after")
+    def _not_the_control_plane(self) -> NodeLevel:
+        if self.pool in CONTROL_PLANE_POOLS and not self.control_plane_reason:
+            raise FieldError(
+                ("pool",),
+                f"{self.pool!r} is the control plane's pool: its MachineConfigs would drain and reboot the API server's nodes one "
+                "by one. Name the GPU nodes' pool (`oc get machineconfigpool`, usually worker or a gpu pool), or set "
+                "node_level.control_plane_reason if the control-plane nodes really are the GPU nodes (a compact cluster)",
+            )
+        return self

@@ -1,0 +1,568 @@
+"""The values a config is made of: names, quantities and paths checked against the API server's own rules, the
+types the models' fields use (K8sName, Memory, MountPath, ...), the bounds that keep every list and count small
+(MAX_*), the names the program reserves in every pod, and what the kubelet does to environment values
+(kubelet_escape, kubelet_expand).
+
+Nothing here knows a model: config/errors.py and the models (config/cluster.py, config/workloads.py,
+config/stack.py) build on it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import unicodedata
+from collections.abc import Iterable, Mapping
+from decimal import Decimal, InvalidOperation
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field
+
+# --- value types ------------------------------------------------------------------------------
+
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
+_DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
+_RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_CAPABILITY = re.compile(r"^[A-Z][A-Z_]*$")
+_LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
+_LABEL_KEY_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+_FILE_KEY = re.compile(r"^[-._a-zA-Z0-9]+$")
+_PORT_NAME = re.compile(r"^[a-z0-9]([a-z0-9-]*[a-z0-9])?$")
+# The image reference grammar of distribution/reference: [domain[:port]/]path[:tag][@digest].
+_IMAGE = re.compile(
+    r"^(?:(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9])(?:\.(?:[a-zA-Z0-9]|[a-zA-Z0-9][a-zA-Z0-9-]*[a-zA-Z0-9]))*"
+    r"(?::[0-9]+)?/)?"
+    r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
+    r"(?::[\w][\w.-]{0,127})?$"
+)
+# The digests a registry and the container runtime verify (OCI image spec, go-digest): the algorithm's
+# lowercase hex encoding of exactly its length. Anything else fails the pull ("invalid checksum digest format",
+# "unsupported digest algorithm").
+DIGEST_HEX_LENGTH = {"sha256": 64, "sha512": 128}
+TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
+
+INT32_MAX = 2**31 - 1
+# Bounds on counts: generous for a GPU cluster, and small enough that a typo (3000000000 nodes)
+# is refused instead of making the program build billions of names.
+MAX_NODES = 256
+MAX_GPUS = 16
+MAX_NODE_SET_SIZE = 4096
+MAX_WORKLOADS = 200
+# Bounds on what one stack declares, so that `python -m stacks check` (the preflight over the declared objects, linear
+# in them) and `render` stay a matter of seconds: docs/performance.md "Scale" measures the largest stack they accept.
+# The committed stacks use at most a quarter of each (Barcelona: 5 named GPU nodes, 5 workloads, two TCP variants of
+# one workload, one bandwidth check; /work/shared/CLUSTER-FACTS.md), and a large site's project on one cluster fits too.
+MAX_CLUSTER_NODES = 4096
+"""GPU nodes of all node sets together: a large cluster's whole GPU fleet."""
+MAX_NAMED_NODES = 256
+"""Nodes named in all node sets together. Every pod template carries the names of its set (a pin) or of all of them
+(the pods of a count set avoid them), so the rendered objects grow with templates x names; a fleet larger than this is
+counted (`count`), not listed."""
+MAX_TCP_VARIANTS = 8
+"""TCP variants of one workload (alternatives of it: an older and a newer image, say)."""
+MAX_POD_TEMPLATES = 256
+"""Workloads, their TCP variants and the bandwidth checks together: each renders a StatefulSet or Job, its Services
+and its NetworkPolicy, whether it runs or not (a stopped StatefulSet keeps its claims at 0 replicas)."""
+MAX_PORTS = 16
+"""Developer ports of one workload: each routed port renders a Route."""
+# Bounds of every other list and dict a stack writes. Each is far above real use (the committed stacks, and the facts
+# of /work/shared/CLUSTER-FACTS.md, stay under a quarter of each: tests/test_issue23_fixes_model.py), and together they keep
+# `check` of the largest stack accepted (bench/scale.py largest(), every list at its bound) within 2 s: each entry is
+# work for the preflight in every pod template, so an unbounded list (3,000 tolerations) made it minutes. The bounds of
+# what every pod template carries are the tightest: each of their entries is repeated in up to 256 templates.
+MAX_NODE_SETS = 64  # node sets: a site splits its GPU fleet into a few pools (Barcelona: 2)
+MAX_NAMESPACES = 64  # user namespaces of one stack: the projects of a large site's teams (Barcelona: 3)
+MAX_VOLUMES = MAX_WORKLOADS  # data volumes: a few per namespace (Barcelona: 3)
+MAX_BANDWIDTH_CHECKS = 16  # bandwidth checks: one per transport and node set is the use (1 each here)
+MAX_ATTACHMENTS = 32  # SR-IOV networks of a pod: one per NIC port; a GPU node has 4 to 8 (Barcelona: 4)
+MAX_DEVICES = 32  # RDMA devices named in a fabric or one observation: one per port (Barcelona: 4, Cairo: 5 seen)
+MAX_OBSERVATIONS = 16  # the seeds' device lists of one fabric (2 on each cluster)
+MAX_ACCESS_MODES = 8  # access modes of one storage class: the model knows 2 (a class offers 1 or 2); a bound on a runaway list
+MAX_STORAGE_CLASSES = 16  # storage classes known on a cluster, or served by one fixed claim (2 at most here)
+MAX_PVC_FIXES = 16  # existing claims patched with a storage class (Cairo: 1, the NFS server's root)
+MAX_SERVICE_ACCOUNTS = 64  # service accounts the stack makes: one or two per namespace (Barcelona: 4)
+MAX_CAPABILITIES = 64  # capabilities an existing SCC allows: Linux has 41
+MAX_EXISTING = 64  # secrets, ConfigMaps and ImageStreams the stack relies on, each (1 each here)
+MAX_SCRIPTS = 64  # ConfigMaps of scripts the stack ships (1 here)
+MAX_SCRIPT_FILES = 64  # files of one such ConfigMap (1 here; a ConfigMap holds 1 MiB in all)
+MAX_IMAGES = 32  # images the stack builds (1 here)
+MAX_HAND_MADE = 128  # objects made by hand that the stack declares (Barcelona: 20, the most)
+MAX_ACCEPTED_WARNINGS = 128  # accepted preflight warnings (Barcelona: 5); `*` patterns accept many objects at once
+MAX_NOTES = 64  # notes of a stack (Barcelona: 8)
+MAX_TOLERATIONS = 8  # taints tolerated, of the stack's GPU nodes or of one workload (1 on every cluster here)
+MAX_SELECTOR = 8  # node labels required, by the stack or by one workload (1 here)
+MAX_ENV = 32  # environment variables of one workload or check, and NCCL defaults per transport (5 at most here)
+MAX_SECRET_ENV = 8  # variables of one workload read from Secrets (1 here: HF_TOKEN)
+MAX_MOUNTS = 8  # volumes one workload mounts (2 at most here: workspace and datasets)
+MAX_SCRIPT_MOUNTS = 4  # script ConfigMaps one workload mounts (1 here)
+MAX_ARGS = 128  # arguments of one workload's command (7 at most here; a torchrun with 60 flags and values fits)
+MAX_TEXT = 256 * 1024  # one script file, one Dockerfile
+GIB = 1024**3
+MIB = 1024**2
+
+# Names the program gives its own volumes and mount paths in every training pod.
+RESERVED_VOLUMES = frozenset({"launcher", "dshm"})
+LAUNCHER_DIR = "/opt/launcher"
+RESERVED_PATHS = frozenset({"/dev/shm", LAUNCHER_DIR})
+# Environment the launcher reads or exports (components/launcher/launcher.py): a workload's env
+# must not override it, or the pod starts with a rank, world size or strategy the program did not render.
+RESERVED_ENV = frozenset(
+    {"MASTER_ADDR", "MASTER_PORT", "POD_NAME", "JOB_COMPLETION_INDEX", "NODE_RANK", "NNODES", "NPROC_PER_NODE", "WORLD_SIZE"}
+)
+RESERVED_ENV_PREFIX = "LAUNCHER_"
+# Limits of exec(2): the launcher execs the command with the pod's environment, so every `NAME=value` string and
+# every argument must fit MAX_ARG_STRLEN (32 pages), and all of them with their pointers ARG_MAX (a quarter of the
+# 8 MiB stack limit). EXEC_MARGIN is left for the image's own environment, what the launcher adds and torchrun's flags.
+EXEC_STRING_MAX = 131_072
+EXEC_TOTAL_MAX = 2 * 1024**2
+EXEC_MARGIN = 256 * 1024
+# The API server refuses a request larger than etcd takes (1.5 MiB); the pod template is most of a StatefulSet or Job.
+OBJECT_MAX = 1536 * 1024
+# What a training pod's template holds besides the environment (containers, volumes, affinity, labels): an upper bound.
+POD_TEMPLATE_BASE = 16 * 1024
+
+
+NAME_MAX = 255  # bytes of one path component (Linux NAME_MAX)
+
+
+def _label(value: str) -> str:
+    if len(value) > 63 or not _DNS_LABEL.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes name: use lowercase letters, digits and '-', "
+            "start and end with a letter or digit, at most 63 characters"
+        )
+    return value
+
+
+def _dns1035(value: str) -> str:
+    if len(value) > 63 or not _DNS_1035.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid name for a workload: its Service must be a DNS-1035 label, so use lowercase "
+            "letters, digits and '-', start with a letter, end with a letter or digit, at most 63 characters"
+        )
+    return value
+
+
+def _subdomain(value: str) -> str:
+    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        raise ValueError(
+            f"{value!r} is not a valid Kubernetes object name: use lowercase letters, digits, '-' "
+            "and '.', start and end with a letter or digit, at most 253 characters"
+        )
+    return value
+
+
+def _quantity(value: str) -> str:
+    if len(value) > 32 or not _QUANTITY.match(value):
+        raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 100Gi, 500Mi, 64, 500m)")
+    return value
+
+
+_SUFFIX: dict[str, Decimal | int] = {
+    "": 1, "m": Decimal("0.001"), "k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12, "P": 10**15, "E": 10**18,
+    "Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40, "Pi": 2**50, "Ei": 2**60,
+}  # fmt: skip
+
+
+def quantity_value(value: str) -> Decimal:
+    """A quantity as a number (bytes for memory, cores for CPU)."""
+    m = re.match(r"^([0-9.]+)([A-Za-z]*)$", value)
+    if not m or m.group(2) not in _SUFFIX:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity")
+    try:
+        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
+    except InvalidOperation:
+        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+
+
+def _positive(value: str) -> str:
+    # A size or an amount of CPU or memory of zero is a typo; the API server rejects a zero claim.
+    if quantity_value(value) <= 0:
+        raise ValueError(f"{value!r} must be greater than zero")
+    return value
+
+
+# Bounds of a pod's CPU and memory and of a claim: far above any node or volume, and far below where the API
+# server's int64 arithmetic overflows (8Ei); a value beyond them is a unit typo, not a wish.
+MAX_CPU = 4096  # cores
+MAX_MEMORY = 64 * 2**40  # 64Ti
+MIN_MEMORY = 12 * 2**20  # CRI-O refuses a memory limit below 12 MiB
+MAX_VOLUME = 16 * 2**50  # 16Pi
+
+
+def _cpu(value: str) -> str:
+    if quantity_value(value) > MAX_CPU:
+        raise ValueError(f"{value!r} is more CPU than any node has (at most {MAX_CPU} cores here): a unit typo? (e.g. 32, or 500m)")
+    return value
+
+
+def _binary(amount: int) -> str:
+    """A byte count in the largest binary unit that divides it (16Pi, 12Mi)."""
+    for unit, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+        if amount >= size and amount % size == 0:
+            return f"{amount // size}{unit}"
+    return str(amount)
+
+
+def _bytes(value: str, low: int, high: int, what: str) -> str:
+    if value.endswith("m"):
+        raise ValueError(f"{value!r}: 'm' is milli, so this is {quantity_value(value)} bytes: write Mi (mebibytes) or M (megabytes)")
+    amount = quantity_value(value)
+    if amount > high:
+        raise ValueError(f"{value!r} is more than {_binary(high)} of {what}: a unit typo? (the API server overflows at 8Ei)")
+    if amount < low:
+        raise ValueError(f"{value!r} is {amount} bytes of {what}, below {_binary(low)}: a unit typo? (64 is 64 bytes; write 64Gi)")
+    return value
+
+
+def _memory(value: str) -> str:
+    return _bytes(value, MIN_MEMORY, MAX_MEMORY, "memory")
+
+
+def _shm(value: str) -> str:
+    return _bytes(value, 1, MAX_MEMORY, "/dev/shm")  # below 64Mi is the preflight's warning (rule shm-size)
+
+
+def _volume_size(value: str) -> str:
+    return _bytes(value, 1, MAX_VOLUME, "storage")
+
+
+def _resource(value: str) -> str:
+    if len(value) > 253 or not _RESOURCE.match(value):
+        raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
+    return value
+
+
+def _env_name(value: str) -> str:
+    if len(value) > 256 or not _ENV_NAME.match(value):
+        raise ValueError(f"{value!r} is not a valid environment variable name")
+    return value
+
+
+def _capability(value: str) -> str:
+    if len(value) > 64 or not _CAPABILITY.match(value) or value.startswith("CAP_"):
+        raise ValueError(f"{value!r} is not a capability name as Kubernetes spells it (IPC_LOCK, not cap_ipc_lock)")
+    return value
+
+
+def is_label_value(value: str) -> bool:
+    """Whether the API server takes `value` as a label value: at most 63 characters of the label grammar."""
+    return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
+
+
+def _label_value(value: str) -> str:
+    if not is_label_value(value):
+        raise ValueError(f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.')")
+    return value
+
+
+def qualified_name_problem(value: str) -> str:
+    """Why the API server refuses `value` as a qualified name ("" when it takes it). It checks label and node selector
+    keys, taint and toleration keys and affinity expression keys alike with this grammar: [DNS subdomain '/'] name."""
+    prefix, slash, name = value.rpartition("/")
+    problem = ""
+    if slash and not prefix:
+        problem = "the prefix before '/' is empty"
+    elif prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        problem = f"the prefix {prefix[:64]!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    elif len(name) > 63:
+        problem = f"the name (after any prefix) has {len(name)} characters, at most 63 are allowed"
+    elif not _LABEL_KEY_NAME.match(name):
+        problem = "the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+    return problem
+
+
+def _label_key(value: str) -> str:
+    if problem := qualified_name_problem(value):
+        raise ValueError(
+            f"{value[:80]!r} is not a key the API server accepts (label, node selector, taint and toleration keys are qualified "
+            f"names): {problem}. Write NAME or PREFIX/NAME, e.g. nvidia.com/gpu.present"
+        )
+    return value
+
+
+def _image(value: str) -> str:
+    name, at, digest = value.partition("@")
+    if not name or len(value) > 512 or not _IMAGE.match(name) or len(name.rsplit(":", 1)[0]) > 255:
+        raise ValueError(
+            f"{value!r} is not an image reference (registry/path[:tag][@sha256:digest], lowercase path, e.g. "
+            "nvcr.io/nvidia/pytorch:25.08-py3)"
+        )
+    first, slash, _ = name.partition("/")
+    if slash and ":" in first:  # a registry host with a port: registry.example.org:5000/team/image
+        port = first.rsplit(":", 1)[1]
+        if not 1 <= int(port) <= 65535:
+            raise ValueError(f"{value!r}: the registry port {port} is not a TCP port (1..65535): fix the registry address")
+    if at:
+        algorithm, colon, encoded = digest.partition(":")
+        if algorithm not in DIGEST_HEX_LENGTH or not colon:
+            raise ValueError(
+                f"{value!r}: the digest algorithm {algorithm!r} is not one a registry verifies: pin IMAGE@sha256:<64 hex digits> "
+                "(`skopeo inspect docker://IMAGE` prints it)"
+            )
+        want = DIGEST_HEX_LENGTH[algorithm]
+        if len(encoded) != want or not re.fullmatch(r"[0-9a-f]+", encoded):
+            shown = "uppercase hex" if re.fullmatch(r"[0-9a-fA-F]+", encoded) and len(encoded) == want else f"{len(encoded)} characters"
+            raise ValueError(
+                f"{value!r}: a {algorithm} digest is exactly {want} lowercase hex digits, this one has {shown}: the pull fails "
+                f"with 'invalid checksum digest format'. Copy the digest as the registry prints it ({algorithm}:<{want} hex digits>)"
+            )
+    return value
+
+
+def _mount_path(value: str) -> str:
+    parts = value.split("/")
+    if not value.startswith("/") or ".." in parts or ":" in value or "\x00" in value or len(value) > 1024:
+        raise ValueError(f"{value!r} is not a mount path: an absolute path without '..' or ':'")
+    long = next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > NAME_MAX), None)
+    if long is not None:
+        raise ValueError(
+            f"the path component {long[:40]!r}... is {len(long.encode('utf-8', 'surrogatepass'))} bytes: a file name is at most "
+            f"{NAME_MAX} bytes (NAME_MAX), so the runtime cannot create it. Shorten that component"
+        )
+    return "/" + "/".join(p for p in parts if p)  # normalised: no trailing or double slashes
+
+
+def _file_key(value: str) -> str:
+    # The API server's key grammar (IsConfigMapKey): [-._a-zA-Z0-9]+, at most 253 characters, not `.` or `..`, and
+    # not starting with `..` (the kubelet's atomic writer keeps its own `..data` and `..TIMESTAMP` entries there).
+    if len(value) > 253 or not _FILE_KEY.match(value) or value in (".", "..") or value.startswith(".."):
+        raise ValueError(
+            f"{value!r} is not a ConfigMap/Secret key: the API server takes letters, digits, '-', '_' and '.', at most 253 "
+            "characters, not '.' or '..' and not starting with '..'. Rename the key (e.g. train.sh, HF_TOKEN)"
+        )
+    return value
+
+
+def _port_name(value: str) -> str:
+    # IANA_SVC_NAME: at most 15 characters, a letter among them, no '--'.
+    if len(value) > 15 or not _PORT_NAME.match(value) or "--" in value or not re.search(r"[a-z]", value):
+        raise ValueError(f"{value!r} is not a port name: at most 15 lowercase letters, digits and '-', with a letter, no '--'")
+    return value
+
+
+def _text(value: str) -> str:
+    if len(value.encode("utf-8", "surrogatepass")) > MAX_TEXT:
+        raise ValueError(f"text of {len(value)} characters is longer than {MAX_TEXT} bytes (a ConfigMap holds 1 MiB in all)")
+    return value
+
+
+def _reason(value: str) -> str:
+    # A reason is printed with the check and stands for a decision someone made: whitespace alone (or invisible format
+    # characters such as a zero-width space) says nothing, and would pass for one.
+    value = value.strip()
+    if not any(c.isprintable() and not c.isspace() and unicodedata.category(c) != "Cf" for c in value):
+        raise ValueError("a reason needs words: this one is empty or only whitespace. Say why (it is printed with the check)")
+    return value
+
+
+def nesting(value: Any) -> int:
+    """How deep lists and mappings nest in a parsed value (a scalar: 0), walked without recursion: a value nested
+    thousands deep must be refused, not crash the check that measures it."""
+    deepest = 0
+    todo: list[tuple[Any, int]] = [(value, 0)]
+    while todo:
+        item, depth = todo.pop()
+        if isinstance(item, (dict, list)):
+            deepest = max(deepest, depth + 1)
+            todo += [(v, depth + 1) for v in (item.values() if isinstance(item, dict) else item)]
+    return deepest
+
+
+MAX_CNI_DEPTH = 20  # a CNI config nests a few levels (plugins[].ipam.routes[])
+
+
+class TooDeep(ValueError):
+    """A parsed value nests deeper than its reader takes."""
+
+
+def _no_json_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
+
+
+def _finite_float(text: str) -> float:
+    # Python reads 1e999 as inf: a number no other JSON reader (Go's, the CNI plugin's) takes.
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number (it overflows a float)")
+    return value
+
+
+def bounded_json(text: str, max_depth: int) -> Any:
+    """JSON text nested at most `max_depth` deep, without NaN or Infinity (no JSON parser but Python's takes them), nor a
+    number too large for a float (1e999, which Python would read as Infinity).
+    Python's parser stops near 1,000 levels with a RecursionError, and whatever walks the value afterwards recurses
+    too: both are refused here with a TooDeep, any other fault with a ValueError saying why."""
+    try:
+        parsed = json.loads(text, parse_constant=_no_json_constant, parse_float=_finite_float)
+    except RecursionError:
+        raise TooDeep(f"nested more than {max_depth} levels deep") from None
+    if nesting(parsed) > max_depth:
+        raise TooDeep(f"nested more than {max_depth} levels deep")
+    return parsed
+
+
+def _json_object(value: str) -> str:
+    try:
+        parsed = bounded_json(value, MAX_CNI_DEPTH)
+    except TooDeep as err:
+        raise ValueError(f"{err}: a CNI config is a few levels deep; paste the source NAD's spec.config as it is") from None
+    except ValueError as err:
+        raise ValueError(f"not JSON ({err}): paste the source NAD's spec.config as it is") from None
+    if not isinstance(parsed, dict):
+        raise ValueError("a CNI config is a JSON object ({...}): paste the source NAD's spec.config as it is")
+    return value
+
+
+K8sName = Annotated[str, AfterValidator(_label)]
+"""A DNS-1123 label: names of namespaces, service accounts, PVCs, NADs, ConfigMaps."""
+WorkloadName = Annotated[str, AfterValidator(_dns1035)]
+"""A DNS-1035 label (starts with a letter): workloads and checks, whose Services carry their name."""
+ObjectName = Annotated[str, AfterValidator(_subdomain)]
+"""A DNS-1123 subdomain: names of cluster-scoped objects such as SCCs and storage classes."""
+Quantity = Annotated[str, AfterValidator(_quantity)]
+Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]
+"""A quantity greater than zero: volume sizes, CPU, memory."""
+Cpu = Annotated[Size, AfterValidator(_cpu)]
+"""An amount of CPU: cores (32) or millicores (500m), at most MAX_CPU."""
+Memory = Annotated[Size, AfterValidator(_memory)]
+"""An amount of memory in bytes (256Gi), between MIN_MEMORY and MAX_MEMORY; never milli (m)."""
+ShmSize = Annotated[Size, AfterValidator(_shm)]
+VolumeSize = Annotated[Size, AfterValidator(_volume_size)]
+ResourceName = Annotated[str, AfterValidator(_resource)]
+EnvName = Annotated[str, AfterValidator(_env_name)]
+Capability = Annotated[str, AfterValidator(_capability)]
+LabelKey = Annotated[str, AfterValidator(_label_key)]
+LabelValue = Annotated[str, AfterValidator(_label_value)]
+ImageRef = Annotated[str, AfterValidator(_image)]
+MountPath = Annotated[str, AfterValidator(_mount_path)]
+FileKey = Annotated[str, AfterValidator(_file_key)]
+PortName = Annotated[str, AfterValidator(_port_name)]
+Text = Annotated[str, AfterValidator(_text)]
+CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]
+"""A CNI config: a JSON object, as a NetworkAttachmentDefinition's spec.config holds it."""
+Reason = Annotated[str, AfterValidator(_reason)]
+"""Why the stack does something that needs saying (a broad grant, a routed debugger, an accepted warning, a hand-made
+object's origin): stripped, and at least one visible character."""
+OptionalReason = Annotated[str, AfterValidator(lambda value: value and _reason(value))]
+"""A reason that may be left out: "" (not given), or words."""
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
+# Every integer field is strict: a YAML `true` (or `yes`, `on`) is a boolean, not 1, and a quoted "4" is text.
+# (The YAML loader refuses YAML 1.1's octal and base-60 readings, `017` = 15, before validation: stacks.read_yaml.)
+
+Transport = Literal["rdma", "tcp"]
+LinkLayer = Literal["roce-v2", "infiniband"]
+GdrLevel = Literal["LOC", "PIX", "PXB", "PHB", "SYS"]
+MemlockStrategy = Literal["node-limit", "root-ipc-lock", "root-sys-resource", "privileged", "none"]
+WorkloadKind = Literal["statefulset", "job"]
+State = Literal["running", "stopped"]
+AccessMode = Literal["ReadWriteMany", "ReadWriteOnce"]
+BandwidthTool = Literal["auto", "torch", "nccl-tests"]
+
+# The capabilities each memlock strategy adds to the container (KNOWLEDGE.md's table). IPC_LOCK
+# in the *effective* set lets a root process pin memory past RLIMIT_MEMLOCK; SYS_RESOURCE is only
+# needed to raise the limit itself (`ulimit -l unlimited`), which IPC_LOCK alone cannot do.
+STRATEGY_CAPABILITIES: dict[str, tuple[str, ...]] = {
+    "node-limit": (),
+    "root-ipc-lock": ("IPC_LOCK",),
+    "root-sys-resource": ("IPC_LOCK", "SYS_RESOURCE"),
+    "privileged": (),
+    "none": (),
+}
+# NCCL settings that only mean something over RDMA; a TCP variant does not inherit them.
+RDMA_ONLY_NCCL = ("NCCL_IB_", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC")
+# Added capabilities are effective only for uid 0 (CRI-O and containerd set no ambient set).
+STRATEGY_RUNS_AS_ROOT = frozenset({"root-ipc-lock", "root-sys-resource"})
+# Strategies that need more than the unprivileged SCC (restricted-v2) allows.
+STRATEGY_NEEDS_SCC = STRATEGY_RUNS_AS_ROOT | {"privileged"}
+
+
+# --- what the kubelet does to environment values --------------------------------------------------
+
+# The kubelet rewrites a container's env values (and its command and args) before the process sees them: `$(NAME)`
+# becomes NAME's value where the container defines NAME (earlier in its env), and `$$` becomes `$`; so `pa$$word`
+# arrives as `pa$word`. A config is literal text: the program renders every `$` of a literal env value as `$$`
+# (kubelet_escape), so the process receives exactly what the config says, `$(NAME)` and `$$` included. The one
+# ambiguous case is refused (Workload._dollars): `$(NAME)` naming a variable the pod defines, which its writer
+# almost certainly meant as the kubelet's reference and which would arrive as that text instead.
+_REFERENCE = re.compile(r"\$\(([^)]*)\)")
+# Kubernetes expands nothing else: `$PATH` in an env value reaches the process as those five characters.
+SHELL_PATH = re.compile(r"\$(?:\{(PATH|LD_LIBRARY_PATH)\}|(PATH|LD_LIBRARY_PATH)(?![A-Za-z0-9_]))")
+
+
+def kubelet_escape(value: str) -> str:
+    """A literal value as an env value the kubelet leaves alone: every `$` doubled."""
+    return value.replace("$", "$$")
+
+
+def kubelet_expand(value: str, defined: Mapping[str, str]) -> str:
+    """What the kubelet makes of an env value (or an argument): `$$` is `$`, `$(NAME)` is NAME's value where
+    `defined` has it and stays as written where not, `$(` without `)` and any other `$` stay."""
+    if "$" not in value:  # nearly every value: the preflight asks for each env value and argument of each pod
+        return value
+    out: list[str] = []
+    i = 0
+    while i < len(value):
+        if value[i] != "$" or i + 1 == len(value):
+            out.append(value[i])
+            i += 1
+        elif value[i + 1] == "$":
+            out.append("$")
+            i += 2
+        elif value[i + 1] == "(" and (close := value.find(")", i + 2)) >= 0:
+            name = value[i + 2 : close]
+            out.append(defined[name] if name in defined else f"$({name})")
+            i = close + 1
+        else:
+            out.append(value[i : i + 2])
+            i += 2
+    return "".join(out)
+
+
+def pod_variable(name: str, own: Iterable[str] = ()) -> bool:
+    """Whether a training pod's container defines `name` in its env: the launcher's contract, NCCL_* (the stack's
+    and the program's), and the workload's own names (`own`)."""
+    return name in RESERVED_ENV or name == "POD_NAME" or name.startswith((RESERVED_ENV_PREFIX, "NCCL_")) or name in own
+
+
+def dollar_problem(value: str, own: Iterable[str], where: str) -> str | None:
+    """Why a literal value would not reach the process as its writer meant, or None."""
+    for m in _REFERENCE.finditer(value):
+        if pod_variable(m.group(1), own):
+            name = m.group(1)
+            return (
+                f"$({name}) in {where} is the kubelet's reference syntax, but the program passes the config's text as it is "
+                f"(every $ rendered as $$), so the process would get the text $({name}), not {name}'s value. Read {name} in the "
+                f"process (it is in the pod's environment), or in a shell command write ${{{name}}} "
+                f'(run: command, args: ["bash", "-c", "... ${{{name}}} ..."])'
+            )
+    return None
+
+
+# Where a volume hides what the container needs: the image's programs and libraries, the kernel's files,
+# the files the kubelet writes into every container.
+SYSTEM_DIRS = frozenset({"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/lib"})
+KERNEL_DIRS = ("/dev", "/proc", "/sys")
+KUBELET_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log"})
+
+
+def system_path_problem(path: str) -> str | None:
+    """Why nothing may be mounted at `path`, or None."""
+    if path in SYSTEM_DIRS:
+        return (
+            f"a volume mounted at {path} hides the image's own files there (python3, the shell, their libraries): the "
+            "launcher cannot start. Mount it elsewhere (e.g. /workspace, /data)"
+        )
+    kernel = next((d for d in KERNEL_DIRS if path == d or path.startswith(d + "/")), None)
+    if kernel is not None:
+        return (
+            f"{path} is under {kernel}, which the runtime fills ({kernel} holds the devices, /dev/shm and the kernel's "
+            "files the launcher reads): a volume there hides them or is refused. Mount it elsewhere"
+        )
+    if path in KUBELET_FILES:
+        return f"the kubelet mounts {path} into every container itself: a volume there conflicts with it. Mount it elsewhere"
+    return None

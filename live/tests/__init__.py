@@ -1,0 +1,1 @@
+"""The live tier's tests (`make test-live`)."""

@@ -1,0 +1,189 @@
+"""Networks: the NADs a pod attaches exist where it can see them, it requests the SR-IOV resources behind them,
+and NCCL's interface and HCA settings select what the pod will have.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator
+
+from config.kube import NETWORKS, RESOURCE_NAME
+from policy.core import Finding, Stack, amount, error, rule
+
+# Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
+GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
+# Interfaces every pod has besides its Multus attachments (OVN-Kubernetes names the pod network eth0).
+POD_INTERFACES = ("lo", "eth0")
+
+
+def _visible_nads(stack: Stack) -> dict[tuple[str, str], str | None]:
+    """(namespace, name) -> resourceName of every NAD the stack knows exists: its own copies, and
+    the SR-IOV operator's in the fabric's source namespace."""
+    nads: dict[tuple[str, str], str | None] = {}
+    fabric = stack.config.fabric
+    for a in fabric.attachments if fabric else []:
+        nads[(fabric.nad_source_namespace, a.network)] = a.resource  # type: ignore[union-attr]
+    for o in stack.of_kind("NetworkAttachmentDefinition"):
+        meta = o.get("metadata") or {}
+        nads[(meta.get("namespace") or "default", meta["name"])] = (meta.get("annotations") or {}).get(RESOURCE_NAME)
+    return nads
+
+
+@rule(
+    "network-attachments",
+    "Every network a pod attaches exists where the pod can see it (its namespace, or a global "
+    "one), and an RDMA pod on an SR-IOV fabric attaches its networks (seed 003: net1-4 missing in the pod).",
+)
+def network_attachments(stack: Stack) -> Iterator[Finding]:
+    nads = _visible_nads(stack)
+    fabric = stack.config.fabric
+    for pod in stack.pods():
+        where = pod.at_annotation(NETWORKS)
+        refs = pod.network_refs()
+        rdma = any(pod.env(c).get("LAUNCHER_MODE") == "rdma" for _, c in pod.containers())
+        if rdma and not refs and fabric is not None and fabric.device_access == "sriov":
+            yield error(
+                pod.ref,
+                where,
+                "an RDMA pod on an SR-IOV fabric attaches no network: it gets no RDMA device and NCCL falls back to sockets",
+                "list the SR-IOV networks in fabric.attachments",
+            )
+        for r in refs:
+            if r.namespace != pod.namespace and r.namespace not in GLOBAL_NAD_NAMESPACES:
+                yield error(
+                    pod.ref,
+                    where,
+                    f"network {r.namespace}/{r.name}: OpenShift lets a pod use NADs of its own namespace ({pod.namespace}) "
+                    f"and of {', '.join(sorted(GLOBAL_NAD_NAMESPACES))} only; the pod sandbox is not created",
+                    f"copy the NAD into {pod.namespace} (fabric.nad_mode: copy), or reference it in default",
+                )
+            elif (r.namespace, r.name) not in nads:
+                yield error(
+                    pod.ref,
+                    where,
+                    f"network {r.namespace}/{r.name} does not exist where the pod looks for it: the stack does not create "
+                    "it and fabric.attachments does not place it there; the pod sandbox is not created",
+                    "create a copy in the pod's namespace (fabric.nad_mode: copy with device_access: sriov), or fix "
+                    "fabric.nad_source_namespace",
+                )
+
+
+@rule(
+    "sriov-resources",
+    "A pod requests and limits the SR-IOV resource of every network it attaches, one per "
+    "attachment (seed 003: 'Insufficient openshift.io/eno5np0rdma').",
+)
+def sriov_resources(stack: Stack) -> Iterator[Finding]:
+    nads = _visible_nads(stack)
+    for pod in stack.pods():
+        needed = Counter(nads[(r.namespace, r.name)] for r in pod.network_refs() if nads.get((r.namespace, r.name)))
+        containers = list(pod.containers())
+        for resource, count in sorted(needed.items()):
+            assert resource is not None
+            limit = sum(amount(c.get("resources") or {}, "limits", resource) for _, c in containers)
+            request = sum(
+                amount(c.get("resources") or {}, "requests", resource) or amount(c.get("resources") or {}, "limits", resource)
+                for _, c in containers
+            )
+            if limit < count or request < count:
+                first = containers[0][0] if containers else pod.at("spec.containers[0]")
+                yield error(
+                    pod.ref,
+                    f'{first}.resources.limits["{resource}"]',
+                    f"the pod attaches {count} network(s) backed by {resource} but requests {request} and limits {limit}: "
+                    f"no VF is allocated, the scheduler reports 'Insufficient {resource}' or the attachment fails",
+                    f"request and limit {resource}: {count} on the training container",
+                )
+
+
+def _select_interfaces(value: str, interfaces: list[str]) -> list[str]:
+    """The interfaces an NCCL_SOCKET_IFNAME value selects: comma-separated prefixes, `=` exact,
+    `^` excludes (NCCL's rules)."""
+    exclude = value.startswith("^")
+    body = value[1:] if exclude else value
+    exact = body.startswith("=")
+    body = body[1:] if exact else body
+    names = [n.strip() for n in body.split(",") if n.strip()]
+
+    def hit(iface: str) -> bool:
+        return any(iface == n if exact else iface.startswith(n) for n in names)
+
+    return [i for i in interfaces if hit(i) != exclude]
+
+
+@rule(
+    "socket-ifname",
+    "NCCL_SOCKET_IFNAME (explicit, or the launcher's TCP setting) selects interfaces the pod will "
+    "have (seed 003: 'Bootstrap: no socket interface found').",
+)
+def socket_ifname(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        interfaces = list(POD_INTERFACES) + [r.interface for r in pod.network_refs()]
+        for path, c in pod.containers():
+            env = pod.env(c)
+            checks = []
+            if "NCCL_SOCKET_IFNAME" in env:
+                checks.append(("NCCL_SOCKET_IFNAME", env["NCCL_SOCKET_IFNAME"]))
+            elif "LAUNCHER_TCP_SOCKET_IFNAME" in env and (env.get("LAUNCHER_MODE") == "tcp" or env.get("LAUNCHER_TCP_FALLBACK") == "true"):
+                checks.append(("LAUNCHER_TCP_SOCKET_IFNAME", env["LAUNCHER_TCP_SOCKET_IFNAME"]))
+            multi_node = int(env.get("LAUNCHER_NNODES", "1") or 1) > 1
+            for var, value in checks:
+                chosen = [i for i in _select_interfaces(value, interfaces) if i != "lo" or not multi_node]
+                if not chosen:
+                    yield error(
+                        pod.ref,
+                        f"{path}.env[{var}]",
+                        f"{var}={value!r} selects none of the interfaces the pod will have ({', '.join(interfaces)}"
+                        f"{'; loopback cannot reach the other pods' if multi_node else ''}): NCCL stops with "
+                        "'Bootstrap: no socket interface found'",
+                        "name interfaces the pod has (eth0 is the pod network; net1.. are its SR-IOV attachments), "
+                        "or leave it out and let the launcher choose",
+                    )
+
+
+@rule(
+    "ib-hca",
+    "A static NCCL_IB_HCA names only devices live on every node (fabric.devices), in exact-match form "
+    "when an entry is a prefix of another known device (seeds 002/003 pinned mlx5_10 and mlx5_11, which were not ACTIVE).",
+)
+def ib_hca(stack: Stack) -> Iterator[Finding]:
+    fabric = stack.config.fabric
+    for pod in stack.pods():
+        for path, c in pod.containers():
+            env = pod.env(c)
+            value = env.get("NCCL_IB_HCA")
+            if value is None or env.get("NCCL_IB_DISABLE") == "1":
+                continue  # with IB disabled NCCL never reads the list
+            where = f"{path}.env[NCCL_IB_HCA]"
+            if fabric is None:
+                yield error(pod.ref, where, "NCCL_IB_HCA is set on a cluster without an RDMA fabric", "remove it, or set NCCL_IB_DISABLE=1")
+                continue
+            exclude = value.startswith("^")
+            body = value[1:] if exclude else value
+            exact = body.startswith("=")
+            body = body[1:] if exact else body
+            names = [e.strip().partition(":")[0] for e in body.split(",") if e.strip()]
+            unknown = [n for n in names if n not in fabric.devices]
+            if unknown and not exclude:
+                seen = [o.source for o in fabric.device_observations if set(unknown) & set(o.devices)]
+                yield error(
+                    pod.ref,
+                    where,
+                    f"NCCL_IB_HCA names {', '.join(unknown)}, which are not among the devices live on every node "
+                    f"(fabric.devices: {', '.join(fabric.devices)})"
+                    + (f"; they appear in {'; '.join(seen)}" if seen else "")
+                    + ": NCCL uses only the listed devices that exist and are up, or none",
+                    "name only devices from fabric.devices, or leave NCCL_IB_HCA unset and let the launcher detect the ACTIVE ports",
+                )
+            if not exact:
+                known = set(fabric.devices) | {d for o in fabric.device_observations for d in o.devices}
+                clashes = {n: sorted(k for k in known if k != n and k.startswith(n)) for n in names}
+                clashes = {n: ks for n, ks in clashes.items() if ks}
+                if clashes:
+                    listed = "; ".join(f"{n} also selects {', '.join(ks)}" for n, ks in sorted(clashes.items()))
+                    yield error(
+                        pod.ref,
+                        where,
+                        f"NCCL_IB_HCA entries are prefix matches: {listed}",
+                        f"write the exact form: {'^' if exclude else ''}={body}",
+                    )

@@ -1,0 +1,1 @@
+"""The program's tests (`make test`): a package, so they import their helpers as `tests.helpers` and `tests.fixtures`."""

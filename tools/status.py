@@ -1,0 +1,858 @@
+"""Why a run is not running, in the stack file's words (`python -m stacks status`).
+
+`pulumi up` waits for a StatefulSet's pods to exist and for a Job to start, never for free GPUs, an image pull or
+Ready (docs/lifecycle.md). What happens after is told by the cluster in its own words: a FailedScheduling message
+counting nodes per reason, a FailedCreate event quoting the SCC admission or a quota, a container waiting in
+ImagePullBackOff. This reads those objects (read only) and says, per workload of the stack, whether it runs, how many
+of its pods are ready, and for what does not run the reason translated into the config entry that causes it:
+`workloads[alice] (clusters/x.py:12): 1 of 2 pods pending: no node of nairr has 4 free GPUs (nairr: 3 nodes, 12 GPUs,
+12 in use by h-kim, yunshi)`. Each enabled bandwidth check's last verdict follows.
+
+Everything but `read_cluster` is a pure function of the config and the objects (plain dicts, as `oc get -o json`
+prints them), so it is tested offline on synthetic objects. The scheduler's messages are the ones of
+k8s.io/kubernetes pkg/scheduler (v1.34: `0/N nodes are available: 3 Insufficient nvidia.com/gpu, 1 node(s) had
+untolerated taint(s), 2 node(s) didn't match Pod's node affinity/selector. preemption: ...`); earlier versions name
+the taint (`node(s) had untolerated taint {KEY: VALUE}`), and both forms are read.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+import stacks
+from components.bandwidth import job_name
+from components.outputs import _NoFieldTitles, _one_line
+from components.training import resources
+from config import provenance
+from config.errors import located
+from config.stack import ClusterConfig
+from config.values import quantity_value
+from config.workloads import BandwidthCheck, Workload
+from tools.drift import KUBECTL_TIMEOUT
+
+SCHEMA_VERSION = "1"
+SCHEMA_ID = f"urn:gpu-training:schema:status:v{SCHEMA_VERSION}"
+SCHEMA_FILE = f"schemas/status.v{SCHEMA_VERSION}.json"
+
+GPU = "nvidia.com/gpu"
+INSTANCE = "app.kubernetes.io/instance"  # the label every pod of a workload carries (components/training.py selector)
+JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")  # the Job controller's label on its pods (new, old)
+# The container states of a pod that cannot pull its image (kubelet images/types.go).
+IMAGE_PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable")
+# Scheduler reasons that say a node is not one the pod may use at all (a pin, a selector, a taint, a cordon); the
+# others (resources, one pod per node) are about nodes it may use. Each node reports the first filter it fails.
+PLACEMENT = ("untolerated taint", "didn't match Pod's node affinity/selector", "were unschedulable", "didn't match the requested node name")
+MESSAGE_CHARS = 300  # a message quoted from the cluster is cut here: one line stays readable
+
+WorkloadState = Literal["running", "pending", "stopped", "failed", "succeeded", "missing"]
+CheckState = Literal["passed", "failed", "running", "pending", "missing"]
+
+
+class _Status(BaseModel):
+    # Unknown fields are errors (additionalProperties: false); docstrings are the descriptions (as the outputs schema).
+    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+
+
+class WorkloadStatus(_Status):
+    """One workload of the stack (TCP variants included), as the cluster runs it."""
+
+    config: str
+    """The config entry, as the stack file names it (`workloads[alice]`, `workloads[dev].tcp_variants[dev-tcp]`)."""
+    location: str
+    """Where the stack file writes it (`clusters/barcelona.py:120`); empty when not known."""
+    namespace: str
+    """Namespace of its pods."""
+    kind: Literal["statefulset", "job"]
+    """The object that runs its pods."""
+    object: str
+    """Name of that StatefulSet or Job (a Job's carries its run number)."""
+    declared: Literal["running", "stopped"]
+    """The state the stack declares."""
+    state: WorkloadState
+    """running (every pod ready), pending (pods wait: for a node, an image, their creation), failed (a pod crashes, a
+    Job failed), succeeded (a Job completed), stopped (declared stopped), missing (declared running, its object is not on
+    the cluster)."""
+    ready: int = Field(ge=0)
+    """Pods ready (a Job's: ready or succeeded)."""
+    wanted: int = Field(ge=0)
+    """Pods the stack declares running (0 when stopped)."""
+    reasons: list[str]
+    """Why it does not run, in the stack file's words, one entry per cause (with how many pods it holds)."""
+    ok: bool
+    """True when it is as declared: running with every pod ready, a Job running or succeeded, or stopped."""
+
+
+class CheckStatus(_Status):
+    """One enabled bandwidth check: its Job's last verdict."""
+
+    config: str
+    """The config entry (`bandwidth_checks[fabric]`)."""
+    location: str
+    """Where the stack file writes it; empty when not known."""
+    namespace: str
+    """Namespace of its Job."""
+    job: str
+    """Name of its Job (NAME-DIGEST)."""
+    state: CheckState
+    """passed (the Job is Complete), failed (Failed), running (its pods run), pending (they wait), missing (no Job)."""
+    verdict: str | None
+    """The verdict line of the check's log (`bandwidth check: PASS (mode rdma)`), with its measurement and failures;
+    null when the log was not read."""
+    reasons: list[str]
+    """Why it failed or does not run, in the stack file's words."""
+    ok: bool
+    """True when it passed or runs."""
+
+
+class StackStatus(_Status):
+    """What `python -m stacks status STACK --json` prints."""
+
+    schema_version: Literal["1"]
+    """Version of this schema; a consumer checks it before reading anything else."""
+    stack: str
+    """The Pulumi stack (its file names the cluster and the kube context)."""
+    cluster: str
+    """The cluster's config (clusters/CLUSTER.py)."""
+    context: str | None
+    """The kubeconfig context read; null: the current one (or a saved file was read)."""
+    workloads: list[WorkloadStatus]
+    """Every workload of the stack, in the order the stack file lists them."""
+    checks: list[CheckStatus]
+    """Every enabled bandwidth check."""
+    unreadable: list[str]
+    """What could not be read (nodes forbidden, a log), so the reasons say less."""
+    ok: bool
+    """True when everything the stack declares running runs: the exit status 0."""
+
+
+def schema() -> dict[str, Any]:
+    """The JSON Schema (draft 2020-12) of StackStatus, with its id and version."""
+    body = StackStatus.model_json_schema(schema_generator=_NoFieldTitles)
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **_one_line(body)}
+
+
+def schema_json() -> str:
+    """The schema as the exact text of schemas/status.v1.json."""
+    return json.dumps(schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+# --- the objects read -----------------------------------------------------------------------------------------
+
+
+def _meta(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    meta = obj.get("metadata")
+    return meta if isinstance(meta, dict) else {}
+
+
+def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    labels = _meta(obj).get("labels")
+    return labels if isinstance(labels, dict) else {}
+
+
+def _cut(text: Any) -> str:
+    line = " ".join(str(text or "").split())
+    return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
+
+
+def _amount(value: Any) -> float:
+    try:
+        return float(quantity_value(str(value)))
+    except (ValueError, TypeError, ArithmeticError):
+        return 0.0
+
+
+def _count(n: float) -> str:
+    return str(int(n)) if n == int(n) else f"{n:g}"
+
+
+@dataclass
+class Cluster:
+    """The objects read, indexed once (by kind and name, pods by workload, events by the object they are about), so the
+    work grows with the objects, not with objects x workloads."""
+
+    objects: list[dict[str, Any]]
+    logs: Mapping[str, str] = field(default_factory=dict)
+    """A check's log by `NAMESPACE/JOB`."""
+    by_kind: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _named: dict[tuple[str, str, str], dict[str, Any]] = field(init=False, default_factory=dict)
+    _pods: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _events: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    use: dict[tuple[str, str], tuple[dict[str, float], list[str]]] = field(init=False, default_factory=dict)
+    """What the pods on a node set request, by (node set, resource): see `_use`."""
+    views: dict[str, NodeSetView] = field(init=False, default_factory=dict)
+    """Each node set as the cluster shows it: see `node_set_view`."""
+
+    def __post_init__(self) -> None:
+        for o in self.objects:
+            kind, meta = str(o.get("kind")), _meta(o)
+            namespace = str(meta.get("namespace") or "")
+            self.by_kind.setdefault(kind, []).append(o)
+            self._named[(kind, namespace, str(meta.get("name")))] = o
+            if kind == "Pod":
+                self._pods.setdefault((namespace, str(_labels(o).get(INSTANCE))), []).append(o)
+            elif kind == "Event":  # core/v1 `involvedObject`, or events.k8s.io/v1 `regarding`
+                about = o.get("involvedObject") or o.get("regarding") or {}
+                key = (str(about.get("kind")), str(about.get("namespace") or namespace), str(about.get("name")))
+                self._events.setdefault(key, []).append(o)
+
+    def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        return self._named.get((kind, namespace, name))
+
+    @property
+    def nodes(self) -> list[dict[str, Any]]:
+        return self.by_kind.get("Node", [])
+
+    def pods(self, namespace: str, instance: str, job: str | None) -> list[dict[str, Any]]:
+        """The pods of a workload (of one Job run: an older run's pods carry the same instance label)."""
+        return [
+            p for p in self._pods.get((namespace, instance), []) if job is None or any(_labels(p).get(k) == job for k in JOB_NAME_LABELS)
+        ]
+
+    def events(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
+        """Events about an object, newest last."""
+        found = self._events.get((kind, namespace, name), [])
+        return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or _meta(e).get("creationTimestamp") or ""))
+
+
+def _event_message(e: Mapping[str, Any]) -> str:
+    return str(e.get("message") or e.get("note") or "")
+
+
+# --- where things are written ---------------------------------------------------------------------------------
+
+
+def where(config: ClusterConfig, path: tuple[str | int, ...]) -> str:
+    """`workloads[alice].image (clusters/x.py:12)`: the config path and the line that writes it."""
+    line = provenance.shown(provenance.origin(config, path))
+    return f"{located(path, config)} ({line})" if line else located(path, config)
+
+
+@dataclass(frozen=True)
+class Subject:
+    """What runs pods: a workload or a check's, as a workload, with the config path that declares it."""
+
+    path: tuple[str | int, ...]
+    workload: Workload
+    object: str
+
+
+def _owners(config: ClusterConfig) -> dict[tuple[str, str], str]:
+    """Who a pod belongs to, by (namespace, instance label): the workload's user, or the check."""
+    out = {(w.namespace, w.name): w.user for w in config.all_workloads()}
+    out.update({(c.namespace, c.name): f"bandwidth check {c.name}" for c in config.enabled_checks()})
+    return out
+
+
+def _active(pod: Mapping[str, Any]) -> bool:
+    return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
+
+
+def _requests(pod: Mapping[str, Any], resource: str) -> float:
+    total = 0.0
+    for c in (pod.get("spec") or {}).get("containers") or []:
+        res = c.get("resources") or {}
+        value = (res.get("requests") or {}).get(resource, (res.get("limits") or {}).get(resource))
+        total += _amount(value) if value is not None else 0.0
+    return total
+
+
+# --- the scheduler's message ----------------------------------------------------------------------------------
+
+
+def scheduler_reasons(message: str) -> tuple[Counter[str], str]:
+    """A FailedScheduling message as (nodes per reason, what a PreFilter plugin said instead): `0/6 nodes are available:
+    3 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: ...` gives
+    {"Insufficient nvidia.com/gpu": 3, ...}. The preemption part (after the filters' sentence) is left out."""
+    head = re.match(r"\s*0/\d+ nodes are available:\s*", message)
+    if head is None:
+        return Counter(), _cut(message)
+    body = message[head.end() :]
+    body = re.split(r"\.\s+preemption:", body, maxsplit=1)[0].rstrip().rstrip(".")
+    parts = re.split(r",\s+(?=\d+ )", body)
+    reasons: Counter[str] = Counter()
+    other = []
+    for part in parts:
+        m = re.fullmatch(r"(\d+) (.+)", part.strip())
+        if m:
+            reasons[m.group(2)] += int(m.group(1))
+        elif part.strip():
+            other.append(part.strip())
+    return reasons, _cut("; ".join(other))
+
+
+def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
+    for t in tolerations:
+        if t.get("effect") and t.get("effect") != taint.get("effect"):
+            continue
+        if t.get("operator") == "Exists":
+            if not t.get("key") or t.get("key") == taint.get("key"):
+                return True
+        elif t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or ""):
+            return True
+    return False
+
+
+def _taint(t: Mapping[str, Any]) -> str:
+    value = f"={t['value']}" if t.get("value") else ""
+    return f"{t.get('key')}{value}:{t.get('effect')}"
+
+
+@dataclass
+class NodeSetView:
+    """A node set as the cluster shows it: its nodes (where readable) and the pods on them."""
+
+    name: str
+    path: tuple[str | int, ...]
+    size: int
+    gpus_per_node: int
+    names: list[str] | None
+    """The set's nodes on the cluster (None: the nodes are not readable, and the set is counted, not named)."""
+    nodes: dict[str, dict[str, Any]]
+    """Node objects of the set, by name (empty when not readable)."""
+
+
+def node_set_view(config: ClusterConfig, name: str | None, cluster: Cluster) -> NodeSetView:
+    """A node set's view, built once per set (every pending pod of a set asks for it)."""
+    node_set = config.node_set(name)
+    if node_set.name not in cluster.views:
+        cluster.views[node_set.name] = _view(config, node_set.name, cluster)
+    return cluster.views[node_set.name]
+
+
+def _view(config: ClusterConfig, name: str, cluster: Cluster) -> NodeSetView:
+    node_set = config.node_set(name)
+    index = config.node_sets.index(node_set)
+    readable = {str(_meta(n).get("name")): n for n in cluster.nodes}
+    if node_set.nodes:
+        names: list[str] | None = list(node_set.nodes)
+    elif readable:
+        # An unnamed set is every GPU node no named set holds (components/training.py scheduling): the selector's nodes.
+        named = {n for s in config.node_sets for n in s.nodes}
+        names = [
+            n
+            for n, obj in sorted(readable.items())
+            if n not in named and all(_labels(obj).get(k) == v for k, v in config.gpu_node_selector.items()) and _allocatable(obj, GPU)
+        ]
+    else:
+        names = None
+    nodes = {n: readable[n] for n in names or [] if n in readable}
+    return NodeSetView(node_set.name, ("node_sets", index), node_set.size, node_set.gpus_per_node, names, nodes)
+
+
+def _allocatable(node: Mapping[str, Any], resource: str) -> float:
+    return _amount(((node.get("status") or {}).get("allocatable") or {}).get(resource, 0))
+
+
+def _on_set(view: NodeSetView, config: ClusterConfig, pods: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The active pods bound to a node of the set. With the set's nodes unknown (unnamed, nodes unreadable): those on a
+    node no named set holds."""
+    named = {n for s in config.node_sets for n in s.nodes}
+    mine = set(view.names or ())
+    out = []
+    for p in pods:
+        node = (p.get("spec") or {}).get("nodeName")
+        if not node or not _active(p):
+            continue
+        if node in mine or (view.names is None and node not in named):
+            out.append(p)
+    return out
+
+
+def _use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resource: str) -> tuple[dict[str, float], list[str]]:
+    """How much of a resource the pods on the set's nodes request, per node, and whose they are (once per set and
+    resource: every pending pod of a set asks the same)."""
+    key = (view.name, resource)
+    if key not in cluster.use:
+        cluster.use[key] = _count_use(config, view, cluster, resource)
+    return cluster.use[key]
+
+
+def _count_use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resource: str) -> tuple[dict[str, float], list[str]]:
+    owners = _owners(config)
+    used: dict[str, float] = {}
+    by: set[str] = set()
+    for p in _on_set(view, config, cluster.by_kind.get("Pod", [])):
+        amount = _requests(p, resource)
+        if amount:
+            node = str(p["spec"]["nodeName"])
+            used[node] = used.get(node, 0.0) + amount
+            ns = str(_meta(p).get("namespace"))
+            by.add(owners.get((ns, str(_labels(p).get(INSTANCE))), f"pods of {ns}"))
+    return used, sorted(by)
+
+
+def _unseen(view: NodeSetView, used: Mapping[str, float], resource: str, need: float) -> str:
+    """What the pods read do not explain: a node of the set that they leave room on, so pods of other namespaces (which
+    a researcher cannot list) hold the rest. Empty when what was read explains the refusal, or when it cannot be told."""
+    if view.nodes:
+        room = any(_allocatable(n, resource) - used.get(name, 0.0) >= need for name, n in view.nodes.items())
+    elif resource == GPU and view.names:
+        room = any(view.gpus_per_node - used.get(name, 0.0) >= need for name in view.names)
+    else:
+        return ""
+    return "; the rest is held by pods outside the stack's namespaces" if room else ""
+
+
+def _in_use(used: float, by: list[str]) -> str:
+    return f"{_count(used)} in use by {', '.join(by)}" if by else "none in use by the pods of the stack's namespaces"
+
+
+def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cluster, resource: str) -> str:
+    """`no node of nairr has 4 free GPUs (nairr: 3 nodes, 12 GPUs, 12 in use by h-kim, yunshi)`, or of VFs, CPU, memory."""
+    w = s.workload
+    per_node, by = _use(config, view, cluster, resource)
+    used = sum(per_node.values())
+    need = _requests({"spec": {"containers": [{"resources": resources(config, w)}]}}, resource)
+    unseen = _unseen(view, per_node, resource, need)
+    readable = bool(view.nodes)
+    size = len(view.nodes) if readable else view.size
+    if resource == GPU:
+        total = sum(_allocatable(n, GPU) for n in view.nodes.values()) if readable else view.size * view.gpus_per_node
+        return (
+            f"no node of {view.name} has {w.gpus_per_node} free GPUs ({view.name}: {size} nodes, {_count(total)} GPUs, "
+            f"{_in_use(used, by)}{unseen}; {where(config, view.path)})"
+        )
+    attachment = next((i for i, a in enumerate(config.fabric.attachments) if a.resource == resource), None) if config.fabric else None
+    if attachment is not None:  # an SR-IOV resource of the fabric: one VF per attachment
+        what = f"{_count(need)} free VF{'s' if need != 1 else ''} of {resource}"
+        entry = f"; {where(config, ('fabric', 'attachments', attachment))}"
+        if readable:
+            total = sum(_allocatable(n, resource) for n in view.nodes.values())
+            return f"no node of {view.name} has {what} ({view.name}: {size} nodes, {_count(total)} VFs, {_in_use(used, by)}{unseen}{entry})"
+        return f"no node of {view.name} has {what} ({_in_use(used, by)}; the nodes are not readable{entry})"
+    field_name = {"cpu": "cpu", "memory": "memory"}.get(resource)
+    entry = where(config, (*s.path, field_name)) if field_name and s.path[0] == "workloads" else where(config, s.path)
+    amount = {"cpu": f"{_count(need)} free CPUs", "memory": f"{w.memory} of free memory"}.get(
+        resource, f"{_count(need)} of {resource} free"
+    )
+    return f"no node of {view.name} has {amount} ({entry})"
+
+
+def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cluster, reasons: Counter[str]) -> list[str]:
+    """Why no node of the set is one the pods may use: a named node the cluster lacks, a label the selector wants, a
+    taint, a cordon. From the nodes where readable, else from the scheduler's counts and the config."""
+    w = s.workload
+    selector_labels = {**config.gpu_node_selector, **w.node_selector}
+    tolerations = [t.model_dump(exclude_none=True) for t in [*config.gpu_tolerations, *w.tolerations]]
+    tol_where = where(config, ("gpu_tolerations",))
+    sel_where = where(config, ("gpu_node_selector",))
+    if w.node_selector and s.path[0] == "workloads":
+        sel_where += f", {where(config, (*s.path, 'node_selector'))}"
+    out: list[str] = []
+    if cluster.nodes and view.names is not None:
+        absent = [n for n in view.names if n not in view.nodes]
+        if absent:
+            out.append(f"the cluster has no node {', '.join(absent)} of {view.name} ({where(config, view.path)})")
+        for name, node in view.nodes.items():
+            lacking = [f"{k}={v}" for k, v in selector_labels.items() if _labels(node).get(k) != v]
+            taints = [
+                _taint(t)
+                for t in (node.get("spec") or {}).get("taints") or []
+                if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, t)
+            ]
+            if (node.get("spec") or {}).get("unschedulable"):
+                out.append(f"node {name} of {view.name} is cordoned (unschedulable)")
+            if lacking:
+                out.append(f"node {name} of {view.name} lacks the label {', '.join(lacking)} the pods select ({sel_where})")
+            if taints:
+                out.append(f"node {name} of {view.name} has the taint {', '.join(taints)}, which the pods do not tolerate ({tol_where})")
+        if not view.names:
+            out.append(f"no node carries the labels {_labels_text(selector_labels)} of the selector with GPUs ({sel_where})")
+        if out:
+            return out
+    # The nodes are not readable (or show no cause): the scheduler's counts, and the entries that decide them.
+    for reason, n in sorted(reasons.items()):
+        if "untolerated taint" in reason:
+            named = re.search(r"\{(.*?)\}", reason)
+            taint = f" {{{named.group(1)}}}" if named else ""
+            out.append(f"{n} node(s) have a taint{taint} the pods do not tolerate ({tol_where}; `oc describe node` names it)")
+        elif "node affinity/selector" in reason:
+            pins = (
+                f"the nodes of {view.name} ({where(config, view.path)})"
+                if config.node_set(w.node_set).nodes
+                else f"the unnamed nodes of {view.name}"
+            )
+            out.append(f"{n} node(s) are not among {pins} or lack the labels {_labels_text(selector_labels)} ({sel_where})")
+        elif "unschedulable" in reason:
+            out.append(f"{n} node(s) are cordoned (unschedulable)")
+        else:
+            out.append(f"{n} {reason} (the scheduler)")
+    out.append(
+        "the nodes are not readable, so which node of the set fails is not known" if not cluster.nodes else "the nodes read show no cause"
+    )
+    return out
+
+
+def _labels_text(labels: Mapping[str, str]) -> str:
+    return ", ".join(f"{k}={v}" for k, v in labels.items()) or "(none)"
+
+
+def unschedulable(config: ClusterConfig, s: Subject, message: str, cluster: Cluster) -> str:
+    """A FailedScheduling message in the stack's words."""
+    reasons, prefilter = scheduler_reasons(message)
+    if not reasons:
+        return f"the scheduler says: {prefilter}"
+    view = node_set_view(config, s.workload.node_set, cluster)
+    fitting = {r: n for r, n in reasons.items() if not any(p in r for p in PLACEMENT)}
+    if not fitting:  # no node is one the pods may use
+        return f"no node of {view.name} takes the pods: " + "; ".join(_placement(config, s, view, cluster, reasons))
+    out = []
+    for reason, n in sorted(fitting.items()):
+        if reason.startswith("Insufficient "):
+            out.append(_capacity(config, s, view, cluster, reason.removeprefix("Insufficient ")))
+        elif "anti-affinity" in reason:
+            out.append(f"{n} node(s) of {view.name} run a pod of it already (one pod per node)")
+        else:
+            out.append(f"{n} node(s): {reason} (the scheduler)")
+    return "; ".join(dict.fromkeys(out))
+
+
+# --- FailedCreate: the SCC admission, a quota -----------------------------------------------------------------
+
+
+QUOTA_FIELDS = {"nvidia.com/gpu": "gpus_per_node", "cpu": "cpu", "memory": "memory", "pods": "nodes"}
+
+
+def refused(config: ClusterConfig, s: Subject, message: str) -> str:
+    """A FailedCreate event's message (the pods the controller could not create) in the stack's words."""
+    w = s.workload
+    if "exceeded quota" in message:
+        m = re.search(r"exceeded quota: ([^,]+), requested: (.*?), used: (.*?), limited: ([^\s]*)", message)
+        if m is None:
+            return f"a quota of namespace {w.namespace} refuses the pods: {_cut(message)}"
+        name, requested, used, limited = m.groups()
+        resource = (
+            requested.split("=", 1)[0].split(".", 1)[-1] if requested.startswith(("requests.", "limits.")) else requested.split("=", 1)[0]
+        )
+        field_name = QUOTA_FIELDS.get(resource)
+        asks = where(config, (*s.path, field_name)) if field_name and s.path[0] == "workloads" else where(config, s.path)
+        return (
+            f"the quota {name} of namespace {w.namespace} is full: requested {requested}, used {used}, limited {limited} (asked by {asks})"
+        )
+    if "security context constraint" in message:
+        scc = config.scc_of(w)
+        scc_path: tuple[str, ...] = ("security", "scc") if scc == config.security.scc else ("security", "unprivileged_scc")
+        account = next(
+            (i for i, a in enumerate(config.security.service_accounts) if a.name == w.service_account and a.namespace == w.namespace), None
+        )
+        sa = where(config, ("security", "service_accounts", account)) if account is not None else f"service account {w.service_account}"
+        if re.search(rf'provider "?{re.escape(scc)}"?: Forbidden: not usable by user or serviceaccount', message):
+            grant = (
+                "its grant is the platform tier's (`pulumi up` of the platform stack)"
+                if config.security.grant
+                else f"the stack does not grant it ({where(config, ('security', 'grant'))}): a cluster admin runs "
+                f"`oc adm policy add-scc-to-user {scc} -z {w.service_account} -n {w.namespace}`"
+            )
+            who = f"service account {w.service_account} may not use the SCC {scc} ({where(config, scc_path)}; {sa})"
+            return f"the SCC admission refuses the pods: {who}: {grant}"
+        detail = re.sub(r"^.*?unable to validate against any security context constraint:\s*", "", message)
+        return f"the SCC {scc} ({where(config, scc_path)}) does not admit the pods: {_cut(detail)}"
+    return f"the pods cannot be created: {_cut(message)}"
+
+
+# --- a pod's containers ---------------------------------------------------------------------------------------
+
+
+def _exit(config: ClusterConfig, s: Subject, terminated: Mapping[str, Any]) -> str:
+    """A container's exit in the launcher's terms (components/launcher/launcher.py: 2 would not start, 3 its report
+    could not be written, 127 the command could not be executed)."""
+    code = terminated.get("exitCode")
+    reason = terminated.get("reason") or ""
+    said = f": {_cut(terminated['message'])}" if terminated.get("message") else ""
+    if reason == "OOMKilled" or code == 137:
+        limit = "memory_limit" if s.path[0] == "workloads" else "memory"
+        return f"killed for memory (OOMKilled, exit {code}): raise {where(config, (*s.path, limit))}{said}"
+    command = where(config, (*s.path, "args")) if s.path[0] == "workloads" else where(config, s.path)
+    known = {
+        2: "the launcher would not start it: a check failed or the configuration is invalid (its report heads the log)",
+        3: "the launcher could not write its report",
+        127: f"the command could not be executed ({command})",
+    }
+    if isinstance(code, int) and code in known:
+        return f"exit {code} ({reason or 'Error'}): {known[code]}{said}"
+    return f"the command exited {code} ({reason or 'Error'}){said}"
+
+
+def _image_source(config: ClusterConfig, s: Subject) -> tuple[str | int, ...]:
+    if len(s.path) == 4 and config.workloads[int(s.path[1])].tcp_variants[int(s.path[3])].image is None:
+        return (*s.path[:2], "image")  # a variant without its own image runs its source's
+    return (*s.path, "image")
+
+
+def container_reason(config: ClusterConfig, s: Subject, pod: Mapping[str, Any]) -> tuple[str, str] | None:
+    """(verb, reason) of a pod whose container does not run: `failing`, `pending`, or None when it runs or waits for
+    nothing the cluster names."""
+    for c in (pod.get("status") or {}).get("containerStatuses") or []:
+        state = c.get("state") or {}
+        waiting = state.get("waiting") or {}
+        terminated = state.get("terminated") or {}
+        if waiting.get("reason") in IMAGE_PULL:
+            image = c.get("image") or s.workload.image
+            built = next((b for b in config.images if b.reference == image), None)
+            build = (
+                f"; it is built by {where(config, ('images', config.images.index(built)))}: has its build finished? "
+                f"`oc get builds -n {built.namespace}`"
+                if built
+                else ""
+            )
+            return "pending", (
+                f"the image {image} cannot be pulled ({waiting['reason']}: {_cut(waiting.get('message'))}; "
+                f"{where(config, _image_source(config, s))}{build})"
+            )
+        if waiting.get("reason") == "CrashLoopBackOff":
+            last = (c.get("lastState") or {}).get("terminated") or {}
+            return "failing", f"restarting (CrashLoopBackOff, {c.get('restartCount', 0)} restarts): last {_exit(config, s, last)}"
+        if terminated and terminated.get("exitCode") not in (0, None):
+            return "failed", _exit(config, s, terminated)
+        if waiting.get("reason") and waiting["reason"] != "ContainerCreating":
+            return "pending", f"its container waits: {waiting['reason']}: {_cut(waiting.get('message'))}"
+    return None
+
+
+def _condition(obj: Mapping[str, Any], kind: str) -> Mapping[str, Any] | None:
+    return next((c for c in (obj.get("status") or {}).get("conditions") or [] if c.get("type") == kind), None)
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    ready = _condition(pod, "Ready")
+    return bool(ready and ready.get("status") == "True")
+
+
+def pod_reason(config: ClusterConfig, s: Subject, pod: dict[str, Any], cluster: Cluster) -> tuple[str, str]:
+    """(verb, reason) of one pod that is not ready."""
+    name = str(_meta(pod).get("name"))
+    namespace = str(_meta(pod).get("namespace"))
+    scheduled = _condition(pod, "PodScheduled")
+    if scheduled is not None and scheduled.get("status") == "False":
+        message = str(scheduled.get("message") or "")
+        if not message:  # the condition without its message: the last FailedScheduling event has it
+            found = [e for e in cluster.events("Pod", namespace, name) if e.get("reason") == "FailedScheduling"]
+            message = _event_message(found[-1]) if found else ""
+        if message:
+            return "pending", unschedulable(config, s, message, cluster)
+        return "pending", "waiting for a node (the scheduler gives no reason yet)"
+    found_container = container_reason(config, s, pod)
+    if found_container is not None:
+        return found_container
+    warnings = [e for e in cluster.events("Pod", namespace, name) if e.get("type") == "Warning"]
+    if warnings:
+        return "pending", f"{warnings[-1].get('reason')}: {_cut(_event_message(warnings[-1]))}"
+    if (pod.get("status") or {}).get("phase") == "Running":
+        return "pending", "running, not ready yet"
+    return "pending", "starting"
+
+
+# --- a workload -----------------------------------------------------------------------------------------------
+
+
+def _grouped(found: list[tuple[str, str]], wanted: int) -> list[str]:
+    """One line per cause: `1 of 2 pods pending: ...`."""
+    counts = Counter(found)
+    return [f"{n} of {wanted} pods {verb}: {reason}" for (verb, reason), n in counts.items()]
+
+
+def _failed_create(config: ClusterConfig, s: Subject, cluster: Cluster, kind: str) -> str | None:
+    found = [e for e in cluster.events(kind, s.workload.namespace, s.object) if e.get("reason") == "FailedCreate"]
+    return refused(config, s, _event_message(found[-1])) if found else None
+
+
+def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> WorkloadStatus:
+    """One workload's state, pods ready of wanted, and the reasons."""
+    w = s.workload
+    kind = "StatefulSet" if w.kind == "statefulset" else "Job"
+    obj = cluster.get(kind, w.namespace, s.object)
+    pods = cluster.pods(w.namespace, w.name, s.object if w.kind == "job" else None)
+    live = [p for p in pods if _active(p) and not _meta(p).get("deletionTimestamp")]
+    ready = sum(1 for p in live if _ready(p))
+    reasons: list[str] = []
+    base: dict[str, Any] = {
+        "config": located(s.path, config),
+        "location": provenance.shown(provenance.origin(config, s.path)),
+        "namespace": w.namespace,
+        "kind": w.kind,
+        "object": s.object,
+        "declared": w.state,
+    }
+    if w.state == "stopped":
+        if pods:
+            reasons.append(f"{len(pods)} pod(s) still on the cluster (stopping, or started by hand: `python -m stacks drift`)")
+        elif obj is not None and w.kind == "job":
+            reasons.append(f"its Job {s.object} is still on the cluster (`pulumi up` removes it)")
+        return WorkloadStatus(**base, state="stopped", ready=ready, wanted=0, reasons=reasons, ok=True)
+    wanted = w.nodes
+    if obj is None:
+        reasons.append(f"its {kind} {s.object} is not on the cluster: `pulumi up` creates it (deleted by hand, or not deployed yet)")
+        return WorkloadStatus(**base, state="missing", ready=0, wanted=wanted, reasons=reasons, ok=False)
+    succeeded = 0
+    if w.kind == "job":
+        succeeded = int((obj.get("status") or {}).get("succeeded") or 0)
+        complete, failed = _condition(obj, "Complete"), _condition(obj, "Failed")
+        if complete is not None and complete.get("status") == "True":
+            return WorkloadStatus(**base, state="succeeded", ready=succeeded, wanted=wanted, reasons=reasons, ok=True)
+        if failed is not None and failed.get("status") == "True":
+            reasons.append(f"the Job failed ({failed.get('reason')}: {_cut(failed.get('message'))})")
+            reasons += _grouped([r for p in pods if (r := container_reason(config, s, p)) is not None], wanted)
+            return WorkloadStatus(**base, state="failed", ready=succeeded, wanted=wanted, reasons=reasons, ok=False)
+        ready += succeeded
+    else:
+        replicas = (obj.get("spec") or {}).get("replicas")
+        if replicas is not None and replicas != wanted:
+            reasons.append(f"the StatefulSet has {replicas} replicas on the cluster, {wanted} in the stack (`python -m stacks drift`)")
+    found = [pod_reason(config, s, p, cluster) for p in live if not _ready(p)]
+    # A Job with retries left replaces a failed pod: the failure is why it is not done yet.
+    found += [("failed earlier", r[1]) for p in pods if not _active(p) and (r := container_reason(config, s, p)) is not None]
+    missing = wanted - len(live) - succeeded - sum(1 for p in pods if not _active(p) and (p.get("status") or {}).get("phase") == "Failed")
+    if missing > 0:
+        refusal = _failed_create(config, s, cluster, kind)
+        found += [("not created", refusal or "not created yet (no event says why)")] * missing
+    reasons += _grouped(found, wanted)
+    if ready >= wanted:
+        return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)
+    state: WorkloadState = "failed" if any(verb in ("failing", "failed") for verb, _ in found) else "pending"
+    return WorkloadStatus(**base, state=state, ready=ready, wanted=wanted, reasons=reasons, ok=False)
+
+
+# --- a bandwidth check ----------------------------------------------------------------------------------------
+
+
+def verdict_of(log: str) -> str | None:
+    """The last verdict a check's log holds (components/launcher/bandwidth.py prints `bandwidth check: PASS (mode
+    rdma)`, then indented lines), as one line with its measurement and failures."""
+    lines = log.splitlines()
+    starts = [i for i, line in enumerate(lines) if line.startswith("bandwidth check: ")]
+    if not starts:
+        return None
+    first = starts[-1]
+    kept = [lines[first].strip()]
+    for line in lines[first + 1 :]:
+        if not line.startswith("  "):
+            break
+        text = line.strip()
+        if text.startswith(("measured:", "FAIL:")):
+            kept.append(text)
+    return "; ".join(kept)
+
+
+def check_status(config: ClusterConfig, index: int, check: BandwidthCheck, cluster: Cluster) -> CheckStatus:
+    name = job_name(config, check)
+    path: tuple[str | int, ...] = ("bandwidth_checks", index)
+    as_workload = workload_status(config, Subject(path, config.bandwidth_workload(check), name), cluster)
+    log = cluster.logs.get(f"{check.namespace}/{name}")
+    states: dict[str, CheckState] = {"succeeded": "passed", "failed": "failed", "running": "running", "missing": "missing"}
+    state = states.get(as_workload.state, "pending")
+    return CheckStatus(
+        config=as_workload.config,
+        location=as_workload.location,
+        namespace=check.namespace,
+        job=name,
+        state=state,
+        verdict=verdict_of(log) if log is not None else None,
+        reasons=as_workload.reasons,
+        ok=state in ("passed", "running"),
+    )
+
+
+def stack_status(
+    config: ClusterConfig, stack: str, context: str | None, objects: list[dict[str, Any]], logs: Mapping[str, str] | None = None,
+    unreadable: Iterable[str] = (),
+) -> StackStatus:  # fmt: skip
+    """The status of every workload and enabled check of a stack, from the objects read from its cluster."""
+    cluster = Cluster(objects, logs or {})
+    workloads = [workload_status(config, Subject(p, w, w.object_name), cluster) for p, w in config.located_workloads()]
+    checks = [check_status(config, i, c, cluster) for i, c in enumerate(config.bandwidth_checks) if c.enabled]
+    missing = list(unreadable)
+    if not cluster.nodes and not any("nodes" in u for u in missing):
+        missing.append("nodes: none in what was read, so the reasons count capacity from the config")
+    return StackStatus(
+        schema_version="1",
+        stack=stack,
+        cluster=config.name,
+        context=context,
+        workloads=workloads,
+        checks=checks,
+        unreadable=missing,
+        ok=all(w.ok for w in workloads) and all(c.ok for c in checks),
+    )
+
+
+def report(status: StackStatus) -> str:
+    """One line per workload (a running one short, the others with their reasons), then the checks' verdicts."""
+    out = [f"{status.stack} ({status.cluster}): " + ("everything declared running runs" if status.ok else "not everything runs")]
+    for w in status.workloads:
+        head = f"  {w.config}" + (f" ({w.location})" if w.location else "")
+        if w.state == "running" and not w.reasons:
+            out.append(f"{head}: running, {w.ready}/{w.wanted} pods ready")
+            continue
+        counted = f", {w.ready}/{w.wanted} pods ready" if w.wanted else ""
+        out.append(f"{head}: {w.state}{counted}" + (": " + "; ".join(w.reasons) if w.reasons else ""))
+    for c in status.checks:
+        head = f"  {c.config}" + (f" ({c.location})" if c.location else "")
+        detail = [c.verdict] if c.verdict else []
+        out.append(f"{head}: {c.state} (Job {c.job})" + (": " + "; ".join([*detail, *c.reasons]) if detail or c.reasons else ""))
+    out += [f"  not read: {u}" for u in status.unreadable]
+    return "\n".join(out) + "\n"
+
+
+# --- reading the cluster --------------------------------------------------------------------------------------
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        raise stacks.ConfigError(f"status: `{' '.join(cmd[:3])} ...` failed: {err}") from None
+
+
+def _said(proc: subprocess.CompletedProcess[str]) -> str:
+    return " | ".join(proc.stderr.strip().splitlines()[-3:])
+
+
+def _items(text: str) -> list[dict[str, Any]]:
+    data = json.loads(text) if text.strip() else {}
+    return list(data.get("items", [])) if data.get("kind", "").endswith("List") else [data] if data else []
+
+
+def read_cluster(
+    config: ClusterConfig, context: str | None, kubectl: str | None = None
+) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
+    """The objects `status` reads (read only: `get` and `logs`): per namespace of the stack one `get` of its
+    StatefulSets, Jobs, Pods and Events; the Nodes where readable; each enabled check's log where its Job ran. Returns
+    the objects, the logs by NAMESPACE/JOB, and what could not be read. A namespace the cluster refuses stops it."""
+    tool = kubectl or shutil.which("oc") or shutil.which("kubectl")
+    if tool is None:
+        raise stacks.ConfigError("status reads the cluster with `oc` or `kubectl`: neither is on PATH")
+    where_ = ["--context", context] if context else []
+    objects: list[dict[str, Any]] = []
+    namespaces = sorted({w.namespace for w in config.pod_specs()})
+    for ns in namespaces:
+        proc = _run([tool, "get", "statefulsets.apps,jobs.batch,pods,events", "-n", ns, "-o", "json", *where_])
+        if proc.returncode != 0:
+            raise stacks.ConfigError(f"status: `{tool} get statefulsets,jobs,pods,events -n {ns}` failed: {_said(proc)}")
+        objects += _items(proc.stdout)
+    unreadable = []
+    proc = _run([tool, "get", "nodes", "-o", "json", *where_])
+    if proc.returncode == 0:
+        objects += _items(proc.stdout)
+    else:
+        unreadable.append(f"nodes ({_said(proc) or 'refused'})")
+    logs: dict[str, str] = {}
+    jobs = {(str(_meta(o).get("namespace")), str(_meta(o).get("name"))) for o in objects if o.get("kind") == "Job"}
+    for check in config.enabled_checks():
+        name = job_name(config, check)
+        if (check.namespace, name) not in jobs:
+            continue
+        proc = _run([tool, "logs", "-n", check.namespace, f"job/{name}", "--tail=400", *where_])
+        if proc.returncode == 0:
+            logs[f"{check.namespace}/{name}"] = proc.stdout
+        else:
+            unreadable.append(f"the log of job/{name} ({_said(proc) or 'refused'})")
+    return objects, logs, unreadable
