@@ -27,7 +27,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from stacks.model import ClusterConfig
+    from config.stack import ClusterConfig
 
 FAKE = "kwok.x-k8s.io/node"  # =fake: kwok's --manage-nodes-with-annotation-selector
 NODE_SET = "live.gpu-training.local/node-set"

@@ -12,22 +12,16 @@ whose nodes have what the config does not state (a taint, a label, fewer VFs) is
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+import stacks
 from live import differential
 from live.controlplane import ControlPlane
-
-ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT / "tests"))
-
-import fixtures  # noqa: E402
-
-import stacks  # noqa: E402
+from tests import fixtures
 
 SEED = 26
 CASES = 200
