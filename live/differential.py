@@ -372,6 +372,10 @@ def _retarget(case: Case, obj: dict[str, Any]) -> None:
     template["metadata"].setdefault("labels", {})[CASE] = case.tag
     pod = template["spec"]
     pod.setdefault("nodeSelector", {})[CASE] = case.tag
+    # The taint the API server gives every new node until the node controller has seen it Ready (kwok's nodes are
+    # registered Ready): tolerated, the pods need not wait for the controller to take it off hundreds of nodes. A
+    # cluster's nodes are Ready; the pods already tolerate the NoExecute form for 300 s (DefaultTolerationSeconds).
+    pod.setdefault("tolerations", []).append({"key": NOT_READY, "operator": "Exists", "effect": "NoSchedule"})
     node_affinity = (pod.get("affinity") or {}).get("nodeAffinity") or {}
     for term in (node_affinity.get("requiredDuringSchedulingIgnoredDuringExecution") or {}).get("nodeSelectorTerms", []):
         for e in term.get("matchExpressions", []):
@@ -475,8 +479,6 @@ def run(
     with ThreadPoolExecutor(threads) as pool:
         list(pool.map(api.create, made + namespaces))
         said(f"{len(made)} nodes and {len(namespaces)} namespaces made")
-        _wait_ready(api, len(made), bound)
-        said("the nodes are Ready")
         list(pool.map(api.create, [o for objs in applied for o in objs if o["kind"] == "ServiceAccount"]))
         list(pool.map(api.create, [o for objs in applied for o in objs if o["kind"] != "ServiceAccount"]))
         said("the workloads and checks are applied")
@@ -537,24 +539,6 @@ class Api:
     def items(self, path: str) -> list[dict[str, Any]]:
         status, body = self.call("GET", path)
         return list(body.get("items", [])) if status == 200 else []
-
-
-def _wait_ready(api: Api, count: int, bound: float) -> None:
-    deadline = time.monotonic() + bound
-    ready = 0
-    while time.monotonic() < deadline:
-        items = api.items(f"/api/v1/nodes?labelSelector={CASE}")
-        # Ready, and without the taint the API server gives every new node until the node controller has seen it Ready:
-        # a pod created before would be reported Unschedulable, then placed.
-        ready = sum(
-            1 for n in items
-            if any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
-            and not any(t["key"] == NOT_READY for t in n.get("spec", {}).get("taints") or [])
-        )  # fmt: skip
-        if ready >= count:
-            return
-        time.sleep(3)
-    raise RuntimeError(f"kwok made {ready} of {count} nodes Ready in {bound:.0f} s")
 
 
 def _observe(api: Api, cases: list[Case]) -> list[tuple[int, int, int, str]]:
