@@ -142,12 +142,22 @@ def build(
     for name, component, _ in PARTS:
         if declared := parts.get((component.TYPE, name)):
             after.append(component(name, config, declared, opts))
-    # An enabled bandwidth check runs first; the workloads of its transport wait for its verdict.
+    # Stopped workloads first: `up` waits until their pods are gone (components/lifecycle.py), so the nodes they held
+    # are free before a bandwidth check starts. Gated by the check, a workload stopped in the same edit that enables
+    # it would hold the check's nodes until the check's verdict, which could then never come (found live:
+    # live/tests/test_scheduling.py). A stopped Job is not declared at all: Pulumi deletes it at the end of `up`, after
+    # the check, which the capacity rule counts (docs/lifecycle.md).
+    stopping: list[pulumi.Resource] = []
+    workloads = [(w, parts.get((TrainingWorkload.TYPE, f"{w.namespace}/{w.name}"))) for w in config.all_workloads()]
+    for w, declared in workloads:
+        if declared and w.state == "stopped":
+            stopping.append(TrainingWorkload(f"{w.namespace}/{w.name}", declared, after, opts))
+    # An enabled bandwidth check runs next; the running workloads of its transport wait for its verdict.
     gates: dict[str, list[pulumi.Resource]] = {}
     for c in config.enabled_checks():
         if declared := parts.get((BandwidthCheck.TYPE, f"{c.namespace}/{c.name}")):
-            gates.setdefault(c.transport, []).append(BandwidthCheck(c, declared, after, opts))
-    for w in config.all_workloads():
-        if declared := parts.get((TrainingWorkload.TYPE, f"{w.namespace}/{w.name}")):
+            gates.setdefault(c.transport, []).append(BandwidthCheck(c, declared, [*after, *stopping], opts))
+    for w, declared in workloads:
+        if declared and w.state != "stopped":
             TrainingWorkload(f"{w.namespace}/{w.name}", declared, [*after, *gates.get(w.transport, [])], opts)
     return stack_outputs(config, tier)

@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 import policy.rules  # noqa: F401  (importing the package registers every rule)
+import stacks
 from config import provenance
 from config.errors import located
 from config.kube import ConfigPath, ObjectKey
@@ -131,8 +132,6 @@ def project_stacks(exclude: str) -> list[ClusterConfig]:
     """The configs of the project's stacks but `exclude`, each as `pulumi up` deploys it (`stacks.load`: its
     gpu-training:configFile, else its module). A stack that does not load is left out: its own check reports why,
     and one broken stack must not stop the check of another."""
-    import stacks  # the package, not only its model: policy/ sits above stacks/, which never imports policy/
-
     try:
         files = stacks.pulumi_stacks()  # read once: what each cluster's stack files deploy (stacks.config_file_of)
     except stacks.ConfigError:

@@ -165,6 +165,22 @@ def test_the_check_runs_first_and_the_workloads_of_its_transport_wait_for_it() -
     }  # fmt: skip
 
 
+def test_a_workload_stopped_in_the_edit_that_enables_a_check_frees_its_nodes_before_the_check_starts() -> None:
+    """Gated by the check, a StatefulSet stopped in the same edit would keep the nodes the check needs until the check's
+    verdict, which never comes (found live: live/tests/test_scheduling.py). Stopped, it goes first and the check waits
+    for its pods to be gone; running, it waits for the check."""
+    r = run(fixtures.config("roce", lambda d: fixtures.workload(d, "dev").update(state="stopped")))
+    job = _check_job(r)
+    check = next(x for x in r.resources if x.name == f"team-a/{job['metadata']['name']}")
+    dev = next(x for x in r.resources if x.type.endswith("StatefulSet") and x.name == "team-a/dev")
+    assert dev.inputs["spec"]["replicas"] == 0
+    assert not [d for d in dev.options["depends_on"] if "BandwidthCheck" in d]
+    assert any(d.endswith("TrainingWorkload$kubernetes:apps/v1:StatefulSet::team-a/dev") for d in check.options["depends_on"])
+    running = rendered_fixture("roce")
+    check = next(x for x in running.resources if x.name == f"team-a/{_check_job(running)['metadata']['name']}")
+    assert not [d for d in check.options["depends_on"] if d.endswith("StatefulSet::team-a/dev")]  # dev runs: it waits for the check
+
+
 def test_the_check_runs_again_when_the_fabric_or_its_run_number_changes_and_only_then() -> None:
     base = _check_job(rendered_fixture("roce"))["metadata"]["name"]
     unrelated = _check_job(run(fixtures.config("roce", lambda d: fixtures.workload(d, "solo").update(cpu="8"))))["metadata"]["name"]

@@ -21,7 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import stacks
-from tools.writer import MANIFEST
+from components.lifecycle import HELD, PATCH_REMOVED, REMOVES, RESTART, held, replacement, restarts
+from tools.render import run
+from tools.writer import MANIFEST, write
 
 OUTPUTS = "outputs.json"
 _PLAIN_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_-]*$")
@@ -194,8 +196,6 @@ def consequence(change: ObjectChange) -> str | None:
     """What `pulumi up` does to the object beyond an update: a replacement (and its cost), a change held for
     the next run, a restart of running pods, or the deletion of something that holds data or a run
     (components/lifecycle.py)."""
-    from components.lifecycle import HELD, PATCH_REMOVED, REMOVES, RESTART, held, replacement, restarts
-
     kind = change.kind
     if change.status == "removed":
         return PATCH_REMOVED if change.patch else REMOVES.get(kind)
@@ -324,8 +324,5 @@ def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
 
 def fresh(config: Any) -> dict[str, Any]:
     """Render the working tree's program for one config, exactly as `python -m stacks render` writes it."""
-    from tools.render import run
-    from tools.writer import write
-
     with tempfile.TemporaryDirectory(prefix="stacks-diff-") as tmp:
         return read_folder(write(run(config), Path(tmp)))

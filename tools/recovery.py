@@ -24,6 +24,7 @@ from typing import Any
 import stacks
 from components.kube import Declared, logical_name
 from config import project
+from tools import drift
 
 
 @dataclass(frozen=True)
@@ -152,8 +153,6 @@ def plan(
 
 def existing(objs: list[dict[str, Any]], context: str | None) -> set[tuple[str, str, str]]:
     """Which of these objects the cluster has (read only)."""
-    from tools import drift
-
     return keys_of(drift.read_live([Declared("", "", o) for o in objs], context) if objs else [])
 
 

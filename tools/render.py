@@ -24,6 +24,8 @@ from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
+from components.prerequisites import requirements
+from components.program import build
 from config.stack import ClusterConfig
 
 PROVIDER_TOKEN = "pulumi:providers:kubernetes"
@@ -100,8 +102,6 @@ class DuplicateRead(ValueError):
 
 class _Mocks(pulumi.runtime.Mocks):
     def __init__(self, config: ClusterConfig, tier: str, live: dict[tuple[str, str], dict[str, Any] | None]) -> None:
-        from components.prerequisites import requirements
-
         self.config = config
         # What the stack assumes the cluster holds, unless a test says otherwise.
         self.cluster: dict[tuple[str, str], dict[str, Any] | None] = {(r.kind, r.object_id): r.expected for r in requirements(config, tier)}
@@ -222,8 +222,6 @@ def run(
 ) -> Rendering:
     """Run the program for one config (and tier) under fresh mocks; raises what the program raises.
     `live` replaces what the cluster holds for some reads: {(kind, id): state, or MISSING}."""
-    from components.program import build  # the program is imported lazily: stacks/ must not need it
-
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     mocks = _Mocks(config, tier, live or {})
