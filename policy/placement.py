@@ -1,7 +1,8 @@
 """Can every running pod be scheduled at once? An exact search, small enough to run in every preview.
 
 The scheduler places pods one by one; what the stack must guarantee is that a placement of all of
-them exists (GPUs per node, one pod of a multi-node workload per node, node pins). Nodes that the
+them exists (GPUs per node, and CPU and memory where the node set states them; one pod of a multi-node
+workload per node, node pins). Nodes that the
 same groups may use and that have the same free GPUs are interchangeable, so the search works on
 classes of nodes (a count per class) instead of on nodes, and remembers the states it has proved
 hopeless. It tries the tightest fit first (nodes the fewest later pods may use, then the fewest free
@@ -14,7 +15,14 @@ stack in 250 "unknown", at most 1.7 s.)
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+UNBOUNDED = 1 << 62
+"""The free amount of a resource a node set does not state (its CPU or memory): never the reason a pod does not fit,
+and never lessened, so nodes that differ only in what is used of it stay one class."""
+
+Free = tuple[int, int, int]
+"""What a node has free, or a pod asks for: GPUs, CPU in millicores, memory in bytes."""
 
 
 @dataclass(frozen=True)
@@ -29,6 +37,30 @@ class Group:
     """Nodes the pods may run on (their node pins)."""
     spread: bool
     """One pod per node (podAntiAffinity on the hostname)."""
+    cpu: int = 0
+    """CPU each pod requests, in millicores."""
+    memory: int = 0
+    """Memory each pod requests, in bytes."""
+
+    @property
+    def need(self) -> Free:
+        return (self.gpus, self.cpu, self.memory)
+
+
+def fits(free: Free, need: Free) -> bool:
+    return free[0] >= need[0] and free[1] >= need[1] and free[2] >= need[2]  # spelled out: the search's innermost test
+
+
+def _less(free: Free, need: Free) -> Free:
+    def less(f: int, n: int) -> int:
+        return f if f >= UNBOUNDED else f - n
+
+    return (free[0] - need[0], less(free[1], need[1]), less(free[2], need[2]))
+
+
+def free_of(value: int | Free) -> Free:
+    """A node's free resources: a number is its GPUs, with CPU and memory not stated."""
+    return (value, UNBOUNDED, UNBOUNDED) if isinstance(value, int) else value
 
 
 @dataclass(frozen=True)
@@ -40,7 +72,7 @@ class Placement:
 
 
 State = tuple[tuple[int, int], ...]
-"""Sorted (node class, how many nodes of it); a class is an interned (groups that may use it, free GPUs)."""
+"""Sorted (node class, how many nodes of it); a class is an interned (groups that may use it, free resources)."""
 
 
 def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
@@ -60,17 +92,17 @@ def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
     yield from rec(0, pods)
 
 
-def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, counts: Mapping[str, int] | None = None) -> Placement:
-    """Whether every group fits on `nodes` (name -> GPUs) at once. With `counts`, an entry stands for that many
-    identical nodes that no pod pins by name (a node set's `count`): the same answer as listing each of them, with a
-    setup that grows with the entries, not with the nodes."""
+def place(nodes: Mapping[str, int | Free], groups: list[Group], budget: int = 50_000, counts: Mapping[str, int] | None = None) -> Placement:
+    """Whether every group fits on `nodes` (name -> GPUs, or GPUs, millicores and bytes) at once. With `counts`, an entry
+    stands for that many identical nodes that no pod pins by name (a node set's `count`): the same answer as listing
+    each of them, with a setup that grows with the entries, not with the nodes."""
     # Pods that may share a node are placed one at a time: each is a group of one.
-    units = [g if g.spread else Group(g.name, 1, g.gpus, g.candidates, True) for g in groups for _ in range(1 if g.spread else g.pods)]
+    units = [g if g.spread else replace(g, pods=1, spread=True) for g in groups for _ in range(1 if g.spread else g.pods)]
     order = sorted(units, key=lambda g: (-g.gpus, -g.pods, g.name))
-    classes: dict[tuple[frozenset[int], int], int] = {}  # interned: (groups that may use it, free GPUs) -> id
-    keys: list[tuple[frozenset[int], int]] = []
+    classes: dict[tuple[frozenset[int], Free], int] = {}  # interned: (groups that may use it, free resources) -> id
+    keys: list[tuple[frozenset[int], Free]] = []
 
-    def intern(key: tuple[frozenset[int], int]) -> int:
+    def intern(key: tuple[frozenset[int], Free]) -> int:
         if key not in classes:
             classes[key] = len(keys)
             keys.append(key)
@@ -89,16 +121,17 @@ def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, c
     may_use: dict[tuple[int, ...], frozenset[int]] = {}  # the lists naming a node -> the groups that may use it
     start: dict[int, int] = {}
     many = counts or {}
-    for n, gpus in nodes.items():
+    for n, free in nodes.items():
         naming = tuple(listed.get(n, ()))
         if naming not in may_use:
             may_use[naming] = frozenset(i for k in naming for i in lists[k])
-        c = intern((may_use[naming], gpus))
+        c = intern((may_use[naming], free_of(free)))
         start[c] = start.get(c, 0) + many.get(n, 1)
     hopeless: set[tuple[int, State]] = set()
     steps = 0
     deepest = 0
 
+    needs = [g.need for g in order]
     # GPUs the groups from i on need in all.
     demand = [0] * (len(order) + 1)
     for i in range(len(order) - 1, -1, -1):
@@ -107,10 +140,10 @@ def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, c
     def _room(i: int, state: State) -> bool:
         """A quick bound: the GPUs left can hold what the remaining groups need, and each of them still has
         enough nodes with room for one pod."""
-        if sum(n * keys[c][1] for c, n in state if keys[c][0]) < demand[i]:
+        if sum(n * keys[c][1][0] for c, n in state if keys[c][0]) < demand[i]:
             return False
         return all(
-            sum(n for c, n in state if j in keys[c][0] and keys[c][1] >= order[j].gpus) >= order[j].pods for j in range(i, len(order))
+            sum(n for c, n in state if j in keys[c][0] and fits(keys[c][1], needs[j])) >= order[j].pods for j in range(i, len(order))
         )
 
     def solve(i: int, state: State) -> bool | None:
@@ -121,7 +154,7 @@ def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, c
             return False
         deepest = max(deepest, i)
         g = order[i]
-        usable = [(c, count) for c, count in state if i in keys[c][0] and keys[c][1] >= g.gpus]
+        usable = [(c, count) for c, count in state if i in keys[c][0] and fits(keys[c][1], needs[i])]
         # Tightest fit first: nodes the fewest later groups may use, then the fewest free GPUs.
         usable.sort(key=lambda cc: (sum(1 for j in keys[cc[0]][0] if j > i), keys[cc[0]][1], cc[0]))
         for take in _choices([count for _, count in usable], g.pods):
@@ -132,7 +165,7 @@ def place(nodes: Mapping[str, int], groups: list[Group], budget: int = 50_000, c
             for (c, _), k in zip(usable, take, strict=True):
                 if k:
                     counts[c] -= k
-                    used = intern((keys[c][0], keys[c][1] - g.gpus))
+                    used = intern((keys[c][0], _less(keys[c][1], needs[i])))
                     counts[used] = counts.get(used, 0) + k
             nxt = tuple(sorted((c, n) for c, n in counts.items() if n))
             if not _room(i + 1, nxt):

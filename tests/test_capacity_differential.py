@@ -85,7 +85,13 @@ class TestCpuAndMemory:
             # Not stated: not checked (as before).
             ((node_set("pair", gpus_per_node=8), check_on_pair(nodes=1)), True),
             # Stated and short, but no two pods share a node: each pod alone is the model's to check.
-            ((node_set("pair", nodes=["ib-1", "ib-2", "ib-3"], allocatable_cpu="32", allocatable_memory="256Gi"), check_on_pair(nodes=1)), True),
+            (
+                (
+                    node_set("pair", nodes=["ib-1", "ib-2", "ib-3"], allocatable_cpu="32", allocatable_memory="256Gi"),
+                    check_on_pair(nodes=1),
+                ),
+                True,
+            ),
         ],
         ids=["seed-2600250", "cpu-short", "memory-short", "ample", "unstated", "no-sharing"],
     )
@@ -96,14 +102,15 @@ class TestCpuAndMemory:
             # In the stack file's words: what the pods ask for, next to what the set states.
             assert "env: 2 x 4 GPUs, 32 CPUs, 256Gi" in found[0].message and "pair: 2 node(s) x 8 GPUs, " in found[0].message, found[0]
 
-    @pytest.mark.parametrize("cpu, fits", [("3", True), ("4", True), ("5", False)])
+    @pytest.mark.parametrize("cpu, fits", [("15", True), ("16", True), ("17", False)])
     def test_pods_of_one_set_add_up(self, cpu: str, fits: bool) -> None:
-        """Two 1-GPU pods on the `tcp` fixture's single node of 8 allocatable CPUs: 4 + 3 and 4 + 4 fit, 4 + 5 does not."""
+        """Two 1-GPU pods on the `tcp` fixture's single node of 32 allocatable CPUs: 16 + 15 and 16 + 16 fit, 16 + 17
+        does not."""
         config = edited(
             "tcp",
-            node_set("pool", count=1, allocatable_cpu="8"),
-            workload("one", gpus_per_node=1),
-            solo("more", 1, cpu=cpu),
+            node_set("pool", count=1, allocatable_cpu="32"),
+            workload("one", gpus_per_node=1, cpu="16", cpu_limit="16"),
+            solo("more", 1, cpu=cpu, cpu_limit=cpu),
         )
         errors = [f for f in capacity(config) if f.severity == "error"]
         assert bool(errors) != fits, errors
@@ -119,14 +126,14 @@ class TestSchedulerOrder:
             ("roce", (workload("train", gpus_per_node=1), lambda d: d["workloads"].append(extra3(d))), True),
             # The fixture itself: 3 pods on spare's 3 nodes, a node each in any order.
             ("roce", (), False),
-            # Alike pods that divide a node evenly pack in any order: four 1-GPU pods on one 4-GPU node.
+            # Alike pods pack in any order: four 1-GPU pods on one 4-GPU node.
             ("tcp", (node_set("pool", count=1), workload("one", gpus_per_node=1), solo("b", 1), solo("c", 1), solo("d", 1)), False),
             # Unlike pods on two nodes: two 2-GPU pods and a 4-GPU one fit only if the small ones share a node.
             ("tcp", (workload("one", gpus_per_node=2), solo("b", 2), solo("c", 4)), True),
             # A two-pod workload beside single pods of its size on two nodes: it needs both nodes with room.
             ("tcp", (workload("one", gpus_per_node=2), solo("b", 2), solo("c", 2, nodes=2)), True),
         ],
-        ids=["seed-2600041", "a-node-each", "alike-and-even", "unlike", "spread-beside-singles"],
+        ids=["seed-2600041", "a-node-each", "alike", "unlike", "spread-beside-singles"],
     )
     def test_packing_is_a_warning(self, name: str, edits: tuple[Callable[[Data], Any], ...], warned: bool) -> None:
         found = capacity(edited(name, *edits))
@@ -146,7 +153,11 @@ class TestSchedulerOrder:
         warned = [f for f in capacity(config) if f.severity == "warning"]
         accept = {"rule": "capacity", "object": warned[0].object, "reason": "we start c last, by hand"}
         accepted = edited(
-            "tcp", workload("one", gpus_per_node=2), solo("b", 2), solo("c", 4), lambda d: d.setdefault("accepted_warnings", []).append(accept)
+            "tcp",
+            workload("one", gpus_per_node=2),
+            solo("b", 2),
+            solo("c", 4),
+            lambda d: d.setdefault("accepted_warnings", []).append(accept),
         )
         assert [f.accepted for f in capacity(accepted) if f.severity == "warning"] == ["we start c last, by hand"]
 

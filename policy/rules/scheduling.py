@@ -9,8 +9,9 @@ from typing import Any
 
 from config.kube import GPU, HOSTNAME
 from config.openshift import CONTROL_PLANE_ROLES
+from config.values import quantity_value
 from policy.core import Finding, PodView, Stack, amount, error, rule, warning
-from policy.placement import Group, place
+from policy.placement import UNBOUNDED, Free, Group, place
 
 _ANY_VALUE = ("Exists",)  # a toleration's value that matches any: no taint value is a tuple
 
@@ -119,20 +120,22 @@ def _gpus(pod: PodView) -> int:
 @rule(
     "capacity",
     "Every running pod of the stack (workloads and enabled bandwidth checks) can be scheduled at once on the "
-    "nodes the stack counts on (node_sets): GPUs per node, one pod of a workload per node, node pins. Pending pods "
-    "never start, and an enabled check would wait out its deadline.",
+    "nodes the stack counts on (node_sets): GPUs per node, CPU and memory where the set states them, one pod of a "
+    "workload per node, node pins. Pending pods never start, and an enabled check would wait out its deadline. A "
+    "placement that needs unlike pods packed onto shared nodes is a warning: the scheduler may place them otherwise.",
 )
 def capacity(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     # The nodes as the search takes them: a named node each (pods pin them by name), and a count set's nodes as one
     # entry standing for all of them (identical, and never pinned), so the setup grows with entries, not with 4,096 nodes.
-    nodes: dict[str, int] = {}  # entry -> GPUs of each of its nodes
+    nodes: dict[str, Free] = {}  # entry -> what each of its nodes offers: GPUs, and CPU and memory where stated
     counts: dict[str, int] = {}  # entry -> how many nodes it stands for, where more than one
     for s in config.node_sets:
+        offered = (s.gpus_per_node, _quantity(s.allocatable_cpu, 1000), _quantity(s.allocatable_memory, 1))
         for n in s.nodes:
-            nodes[n] = s.gpus_per_node
+            nodes[n] = offered
         if not s.nodes:
-            nodes[f"{s.name}#"] = s.gpus_per_node  # `#` is in no node name (a label value)
+            nodes[f"{s.name}#"] = offered  # `#` is in no node name (a label value)
             counts[f"{s.name}#"] = s.count or 0
     named = {n for s in config.node_sets for n in s.nodes}
     everywhere = tuple(nodes)
@@ -162,12 +165,13 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             else:
                 pinned[pin] = everywhere
         spread = bool((pod.spec.get("affinity") or {}).get("podAntiAffinity")) or pod.replicas == 1
-        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), pinned[pin], spread))
+        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), pinned[pin], spread, *_requests(pod)))
         how = _started_by_this_change(stack, pod, groups[-1])
         if how:
             changed[pod.ref] = how
     result = place(nodes, groups, counts=counts)
     if result.placed:
+        yield from _packed(config, nodes, counts, groups)
         return
     if result.exhausted:
         yield warning(
@@ -183,8 +187,11 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     def short(group: str) -> str:  # `StatefulSet ns/name` -> name: the workload's name in the stack file
         return group.rsplit("/", 1)[-1]
 
-    demand = "; ".join(f"{short(g.name)}: {g.pods} x {g.gpus} GPUs" for g in sorted(groups, key=lambda g: g.name))
-    supply = "; ".join(f"{s.name}: {s.size} node(s) x {s.gpus_per_node} GPUs" for s in config.node_sets)
+    stated = any(s.allocatable_cpu or s.allocatable_memory for s in config.node_sets)  # else GPUs are all that count
+    demand = "; ".join(f"{short(g.name)}: {g.pods} x {_shown(g.need, stated)}" for g in sorted(groups, key=lambda g: g.name))
+    supply = "; ".join(
+        f"{s.name}: {s.size} node(s) x {_shown(nodes[s.nodes[0] if s.nodes else s.name + '#'], stated)}" for s in config.node_sets
+    )
     named_culprits = ", ".join(short(c) + (f" ({changed[c]})" if c in changed else "") for c in culprits)
     yield error(
         culprits[0],
@@ -194,6 +201,73 @@ def capacity(stack: Stack) -> Iterator[Finding]:
         "stop a workload (state: stopped), disable a bandwidth check, shrink one (nodes), or count more nodes in node_sets",
         setting="state" if changed.get(culprits[0], "").startswith(("started", "added")) else "",
     )
+
+
+def _quantity(value: str | None, scale: int) -> int:
+    """A node set's stated CPU (scale 1000: millicores) or memory (bytes); UNBOUNDED where it states none."""
+    return UNBOUNDED if value is None else int(quantity_value(value) * scale)
+
+
+def _requests(pod: PodView) -> tuple[int, int]:
+    """The CPU (millicores) and memory (bytes) a pod takes of its node, as the scheduler counts them: its containers'
+    requests added up, or its largest init container's where that is more (a request not given is its limit, as the
+    API server defaults it; a value that is no quantity counts as none: the model and the API server refuse it)."""
+
+    def of(container: dict[str, Any], name: str, scale: int) -> int:
+        res = container.get("resources") or {}
+        value = (res.get("requests") or {}).get(name, (res.get("limits") or {}).get(name))
+        try:
+            return int(quantity_value(str(value)) * scale) if value is not None else 0
+        except ValueError:
+            return 0
+
+    def total(name: str, scale: int) -> int:
+        running = sum(of(c, name, scale) for c in pod.spec.get("containers") or [])
+        return max([running, *(of(c, name, scale) for c in pod.spec.get("initContainers") or [])])
+
+    return total("cpu", 1000), total("memory", 1)
+
+
+def _shown(amounts: Free, stated: bool) -> str:
+    """`4 GPUs`, or `4 GPUs, 32 CPUs, 256Gi` where a node set states CPU and memory (an unstated one is left out)."""
+    gpus, cpu, memory = amounts
+    out = f"{gpus} GPUs"
+    if stated and cpu < UNBOUNDED:
+        out += f", {cpu / 1000:g} CPUs"
+    if stated and memory < UNBOUNDED:
+        out += f", {memory / 2**30:g}Gi"
+    return out
+
+
+def _packed(config: Any, nodes: dict[str, Free], counts: dict[str, int], groups: list[Group]) -> Iterator[Finding]:
+    """The nodes whose pods fit only if the scheduler packs them as the search did. It places pods one at a time, each
+    where it fits (its scoring weighs CPU and memory, not GPUs), and never moves one. Where a set's pods have a node
+    each, an empty node is left for every pod in any order; where they are alike (and none of a multi-node workload),
+    every node holds as many of them in any order. Otherwise the order they arrive in decides: a warning (the judgement whether that order
+    is the user's to choose), at the workload most likely left Pending: a multi-node one, then the largest pods.
+    Pods share nodes only with the pods of the same pin (named sets are pinned, count sets share the rest)."""
+    by_pin: dict[tuple[str, ...], list[Group]] = {}
+    for g in groups:
+        by_pin.setdefault(g.candidates, []).append(g)
+    for candidates, mine in by_pin.items():
+        size = sum(counts.get(n, 1) for n in candidates)
+        pods = sum(g.pods for g in mine)
+        alike = len({g.need for g in mine}) == 1 and not any(g.spread and g.pods > 1 for g in mine)
+        if pods <= size or alike:
+            continue
+        victim = max(mine, key=lambda g: (g.spread and g.pods > 1, g.gpus, g.pods, g.name))
+        sets = sorted({s.name for s in config.node_sets for n in candidates if n in s.nodes or n == f"{s.name}#"})
+        names = ", ".join(g.name.rsplit("/", 1)[-1] for g in sorted(mine, key=lambda g: g.name))
+        yield warning(
+            victim.name,
+            "spec.replicas",
+            f"the running pods fit on the nodes of {', '.join(sets)} only if the scheduler packs {names} onto shared nodes "
+            f"({pods} pods on {size} node(s)): it places pods one at a time, each where it fits, and never moves one, so "
+            f"{victim.name.rsplit('/', 1)[-1]} can be left without a node and stay Pending",
+            "give each pod a node of its own there (count more nodes in node_sets, or run fewer pods at once), or make the "
+            "pods that share nodes alike (the same GPUs, CPU and memory); accept this warning where "
+            "you start them in an order that packs them",
+        )
 
 
 def _started_by_this_change(stack: Stack, pod: PodView, group: Group) -> str:
@@ -213,7 +287,7 @@ def _started_by_this_change(stack: Stack, pod: PodView, group: Group) -> str:
     return ""
 
 
-def _unplaceable(nodes: dict[str, int], counts: dict[str, int], groups: list[Group], changed: dict[str, str]) -> list[str]:
+def _unplaceable(nodes: dict[str, Free], counts: dict[str, int], groups: list[Group], changed: dict[str, str]) -> list[str]:
     """The groups this change made ask for more that do not fit beside what ran before, in the order of the config:
     the workloads to name first. Empty when what ran before no longer fits on its own (a node set shrank), or when
     nothing changed: the search's own culprit is named then."""
