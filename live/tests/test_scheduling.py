@@ -253,7 +253,8 @@ def _verdicts(plane: ControlPlane, namespace: str, name: str) -> set[str]:
     strict=True,
     reason="program bug (reported, not fixed here): every workload of the check's transport, a stopped one too, is declared "
     "after the check (components/program.py gates), so a workload stopped in the same edit keeps the nodes the check needs "
-    "until the check's verdict, which never comes: its pods stay Pending (Insufficient nvidia.com/gpu) until the deadline",
+    "until the check's verdict, which never comes: its pods stay Pending for lack of free GPUs until the Job's deadline "
+    "(DeadlineExceeded), and up fails",
 )
 def test_stopping_a_workload_and_enabling_the_check_on_its_nodes_in_one_edit(sim: Project, deployed: dict[str, dict[str, Any]]) -> None:
     """`check` says it fits (ml-dev-env is stopped in the config); the scheduler cannot place the check's pods while
