@@ -122,11 +122,35 @@ def existing_object(req: Requirement) -> dict[str, Any]:
     return obj
 
 
+def bound_volume(claim: dict[str, Any]) -> dict[str, Any]:
+    """A volume made for an existing claim the way an admin makes one for a claim without a class (a static NFS
+    export): bound to it by claimRef, so the claim is Bound, as its owner's is on the cluster."""
+    meta, spec = claim["metadata"], claim["spec"]
+    return {
+        "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": {"name": f"live-existing-{meta['namespace']}-{meta['name']}"},
+        "spec": {
+            "capacity": {"storage": spec["resources"]["requests"]["storage"]}, "accessModes": spec["accessModes"],
+            "persistentVolumeReclaimPolicy": "Retain", "storageClassName": "",
+            "hostPath": {"path": f"/live/existing/{meta['namespace']}/{meta['name']}"},
+            "claimRef": {"namespace": meta["namespace"], "name": meta["name"]},
+        },
+    }  # fmt: skip
+
+
 def seed(plane: ControlPlane, config: ClusterConfig) -> list[dict[str, Any]]:
     """Make on the control plane everything `config` relies on and does not own; returns what was made.
     The empty-class NFS root claim needs a class the provisioner does not serve to stay Pending (Kubernetes
-    would give it the default class otherwise): none is marked default here, as on Cairo."""
-    objs = [existing_object(r) for r in requirements(config, "all")]
+    would give it the default class otherwise): none is marked default here, as on Cairo. Every other existing
+    claim without a class (a researcher's data, e.g. yunshi's `tsfm`) is Bound to a volume of its own, as on the
+    cluster: a pod that mounts an unbound claim is never scheduled."""
+    reqs = requirements(config, "all")
+    objs = [existing_object(r) for r in reqs]
+    objs += [
+        bound_volume(o) for r, o in zip(reqs, objs, strict=True)
+        if o["kind"] == "PersistentVolumeClaim" and not o["spec"].get("storageClassName")
+        and r.expected.get("status", {}).get("phase") != "Pending"
+    ]  # fmt: skip
     namespaces = {o["metadata"]["name"] for o in objs if o["kind"] == "Namespace"} | set(config.namespaces)
     namespaces |= {o["metadata"]["namespace"] for o in objs if o["metadata"].get("namespace")}
     for ns in sorted(namespaces - {"default"}):

@@ -2,10 +2,14 @@
 
 etcd, kube-apiserver (RBAC, service-account tokens, every admission plugin it enables by default, privileged
 containers allowed as OpenShift's SCCs may allow them) and kube-controller-manager (StatefulSet, Job,
-ServiceAccount, PersistentVolume binder, RBAC aggregation and the rest of its defaults), with no kubelet and no
-scheduler: pods stay Pending, which is what a stack must survive. A small provisioner stands in for the
-storage classes' CSI drivers: it makes a PersistentVolume for each claim of a class it serves, and the
-controller-manager's binder binds them, as on a cluster.
+ServiceAccount, PersistentVolume binder, RBAC aggregation and the rest of its defaults). A small provisioner
+stands in for the storage classes' CSI drivers: it makes a PersistentVolume for each claim of a class it serves,
+and the controller-manager's binder binds them, as on a cluster.
+
+Where the binaries are given (level 3 of the toolchain), the plane is a simulated cluster: kube-scheduler places
+pods on Node objects (live/nodes.py builds them from the stack's node sets) and kwok plays their kubelets, with the
+stages of live/kwok-stages.yaml (pods Running and Ready at once; a Job's pod ends when a test says how). Without
+nodes, or without those binaries, pods stay Pending, which is what a stack must survive too.
 
 Only loopback addresses are used. Each control plane has its own etcd and ports, so Barcelona's and Cairo's
 namespaces of the same name never meet.
@@ -33,6 +37,9 @@ import yaml
 ADMIN_USER = "live-admin"
 # The provisioner name the live tier's storage classes carry: the stand-in for nfs-csi, ceph-rbd, cephfs.
 PROVISIONER = "live.gpu-training.local/hostpath"
+KWOK_STAGES = Path(__file__).resolve().parent / "kwok-stages.yaml"
+# The nodes kwok plays the kubelet of (live/nodes.py annotates each); any other node is left alone.
+FAKE_NODES = "kwok.x-k8s.io/node=fake"
 
 
 def free_port() -> int:
@@ -107,11 +114,53 @@ class ControlPlane:
             "--controllers=*",
             "--use-service-account-credentials=false",
         ])  # fmt: skip
+        admin = self.workdir / "admin.kubeconfig"
+        if "kube-scheduler" in self.bin:
+            self._spawn("kube-scheduler", [
+                str(self.bin["kube-scheduler"]), f"--kubeconfig={admin}",
+                f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
+                "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
+            ])  # fmt: skip
+        if "kwok" in self.bin:
+            # No --node-port and no --server-address: kwok serves nothing (no logs, no exec), it only writes status.
+            self._spawn("kwok", [
+                str(self.bin["kwok"]), f"--kubeconfig={admin}", f"--config={KWOK_STAGES}",
+                "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={FAKE_NODES}",
+                # Each node holds a lease, renewed as a kubelet renews it (the kubelet's 40 s): the node lifecycle
+                # controller reads it, and without one it would mark the nodes unreachable and evict their pods.
+                "--node-lease-duration-seconds=40",
+            ])  # fmt: skip
         threading.Thread(target=self._provision_forever, name=f"provisioner-{self.name}", daemon=True).start()
         self._wait_for(
             lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout, "the controller-manager"
         )
         return self
+
+    def make_nodes(self, nodes: list[dict[str, Any]], timeout: float = 60) -> None:
+        """Register `nodes` as their kubelet would (the object, then its status: capacity and allocatable), and wait
+        until kwok has made every one Ready."""
+        for n in nodes:
+            status, body = self.request("POST", "/api/v1/nodes", n)
+            if status not in (201, 409):
+                raise RuntimeError(f"{self.name}: creating Node {n['metadata']['name']}: {status} {body}")
+            status, body = self.request(
+                "PATCH", f"/api/v1/nodes/{n['metadata']['name']}/status?fieldManager=live-kubelet&force=true",
+                {"apiVersion": "v1", "kind": "Node", "metadata": {"name": n["metadata"]["name"]}, "status": n["status"]},
+                content_type="application/apply-patch+yaml",
+            )  # fmt: skip
+            if status != 200:
+                raise RuntimeError(f"{self.name}: the status of Node {n['metadata']['name']}: {status} {body}")
+        names = {n["metadata"]["name"] for n in nodes}
+
+        def ready() -> bool:
+            live = (self.get("/api/v1/nodes") or {}).get("items", [])
+            up = {
+                n["metadata"]["name"] for n in live
+                if any(c["type"] == "Ready" and c["status"] == "True" for c in n.get("status", {}).get("conditions", []))
+            }  # fmt: skip
+            return names <= up
+
+        self._wait_for(ready, timeout, f"kwok's nodes ({len(names)})")
 
     def _write_kubeconfig(self) -> None:
         # The context carries the cluster's name, as the stack files expect (kubernetes:context).
@@ -223,8 +272,10 @@ class ControlPlane:
             sc = classes.get(spec.get("storageClassName") or "")
             if sc is None or spec.get("volumeName") or claim.get("status", {}).get("phase") == "Bound":
                 continue
-            if sc.get("volumeBindingMode") == "WaitForFirstConsumer":
-                continue  # bound only once a pod is scheduled, and nothing schedules here
+            if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and "volume.kubernetes.io/selected-node" not in meta.get(
+                "annotations", {}
+            ):
+                continue  # provisioned once the scheduler has picked the node of a pod that uses it, as a CSI driver does
             pv_name = f"pvc-{meta['uid']}"
             self.request("POST", "/api/v1/persistentvolumes", {
                 "apiVersion": "v1", "kind": "PersistentVolume",
@@ -240,15 +291,17 @@ class ControlPlane:
             })  # fmt: skip
 
     def stop(self) -> None:
+        """Each process in the reverse order of its start, and each gone before the next is asked: a kube-apiserver
+        whose etcd is stopping with it takes half a minute to end, one stopped before its etcd about a second."""
         self._stop.set()
         for p in reversed(self.procs):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGTERM)
-        for p in self.procs:
             try:
                 p.wait(timeout=20)
             except subprocess.TimeoutExpired:
                 os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
         self.procs.clear()
 
 

@@ -1,10 +1,11 @@
 """The live tier's toolchain: real binaries built from the Go module proxy, once, cached outside the clone.
 
 Each module under live/toolchain/ pins what it builds (go.mod and go.sum, committed): the control plane
-(etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, and the kubernetes provider
-plugin. A binary lives in CACHE/<module>-<key>/, where the key is a digest of the module's files and the Go
-version, so a changed pin builds anew and an unchanged one is found again by the next run, in CI as on a
-laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
+(etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, the kubernetes provider plugin, and
+the simulated cluster (kube-scheduler from the control plane's module, kwok from its own). A binary lives in
+CACHE/<module>-<key>/, where the key is a digest of the module's files, the Go version and how each of its
+binaries is built (package and -ldflags), so a changed pin or stamp builds anew and an unchanged one is found
+again by the next run, in CI as on a laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
 """
 
 from __future__ import annotations
@@ -33,6 +34,16 @@ PULUMI_VERSION = "3.259.0"
 # says why that is not 4.34.2's). It runs as the ambient plugin on PATH, whatever version the SDK asks for.
 PROVIDER_COMMIT = "f47bc2d6f199"
 PROVIDER_VERSION = "4.25.0"
+# The Kubernetes release live/toolchain/k8s pins. A binary built from a module reports v0.0.0-master+$Format:%H$
+# unless stamped, and controllers that read the server's version (Kueue does) refuse that: the control plane's
+# binaries carry the release in both packages that report it (the server's /version, and kubectl's client half).
+K8S_VERSION = "1.34.4"
+K8S_LDFLAGS = " ".join(
+    f"-X {package}.{var}={value}"
+    for package in ("k8s.io/component-base/version", "k8s.io/client-go/pkg/version")
+    for var, value in (("gitVersion", f"v{K8S_VERSION}"), ("gitMajor", K8S_VERSION.split(".")[0]),
+                       ("gitMinor", K8S_VERSION.split(".")[1]), ("gitTreeState", "clean"))
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -45,9 +56,11 @@ class Binary:
 
 BINARIES = [
     Binary("etcd", "k8s", "./etcd"),
-    Binary("kube-apiserver", "k8s", "k8s.io/kubernetes/cmd/kube-apiserver"),
-    Binary("kube-controller-manager", "k8s", "k8s.io/kubernetes/cmd/kube-controller-manager"),
-    Binary("kubectl", "k8s", "k8s.io/kubernetes/cmd/kubectl"),
+    Binary("kube-apiserver", "k8s", "k8s.io/kubernetes/cmd/kube-apiserver", K8S_LDFLAGS),
+    Binary("kube-controller-manager", "k8s", "k8s.io/kubernetes/cmd/kube-controller-manager", K8S_LDFLAGS),
+    Binary("kubectl", "k8s", "k8s.io/kubernetes/cmd/kubectl", K8S_LDFLAGS),
+    Binary("kube-scheduler", "k8s", "k8s.io/kubernetes/cmd/kube-scheduler", K8S_LDFLAGS),
+    Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # reports its release itself (pkg/consts.Version)
     Binary(
         "pulumi",
         "pulumi",
@@ -63,6 +76,8 @@ BINARIES = [
 ]
 LEVEL1 = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
 LEVEL2 = ("pulumi", "pulumi-resource-kubernetes")
+# The simulated cluster (docs/live.md): the real scheduler, and kwok as the kubelet of the stacks' fake nodes.
+LEVEL3 = ("kube-scheduler", "kwok")
 
 
 class ToolchainError(Exception):
@@ -100,8 +115,12 @@ def _gotoolchain() -> str:
 
 
 def module_dir(module: str) -> Path:
-    """Where a module's binaries are cached: keyed by its pinned files and the Go version."""
+    """Where a module's binaries are cached: keyed by its pinned files, the Go version, and how each of its binaries
+    is built (name, package, -ldflags: a changed version stamp is a different binary)."""
     digest = hashlib.sha256(go_version().encode())
+    for b in BINARIES:
+        if b.module == module:
+            digest.update(f"{b.name}\0{b.package}\0{b.ldflags}\0".encode())
     for f in sorted((MODULES / module).rglob("*")):
         if f.is_file() and f.name not in GENERATED:
             digest.update(f.relative_to(MODULES).as_posix().encode() + b"\0" + f.read_bytes())
@@ -213,7 +232,7 @@ def _make_cache() -> None:
         ) from err
 
 
-def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2) -> dict[str, Path | str]:
+def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2 + LEVEL3) -> dict[str, Path | str]:
     """Each binary's path, building what the cache lacks; a binary that cannot be built maps to the reason
     (the tests that need it skip with it, or fail: see required()). One build at a time per cache (a lock file),
     so two runs wait for each other instead of writing the same binary; the one that waits says who holds it."""
@@ -269,9 +288,10 @@ def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
 
 
 def required() -> tuple[str, ...]:
-    """The binaries a run must have: level 1 always; level 2 too in CI (CI=true), where a skip would let a run
-    that tested no engine pass. A developer without them gets level 1's tests and the skip reasons."""
-    return LEVEL1 + LEVEL2 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
+    """The binaries a run must have: level 1 always; levels 2 and 3 too in CI (CI=true), where a skip would let a
+    run that tested no engine or no scheduling pass. A developer without them gets level 1's tests and the skip
+    reasons."""
+    return LEVEL1 + LEVEL2 + LEVEL3 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
 
 
 if __name__ == "__main__":
@@ -280,7 +300,7 @@ if __name__ == "__main__":
     for name, where in built.items():
         print(f"{name}: {where}")
     print(f"toolchain ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    # Level 1 (the control plane) is required, and level 2 in CI; elsewhere its tests skip without it, saying why.
+    # Level 1 (the control plane) is required, and levels 2 and 3 in CI; elsewhere their tests skip, saying why.
     missing = [n for n in required() if not isinstance(built[n], Path)]
     if missing:
         print(f"live: required and not built: {', '.join(missing)}", file=sys.stderr)

@@ -4,8 +4,8 @@ the real Pulumi CLI to run in (its stack files get the backend's encryption salt
 touched).
 
 Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a build failure fails the
-tests. Level 2 (the Pulumi CLI and the kubernetes provider) skips, with the build's own error, where it could
-not be built, except in CI (CI=true), where it fails.
+tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok) skip, with the
+build's own error, where they could not be built, except in CI (CI=true), where they fail.
 """
 
 from __future__ import annotations
@@ -33,18 +33,29 @@ def tools() -> dict[str, Path | str]:
     return built
 
 
-@pytest.fixture(scope="session")
-def pulumi_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
-    """The real Pulumi CLI and kubernetes provider; the test skips, saying why, where they could not be built, and
-    fails in CI (toolchain.required()), where a skip would let a run that tested no engine pass."""
-    tools = toolchain.ensure(toolchain.LEVEL2)
-    reasons = [str(tools[n]) for n in toolchain.LEVEL2 if not isinstance(tools[n], Path)]
+def _level(names: tuple[str, ...], what: str) -> dict[str, Path]:
+    """The binaries of a level above 1; the test skips, saying why, where they could not be built, and fails in CI
+    (toolchain.required()), where a skip would let a run that tested nothing of the level pass."""
+    tools = toolchain.ensure(names)
+    reasons = [str(tools[n]) for n in names if not isinstance(tools[n], Path)]
     if reasons:
-        said = "level 2 (the real Pulumi CLI and provider) is not available: " + "; ".join(reasons)
-        if set(toolchain.LEVEL2) <= set(toolchain.required()):
+        said = f"{what} is not available: " + "; ".join(reasons)
+        if set(names) <= set(toolchain.required()):
             pytest.fail(said + " (required in CI)", pytrace=False)
         pytest.skip(said)
-    return {n: Path(tools[n]) for n in toolchain.LEVEL2}
+    return {n: Path(tools[n]) for n in names}
+
+
+@pytest.fixture(scope="session")
+def pulumi_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
+    """The real Pulumi CLI and kubernetes provider (level 2)."""
+    return _level(toolchain.LEVEL2, "level 2 (the real Pulumi CLI and provider)")
+
+
+@pytest.fixture(scope="session")
+def sim_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
+    """The simulated cluster (level 3): kube-scheduler and kwok."""
+    return _level(toolchain.LEVEL3, "level 3 (kube-scheduler and kwok, the simulated cluster)")
 
 
 class Planes:

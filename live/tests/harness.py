@@ -1,5 +1,6 @@
-"""What the live tests share: the project copy and its environment, a real Pulumi run (`Project.drive`), a
-project admin's token, and the timings of every run (printed by conftest.py at the end)."""
+"""What the live tests share: the committed Pulumi stacks in the order they deploy, the project copy and its
+environment, a real Pulumi run (`Project.drive`), an edited config deployed as YAML, a project admin's token, and
+the timings of every run (printed by conftest.py at the end)."""
 
 from __future__ import annotations
 
@@ -14,9 +15,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from live.controlplane import ControlPlane, kubeconfig_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent
+sys.path.insert(0, str(ROOT))
+
+import stacks  # noqa: E402
+
+# Each cluster's stacks, the platform tier first (it makes the SCC and the grants the project tier reads).
+ORDER = {"platform": 0, "all": 1, "project": 2}
+PULUMI_STACKS = sorted(stacks.pulumi_stacks(), key=lambda s: (s.cluster, ORDER[s.tier]))
+STACK_IDS = [s.name for s in PULUMI_STACKS]
 UP_BOUND_SECONDS = 600  # lifecycle.py: nothing waits longer than 5 minutes; twice that is a failure
 
 # (stack, operation, wall seconds, the program's own seconds) of every real Pulumi run, printed at the end.
@@ -78,6 +89,23 @@ class Project:
                               check=check, timeout=600)  # fmt: skip
 
 
+def yaml_config(project: Project, cluster: str, data: dict[str, Any]) -> None:
+    """Deploy an edited config: the YAML form of the stack (`python -m stacks config`), named by every stack file
+    of the cluster (README: "To deploy a config written as YAML")."""
+    (project.root / f"live-{cluster}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
+    for s in PULUMI_STACKS:
+        if s.cluster == cluster:
+            path = project.root / s.path.name
+            doc = yaml.safe_load(path.read_text())
+            doc["config"][stacks.CONFIG_FILE_KEY] = f"live-{cluster}.yaml"
+            path.write_text(yaml.safe_dump(doc, sort_keys=False))
+
+
+def config_data(cluster: str) -> dict[str, Any]:
+    """A committed cluster's config as plain data, to edit and deploy with yaml_config()."""
+    return dict(yaml.safe_load(stacks.dump(stacks.load(cluster))))
+
+
 def failure(result: dict[str, Any]) -> str:
     """The engine's errors first (the diagnostics), then the end of the CLI's output."""
     errors = [d for d in result["diagnostics"] if d.startswith("error")]
@@ -125,4 +153,17 @@ def project_admin(plane: ControlPlane, namespaces: list[str]) -> str:
     return plane.kubectl("create", "token", name, "-n", ns0, "--duration=1h").stdout.strip()
 
 
-__all__ = ["TIMINGS", "ControlPlane", "Project", "failure", "kubeconfig_of", "project_admin", "project_copy", "pulumi_env"]
+__all__ = [
+    "PULUMI_STACKS",
+    "STACK_IDS",
+    "TIMINGS",
+    "ControlPlane",
+    "Project",
+    "config_data",
+    "failure",
+    "kubeconfig_of",
+    "project_admin",
+    "project_copy",
+    "pulumi_env",
+    "yaml_config",
+]

@@ -7,6 +7,7 @@ objects the stack relies on in place, so the API server's validation, defaulting
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -74,3 +75,15 @@ def test_rights_agree_with_the_api_server(planes, stack: str) -> None:
     platform = [g for g in rights_lines(stack, "platform") if g[0][0] in ("create", "patch")]
     allowed = [" / ".join(" ".join(a) for a in g) for g in platform if all(can(a) for a in g)]
     assert not allowed, f"{stack}: the platform tier lists what a project admin may do itself:\n" + "\n".join(allowed)
+
+
+@pytest.mark.parametrize("asked", [("version", "-o", "json"), ("get", "--raw", "/version")], ids=["kubectl-version", "raw-version"])
+def test_the_control_plane_reports_the_release_it_is_built_from(planes, asked: tuple[str, ...]) -> None:
+    """The binaries carry k8s.io/kubernetes's pinned release (toolchain.K8S_VERSION), not v0.0.0-master+$Format:%H$,
+    which controllers that read the server's version (Kueue does) refuse: the server's /version and kubectl's own."""
+    from live import toolchain
+
+    said = json.loads(planes("nerc").kubectl(*asked).stdout)
+    versions = [said["serverVersion"], said["clientVersion"]] if "serverVersion" in said else [said]
+    for v in versions:
+        assert (v["gitVersion"], v["major"], v["minor"]) == (f"v{toolchain.K8S_VERSION}", "1", "34"), v

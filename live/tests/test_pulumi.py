@@ -16,21 +16,26 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
 from live.controlplane import ControlPlane, api_path
-from live.tests.harness import UP_BOUND_SECONDS, Project, failure, kubeconfig_of, project_copy, pulumi_env
+from live.tests.harness import (
+    PULUMI_STACKS,
+    STACK_IDS,
+    UP_BOUND_SECONDS,
+    Project,
+    config_data,
+    failure,
+    kubeconfig_of,
+    project_copy,
+    pulumi_env,
+    yaml_config,
+)
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 import stacks  # noqa: E402
 from components.program import layout  # noqa: E402
 from components.tiers import keep_for  # noqa: E402
-
-# Each cluster's stacks, the platform tier first (it makes the SCC and the grants the project tier reads).
-ORDER = {"platform": 0, "all": 1, "project": 2}
-PULUMI_STACKS = sorted(stacks.pulumi_stacks(), key=lambda s: (s.cluster, ORDER[s.tier]))
-STACK_IDS = [s.name for s in PULUMI_STACKS]
 
 
 @pytest.fixture(scope="module")
@@ -131,22 +136,6 @@ def test_refresh_behaves_as_documented(project: Project) -> None:
     assert settled["ok"], failure(settled)
 
 
-def _yaml_config(project: Project, cluster: str, data: dict[str, Any]) -> None:
-    """Deploy an edited config: the YAML form of the stack (`python -m stacks config`), named by every stack file
-    of the cluster (README: "To deploy a config written as YAML")."""
-    (project.root / f"live-{cluster}.yaml").write_text(yaml.safe_dump(data, sort_keys=False))
-    for s in PULUMI_STACKS:
-        if s.cluster == cluster:
-            path = project.root / s.path.name
-            doc = yaml.safe_load(path.read_text())
-            doc["config"][stacks.CONFIG_FILE_KEY] = f"live-{cluster}.yaml"
-            path.write_text(yaml.safe_dump(doc, sort_keys=False))
-
-
-def _config_data(cluster: str) -> dict[str, Any]:
-    return dict(yaml.safe_load(stacks.dump(stacks.load(cluster))))
-
-
 def _by_object(urn: str) -> str:
     # urn:pulumi:STACK::PROJECT::...$kubernetes:apps/v1:StatefulSet::NS/NAME
     typ, name = urn.split("::")[-2:]
@@ -234,13 +223,13 @@ def test_everyday_edits_preview_what_stacks_diff_predicts_and_converge(project: 
     template change held for the next run excepted), and `pulumi up` converges (a second preview is empty)."""
     workload = _running_statefulset(cluster)
     stack = next(s for s in PULUMI_STACKS if s.cluster == cluster and s.tier != "platform")
-    before = _config_data(cluster)
+    before = config_data(cluster)
     for what, edit in EDITS:
         after = json.loads(json.dumps(before))
         edit(after, workload)
         if after == before:
             continue
-        _yaml_config(project, cluster, after)
+        yaml_config(project, cluster, after)
         preview = project.drive(stack.name, "preview", "--diff")
         assert preview["ok"], f"{what}: " + failure(preview)
         want, got = predicted(cluster, stack.tier, before, after), actual(preview)
