@@ -12,7 +12,6 @@ kwok runs no container: the launcher, memlock and NCCL are not exercised here (d
 
 from __future__ import annotations
 
-import sys
 import threading
 import time
 import urllib.parse
@@ -23,6 +22,7 @@ from typing import Any
 
 import pytest
 
+import stacks
 from live import clusters, nodes, toolchain
 from live.controlplane import ControlPlane
 from live.tests.harness import (
@@ -39,9 +39,7 @@ from live.tests.harness import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
-import stacks  # noqa: E402
 
 CLUSTERS = sorted({s.cluster for s in PULUMI_STACKS})
 READY_BOUND_SECONDS = 120  # kwok makes a placed pod Ready at once: what takes longer is a pod the scheduler cannot place
@@ -249,22 +247,19 @@ def _verdicts(plane: ControlPlane, namespace: str, name: str) -> set[str]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="program bug (reported, not fixed here): every workload of the check's transport, a stopped one too, is declared "
-    "after the check (components/program.py gates), so a workload stopped in the same edit keeps the nodes the check needs "
-    "until the check's verdict, which never comes: its pods stay Pending for lack of free GPUs until the Job's deadline "
-    "(DeadlineExceeded), and up fails",
-)
 def test_stopping_a_workload_and_enabling_the_check_on_its_nodes_in_one_edit(sim: Project, deployed: dict[str, dict[str, Any]]) -> None:
-    """`check` says it fits (ml-dev-env is stopped in the config); the scheduler cannot place the check's pods while
-    ml-dev-env's run. A one-minute deadline ends the wait (the default is 30 minutes, plus `up`'s margin of 5)."""
+    """`check` says it fits (ml-dev-env is stopped in the config), and so it does: the stopped workload goes first and
+    the check waits until its pods are gone, then runs one pod on each node (found here first: the program used to
+    declare the stopped workload after the check, whose pods then stayed Pending until its deadline). A one-minute
+    deadline bounds the wait should that come back (the default is 30 minutes, plus `up`'s margin of 5)."""
     assert all(deployed[s.name]["ok"] for s in PULUMI_STACKS if s.cluster == CHECK_CLUSTER)
     data = _check_config(stopped=True, enabled=True, deadline_minutes=1)
-    project, _ = _up(sim, data)
+    project, ran_on = _up(sim, data, exit_code="0")
     plane, check = sim.planes[CHECK_CLUSTER], data["bandwidth_checks"][0]
     pods = [p for p in pods_of(plane, check["namespace"], {}) if p["metadata"]["name"].startswith(check["name"])]
     assert project["ok"], f"the scheduler: {unscheduled(pods)}\n" + failure(project)
+    assert len(set(ran_on)) == check.get("nodes", 2), ran_on
+    assert "Complete" in _verdicts(plane, check["namespace"], check["name"])
 
 
 @pytest.mark.parametrize(("run_number", "exit_code"), [(1, "0"), (2, "1")], ids=["passes", "fails"])
