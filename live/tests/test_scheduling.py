@@ -12,6 +12,9 @@ kwok runs no container: the launcher, memlock and NCCL are not exercised here (d
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 import urllib.parse
@@ -20,7 +23,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
 import stacks
 from live import clusters, nodes, toolchain
@@ -288,3 +293,128 @@ def test_a_bandwidth_check_gates_up_until_its_verdict(
         said = project.get("error", "") + "\n".join(project["diagnostics"])
         assert "Failed" in verdicts and check["name"] in said, said[-3000:]
     assert not problems(plane, stacks.validate(data, "live"))  # ml-dev-env, stopped, has no pod
+
+
+# --- `python -m stacks status` against what the cluster says ------------------------------------------------------
+# Each case makes the simulated cluster produce one reason a run is not running, asserts the line `status` prints in
+# the stack file's words, then undoes it and sees `status` say everything runs again. kwok runs no container, so an
+# image that cannot be pulled and a crashing container are not produced here (tests/test_status.py has them offline).
+
+STATUS_CLUSTER = "barcelona"  # every GPU node in use: nothing else fits, so a tenant's pod leaves a workload no room
+STATUS_QUOTA_CLUSTER = "nerc"
+
+
+def status_of(sim: Project, tools: dict[str, Path | str], stack: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`python -m stacks status STACK` in the project copy, with kubectl on PATH and the project's kubeconfig, as an
+    operator runs it."""
+    env = {**sim.env, "PATH": f"{Path(tools['kubectl']).parent}:{sim.env['PATH']}", "PYTHONPATH": str(sim.root)}
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "status", stack, *flags], cwd=sim.root, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _until(what: Callable[[], bool], seconds: float = READY_BOUND_SECONDS) -> bool:
+    end = time.monotonic() + seconds
+    while not what():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def _project_stack(cluster: str) -> str:
+    return next(s.name for s in PULUMI_STACKS if s.cluster == cluster and s.tier != "platform")
+
+
+def test_status_says_everything_runs_after_up(sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]) -> None:
+    stack = _project_stack(STATUS_CLUSTER)
+    assert deployed[stack]["ok"], failure(deployed[stack])
+    done = status_of(sim, tools, stack)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for w in stacks.load(STATUS_CLUSTER).all_workloads():
+        if w.state == "running":
+            assert f"workloads[{w.name}]" in done.stdout and "running" in done.stdout, done.stdout
+    as_json = json.loads(status_of(sim, tools, stack, "--json").stdout)
+    jsonschema.validate(as_json, json.loads((ROOT / "schemas" / "status.v1.json").read_text()))
+    assert as_json["ok"] is True
+
+
+def test_status_names_the_gpus_another_tenant_holds(
+    sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]
+) -> None:
+    """A pod of another project takes the node deepti-barcelona runs on; its pod, deleted, comes back Pending: the
+    scheduler says `Insufficient nvidia.com/gpu`, and `status` says which node set has no room and who holds it."""
+    plane, config = sim.planes[STATUS_CLUSTER], stacks.load(STATUS_CLUSTER)
+    w = next(w for w in config.all_workloads() if w.state == "running" and w.nodes == 1)
+    (pod,) = [p for p in pods_of(plane, w.namespace, {"app.kubernetes.io/name": w.name})]
+    node = pod["spec"]["nodeName"]
+    plane.kubectl("create", "namespace", "other-tenant")
+    tenant = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "holds-the-gpus", "namespace": "other-tenant"},
+        "spec": {
+            "nodeName": node,  # placed as a kubelet would run it, beside the workload's pod until that one goes
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "registry.example/busy", "resources": {"limits": {nodes.GPU: str(w.gpus_per_node)}}}],
+        },
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(tenant))
+    try:
+        plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", w.namespace, "--wait=false")
+        assert _until(lambda: "Insufficient" in unscheduled(pods_of(plane, w.namespace, {"app.kubernetes.io/name": w.name})))
+        done = status_of(sim, tools, _project_stack(STATUS_CLUSTER))
+        assert done.returncode == 1, done.stdout + done.stderr
+        line = next((ln for ln in done.stdout.splitlines() if f"workloads[{w.name}]" in ln), "")
+        assert "pending" in line and f"no node of {w.node_set} has {w.gpus_per_node} free GPUs" in line, done.stdout
+    finally:
+        plane.kubectl("delete", "namespace", "other-tenant", "--wait=false", check=False)
+        plane.kubectl("delete", "pod", "holds-the-gpus", "-n", "other-tenant", "--grace-period=0", "--force", check=False)
+    assert _until(lambda: status_of(sim, tools, _project_stack(STATUS_CLUSTER)).returncode == 0), "the pod was placed again"
+
+
+def test_status_names_the_quota_that_refuses_a_pod(sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]) -> None:
+    """A ResourceQuota that allows no GPU in the workload's project: the StatefulSet controller cannot create its pod
+    (FailedCreate, `exceeded quota`), and `status` names the quota."""
+    plane, config = sim.planes[STATUS_QUOTA_CLUSTER], stacks.load(STATUS_QUOTA_CLUSTER)
+    w = next(w for w in config.all_workloads() if w.state == "running")
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-gpus", "namespace": w.namespace},
+        "spec": {"hard": {f"requests.{nodes.GPU}": "0"}},
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(quota))
+    try:
+        assert _until(lambda: (plane.get(f"/api/v1/namespaces/{w.namespace}/resourcequotas/no-gpus") or {}).get("status", {}).get("hard"))
+        for pod in pods_of(plane, w.namespace, {"app.kubernetes.io/name": w.name}):
+            plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", w.namespace, "--wait=false")
+        stack = _project_stack(STATUS_QUOTA_CLUSTER)
+
+        def refused() -> bool:
+            return "quota" in status_of(sim, tools, stack).stdout
+
+        assert _until(refused), status_of(sim, tools, stack).stdout
+        done = status_of(sim, tools, stack)
+        assert done.returncode == 1
+        line = next((ln for ln in done.stdout.splitlines() if f"workloads[{w.name}]" in ln), "")
+        assert "no-gpus" in done.stdout and line, done.stdout
+    finally:
+        plane.kubectl("delete", "resourcequota", "no-gpus", "-n", w.namespace, check=False)
+    assert _until(lambda: status_of(sim, tools, _project_stack(STATUS_QUOTA_CLUSTER)).returncode == 0, 300), "the pod came back"
+
+
+def test_status_reports_the_bandwidth_checks_last_verdict(
+    sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]
+) -> None:
+    """After the check cases above (the last one failed its check on purpose), `status` of the check's cluster reports
+    the verdict, and exits 1: a failed check gates its transport's workloads."""
+    plane = sim.planes[CHECK_CLUSTER]
+    data = yaml.safe_load((sim.root / f"live-{CHECK_CLUSTER}.yaml").read_text())
+    check = data["bandwidth_checks"][0]
+    verdicts = _verdicts(plane, check["namespace"], check["name"])
+    done = status_of(sim, tools, _project_stack(CHECK_CLUSTER), "--json")
+    report = json.loads(done.stdout)
+    (seen,) = [c for c in report["checks"] if c["config"] == f"bandwidth_checks[{check['name']}]"]
+    assert seen["state"] == ("failed" if "Failed" in verdicts else "passed"), (verdicts, seen)
+    assert done.returncode == (1 if "Failed" in verdicts else 0)
