@@ -169,7 +169,7 @@ def test_the_control_plane_binaries_report_the_pinned_release(name: str, package
 
 
 def _nodes(name: str, edit: object = None) -> dict[str, dict[str, Any]]:
-    import fixtures
+    from tests import fixtures
 
     from live import nodes
 
