@@ -69,7 +69,8 @@ AWAITS: list[tuple[str, str]] = [
     (
         "Job (bandwidth check)",
         f"until its verdict: Complete, or Failed at once; at most deadline_minutes + {CHECK_MARGIN_MINUTES}. The "
-        "workloads of its transport are declared after it.",
+        "running workloads of its transport are declared after it; the stopped ones before it, so their nodes are free when "
+        "it starts (a stopped Job is deleted at the end of `up`, after the check).",
     ),
     ("PersistentVolumeClaim", "until Bound on an Immediate class (the provider's fixed 5 minutes); not at all on WaitForFirstConsumer."),
     (

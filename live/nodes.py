@@ -26,12 +26,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from config.kube import GPU
+
 if TYPE_CHECKING:
     from config.stack import ClusterConfig
 
 FAKE = "kwok.x-k8s.io/node"  # =fake: kwok's --manage-nodes-with-annotation-selector
 NODE_SET = "live.gpu-training.local/node-set"
-GPU = "nvidia.com/gpu"
 DEFAULT_CPU = "4096"
 DEFAULT_MEMORY = "64Ti"
 MAX_PODS = "110"  # the kubelet's default

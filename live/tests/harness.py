@@ -17,12 +17,11 @@ from typing import Any
 
 import yaml
 
+import stacks
 from live.controlplane import ControlPlane, kubeconfig_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
-import stacks  # noqa: E402
 
 # Each cluster's stacks, the platform tier first (it makes the SCC and the grants the project tier reads).
 ORDER = {"platform": 0, "all": 1, "project": 2}

@@ -12,6 +12,8 @@ kwok runs no container: the launcher, memlock and NCCL are not exercised here (d
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import threading
 import time
@@ -21,8 +23,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
+import jsonschema
 import pytest
+import yaml
 
+import stacks
 from live import clusters, nodes, toolchain
 from live.controlplane import ControlPlane
 from live.tests.harness import (
@@ -39,9 +44,7 @@ from live.tests.harness import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-sys.path.insert(0, str(ROOT))
 
-import stacks  # noqa: E402
 
 CLUSTERS = sorted({s.cluster for s in PULUMI_STACKS})
 READY_BOUND_SECONDS = 120  # kwok makes a placed pod Ready at once: what takes longer is a pod the scheduler cannot place
@@ -219,21 +222,23 @@ def _check_config(stopped: bool, **check: Any) -> dict[str, Any]:
     return data
 
 
-def _up(sim: Project, data: dict[str, Any], exit_code: str | None = None) -> tuple[list[dict[str, Any]], list[str]]:
-    """`pulumi up` of every stack of the check's cluster with `data`, a Job's pods ended with `exit_code` while it
-    runs (None: left running); the results, and the nodes the check's pods ran on."""
+def _up(sim: Project, data: dict[str, Any], exit_code: str | None = None) -> tuple[dict[str, Any], list[str]]:
+    """`pulumi up` of the check's cluster's project tier with `data` (its platform tier has nothing of a check's: the
+    check's grant is its service account's, already made), a Job's pods ended with `exit_code` while it runs (None:
+    left running); the result, and the nodes the check's pods ran on."""
     yaml_config(sim, CHECK_CLUSTER, data)
     check = data["bandwidth_checks"][0]
+    stack = next(s for s in PULUMI_STACKS if s.cluster == CHECK_CLUSTER and s.tier != "platform")
     done = threading.Event()
     with ThreadPoolExecutor(1) as pool:
         decided = pool.submit(_decide, sim.planes[CHECK_CLUSTER], check["namespace"], f"{check['name']}-", exit_code or "", done)
         if exit_code is None:
             done.set()
         try:
-            results = [sim.drive(s.name, "up") for s in PULUMI_STACKS if s.cluster == CHECK_CLUSTER]
+            result = sim.drive(stack.name, "up")
         finally:
             done.set()
-    return results, decided.result()
+    return result, decided.result()
 
 
 def _verdicts(plane: ControlPlane, namespace: str, name: str) -> set[str]:
@@ -247,21 +252,19 @@ def _verdicts(plane: ControlPlane, namespace: str, name: str) -> set[str]:
     }
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="program bug (reported, not fixed here): every workload of the check's transport, a stopped one too, is declared "
-    "after the check (components/program.py gates), so a workload stopped in the same edit keeps the nodes the check needs "
-    "until the check's verdict, which never comes: its pods stay Pending (Insufficient nvidia.com/gpu) until the deadline",
-)
 def test_stopping_a_workload_and_enabling_the_check_on_its_nodes_in_one_edit(sim: Project, deployed: dict[str, dict[str, Any]]) -> None:
-    """`check` says it fits (ml-dev-env is stopped in the config); the scheduler cannot place the check's pods while
-    ml-dev-env's run. A one-minute deadline ends the wait (the default is 30 minutes, plus `up`'s margin of 5)."""
+    """`check` says it fits (ml-dev-env is stopped in the config), and so it does: the stopped workload goes first and
+    the check waits until its pods are gone, then runs one pod on each node (found here first: the program used to
+    declare the stopped workload after the check, whose pods then stayed Pending until its deadline). A one-minute
+    deadline bounds the wait should that come back (the default is 30 minutes, plus `up`'s margin of 5)."""
     assert all(deployed[s.name]["ok"] for s in PULUMI_STACKS if s.cluster == CHECK_CLUSTER)
     data = _check_config(stopped=True, enabled=True, deadline_minutes=1)
-    (*tiers, project), _ = _up(sim, data)
+    project, ran_on = _up(sim, data, exit_code="0")
     plane, check = sim.planes[CHECK_CLUSTER], data["bandwidth_checks"][0]
     pods = [p for p in pods_of(plane, check["namespace"], {}) if p["metadata"]["name"].startswith(check["name"])]
     assert project["ok"], f"the scheduler: {unscheduled(pods)}\n" + failure(project)
+    assert len(set(ran_on)) == check.get("nodes", 2), ran_on
+    assert "Complete" in _verdicts(plane, check["namespace"], check["name"])
 
 
 @pytest.mark.parametrize(("run_number", "exit_code"), [(1, "0"), (2, "1")], ids=["passes", "fails"])
@@ -276,12 +279,9 @@ def test_a_bandwidth_check_gates_up_until_its_verdict(
     ]
     if holding:  # not yet stopped by an earlier case
         stopped, _ = _up(sim, _check_config(stopped=True, enabled=False))
-        for r in stopped:
-            assert r["ok"], failure(r)
+        assert stopped["ok"], failure(stopped)
     data = _check_config(stopped=True, enabled=True, run_number=run_number)
-    (*tiers, project), ran_on = _up(sim, data, exit_code)
-    for r in tiers:
-        assert r["ok"], failure(r)
+    project, ran_on = _up(sim, data, exit_code)
     check = data["bandwidth_checks"][0]
     assert len(ran_on) == check["nodes"] == len(set(ran_on)), f"the check's pods ran on {ran_on}: one per node, {check['nodes']} nodes"
     verdicts = _verdicts(plane, check["namespace"], check["name"])
@@ -293,3 +293,128 @@ def test_a_bandwidth_check_gates_up_until_its_verdict(
         said = project.get("error", "") + "\n".join(project["diagnostics"])
         assert "Failed" in verdicts and check["name"] in said, said[-3000:]
     assert not problems(plane, stacks.validate(data, "live"))  # ml-dev-env, stopped, has no pod
+
+
+# --- `python -m stacks status` against what the cluster says ------------------------------------------------------
+# Each case makes the simulated cluster produce one reason a run is not running, asserts the line `status` prints in
+# the stack file's words, then undoes it and sees `status` say everything runs again. kwok runs no container, so an
+# image that cannot be pulled and a crashing container are not produced here (tests/test_status.py has them offline).
+
+STATUS_CLUSTER = "barcelona"  # every GPU node in use: nothing else fits, so a tenant's pod leaves a workload no room
+STATUS_QUOTA_CLUSTER = "nerc"
+
+
+def status_of(sim: Project, tools: dict[str, Path | str], stack: str, *flags: str) -> subprocess.CompletedProcess[str]:
+    """`python -m stacks status STACK` in the project copy, with kubectl on PATH and the project's kubeconfig, as an
+    operator runs it."""
+    env = {**sim.env, "PATH": f"{Path(tools['kubectl']).parent}:{sim.env['PATH']}", "PYTHONPATH": str(sim.root)}
+    return subprocess.run(
+        [sys.executable, "-m", "stacks", "status", stack, *flags], cwd=sim.root, env=env, capture_output=True, text=True, timeout=300
+    )
+
+
+def _until(what: Callable[[], bool], seconds: float = READY_BOUND_SECONDS) -> bool:
+    end = time.monotonic() + seconds
+    while not what():
+        if time.monotonic() > end:
+            return False
+        time.sleep(0.5)
+    return True
+
+
+def _project_stack(cluster: str) -> str:
+    return next(s.name for s in PULUMI_STACKS if s.cluster == cluster and s.tier != "platform")
+
+
+def test_status_says_everything_runs_after_up(sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]) -> None:
+    stack = _project_stack(STATUS_CLUSTER)
+    assert deployed[stack]["ok"], failure(deployed[stack])
+    done = status_of(sim, tools, stack)
+    assert done.returncode == 0, done.stdout + done.stderr
+    for w in stacks.load(STATUS_CLUSTER).all_workloads():
+        if w.state == "running":
+            assert f"workloads[{w.name}]" in done.stdout and "running" in done.stdout, done.stdout
+    as_json = json.loads(status_of(sim, tools, stack, "--json").stdout)
+    jsonschema.validate(as_json, json.loads((ROOT / "schemas" / "status.v1.json").read_text()))
+    assert as_json["ok"] is True
+
+
+def test_status_names_the_gpus_another_tenant_holds(
+    sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]
+) -> None:
+    """A pod of another project takes the node deepti-barcelona runs on; its pod, deleted, comes back Pending: the
+    scheduler says `Insufficient nvidia.com/gpu`, and `status` says which node set has no room and who holds it."""
+    plane, config = sim.planes[STATUS_CLUSTER], stacks.load(STATUS_CLUSTER)
+    w = next(w for w in config.all_workloads() if w.state == "running" and w.nodes == 1)
+    (pod,) = [p for p in pods_of(plane, w.namespace, {"app.kubernetes.io/name": w.name})]
+    node = pod["spec"]["nodeName"]
+    plane.kubectl("create", "namespace", "other-tenant")
+    tenant = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "holds-the-gpus", "namespace": "other-tenant"},
+        "spec": {
+            "nodeName": node,  # placed as a kubelet would run it, beside the workload's pod until that one goes
+            "tolerations": [{"operator": "Exists"}],
+            "containers": [{"name": "c", "image": "registry.example/busy", "resources": {"limits": {nodes.GPU: str(w.gpus_per_node)}}}],
+        },
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(tenant))
+    try:
+        plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", w.namespace, "--wait=false")
+        assert _until(lambda: "Insufficient" in unscheduled(pods_of(plane, w.namespace, {"app.kubernetes.io/name": w.name})))
+        done = status_of(sim, tools, _project_stack(STATUS_CLUSTER))
+        assert done.returncode == 1, done.stdout + done.stderr
+        line = next((ln for ln in done.stdout.splitlines() if f"workloads[{w.name}]" in ln), "")
+        assert "pending" in line and f"no node of {w.node_set} has {w.gpus_per_node} free GPUs" in line, done.stdout
+    finally:
+        plane.kubectl("delete", "namespace", "other-tenant", "--wait=false", check=False)
+        plane.kubectl("delete", "pod", "holds-the-gpus", "-n", "other-tenant", "--grace-period=0", "--force", check=False)
+    assert _until(lambda: status_of(sim, tools, _project_stack(STATUS_CLUSTER)).returncode == 0), "the pod was placed again"
+
+
+def test_status_names_the_quota_that_refuses_a_pod(sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]) -> None:
+    """A ResourceQuota that allows no GPU in the workload's project: the StatefulSet controller cannot create its pod
+    (FailedCreate, `exceeded quota`), and `status` names the quota."""
+    plane, config = sim.planes[STATUS_QUOTA_CLUSTER], stacks.load(STATUS_QUOTA_CLUSTER)
+    w = next(w for w in config.all_workloads() if w.state == "running")
+    quota = {
+        "apiVersion": "v1",
+        "kind": "ResourceQuota",
+        "metadata": {"name": "no-gpus", "namespace": w.namespace},
+        "spec": {"hard": {f"requests.{nodes.GPU}": "0"}},
+    }
+    plane.kubectl("apply", "-f", "-", input=json.dumps(quota))
+    try:
+        assert _until(lambda: (plane.get(f"/api/v1/namespaces/{w.namespace}/resourcequotas/no-gpus") or {}).get("status", {}).get("hard"))
+        for pod in pods_of(plane, w.namespace, {"app.kubernetes.io/name": w.name}):
+            plane.kubectl("delete", "pod", pod["metadata"]["name"], "-n", w.namespace, "--wait=false")
+        stack = _project_stack(STATUS_QUOTA_CLUSTER)
+
+        def refused() -> bool:
+            return "quota" in status_of(sim, tools, stack).stdout
+
+        assert _until(refused), status_of(sim, tools, stack).stdout
+        done = status_of(sim, tools, stack)
+        assert done.returncode == 1
+        line = next((ln for ln in done.stdout.splitlines() if f"workloads[{w.name}]" in ln), "")
+        assert "no-gpus" in done.stdout and line, done.stdout
+    finally:
+        plane.kubectl("delete", "resourcequota", "no-gpus", "-n", w.namespace, check=False)
+    assert _until(lambda: status_of(sim, tools, _project_stack(STATUS_QUOTA_CLUSTER)).returncode == 0, 300), "the pod came back"
+
+
+def test_status_reports_the_bandwidth_checks_last_verdict(
+    sim: Project, deployed: dict[str, dict[str, Any]], tools: dict[str, Path | str]
+) -> None:
+    """After the check cases above (the last one failed its check on purpose), `status` of the check's cluster reports
+    the verdict, and exits 1: a failed check gates its transport's workloads."""
+    plane = sim.planes[CHECK_CLUSTER]
+    data = yaml.safe_load((sim.root / f"live-{CHECK_CLUSTER}.yaml").read_text())
+    check = data["bandwidth_checks"][0]
+    verdicts = _verdicts(plane, check["namespace"], check["name"])
+    done = status_of(sim, tools, _project_stack(CHECK_CLUSTER), "--json")
+    report = json.loads(done.stdout)
+    (seen,) = [c for c in report["checks"] if c["config"] == f"bandwidth_checks[{check['name']}]"]
+    assert seen["state"] == ("failed" if "Failed" in verdicts else "passed"), (verdicts, seen)
+    assert done.returncode == (1 if "Failed" in verdicts else 0)
