@@ -169,9 +169,8 @@ def test_the_control_plane_binaries_report_the_pinned_release(name: str, package
 
 
 def _nodes(name: str, edit: object = None) -> dict[str, dict[str, Any]]:
-    from tests import fixtures
-
     from live import nodes
+    from tests import fixtures
 
     return {n["metadata"]["name"]: n for n in nodes.nodes(fixtures.config(name, edit))}  # type: ignore[arg-type]
 
