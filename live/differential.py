@@ -30,6 +30,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from config.kube import GPU
 from live import nodes
 from live.controlplane import api_path
 
@@ -320,7 +321,7 @@ def case_nodes(case: Case, config: Any) -> list[dict[str, Any]]:
             "cpu": str(s.allocatable_cpu or nodes.DEFAULT_CPU),
             "memory": str(s.allocatable_memory or nodes.DEFAULT_MEMORY),
             "pods": nodes.MAX_PODS,
-            nodes.GPU: str(s.gpus_per_node),
+            GPU: str(s.gpus_per_node),
             **offered,
         }
         labels = {nodes.NODE_SET: s.name, CASE: case.tag, **config.gpu_node_selector, **case.cluster.labels.get(s.name, {})}
