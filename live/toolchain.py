@@ -2,7 +2,8 @@
 
 Each module under live/toolchain/ pins what it builds (go.mod and go.sum, committed): the control plane
 (etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, the kubernetes provider plugin, and
-the simulated cluster (kube-scheduler from the control plane's module, kwok from its own). A binary lives in
+the simulated cluster (kube-scheduler from the control plane's module, kwok from its own), and the SR-IOV network
+operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py). A binary lives in
 CACHE/<module>-<key>/, where the key is a digest of the module's files, the Go version and how each of its
 binaries is built (package and -ldflags), so a changed pin or stamp builds anew and an unchanged one is found
 again by the next run, in CI as on a laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
@@ -61,6 +62,8 @@ BINARIES = [
     Binary("kubectl", "k8s", "k8s.io/kubernetes/cmd/kubectl", K8S_LDFLAGS),
     Binary("kube-scheduler", "k8s", "k8s.io/kubernetes/cmd/kube-scheduler", K8S_LDFLAGS),
     Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # reports its release itself (pkg/consts.Version)
+    # The operator's own SriovNetwork and SriovIBNetwork reconcilers in a small main of ours (live/toolchain/sriov/main.go).
+    Binary("sriov-network-controller", "sriov", "."),
     Binary(
         "pulumi",
         "pulumi",
@@ -78,6 +81,12 @@ LEVEL1 = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
 LEVEL2 = ("pulumi", "pulumi-resource-kubernetes")
 # The simulated cluster (docs/live.md): the real scheduler, and kwok as the kubelet of the stacks' fake nodes.
 LEVEL3 = ("kube-scheduler", "kwok")
+# The SR-IOV network operator's controller (docs/live.md "SR-IOV operator"), beside it its CRDs and NAD templates.
+SRIOV = ("sriov-network-controller",)
+SRIOV_MODULE = "github.com/k8snetworkplumbingwg/sriov-network-operator"
+# What the controller needs from the operator's module besides its code, copied out of the downloaded module into
+# the binary's cache folder by its build (so a cached binary has them): {folder in the cache: folder in the module}.
+SRIOV_ASSETS = {"crds": "config/crd/bases", "cni-config": "bindata/manifests/cni-config"}
 
 
 class ToolchainError(Exception):
@@ -161,25 +170,47 @@ def _go(args: list[str], cwd: Path, log: Path) -> str:
     return run.stdout
 
 
+def downloaded(module: str, cwd: Path, log: Path) -> Path:
+    """The folder of `module` (at the version cwd's go.mod pins) in the module cache, downloaded first: on a fresh
+    module cache `go list -m` names a folder that does not exist yet."""
+    info = json.loads(_go(["mod", "download", "-json", module], cwd, log))
+    where = Path(info.get("Dir") or "")
+    if not info.get("Dir") or not where.is_dir():
+        raise OSError(f"go mod download gave no folder for {module}: {info.get('Error') or info}")
+    return where
+
+
 def _stage(b: Binary, log: Path) -> Path:
     """The folder the binary is built in. Most modules build where they are committed. The provider's main embeds
     its schema, which the release build generates and the module does not ship under that name: the module is
     staged in the cache with schema.json and terraform-mapping.json from the downloaded provider module, so a build
-    never writes into the work tree. The module is downloaded first: on a fresh module cache `go list -m` names a
-    folder that does not exist yet."""
+    never writes into the work tree."""
     src = MODULES / b.module
     if b.module != "provider":
         return src
     stage = path_of(b.name).parent / "src"
     shutil.rmtree(stage, ignore_errors=True)
     shutil.copytree(src, stage, ignore=shutil.ignore_patterns(*GENERATED))
-    info = json.loads(_go(["mod", "download", "-json", "github.com/pulumi/pulumi-kubernetes/provider/v4"], stage, log))
-    where = Path(info.get("Dir") or "")
-    if not info.get("Dir") or not where.is_dir():
-        raise OSError(f"go mod download gave no folder for the provider module: {info.get('Error') or info}")
+    where = downloaded("github.com/pulumi/pulumi-kubernetes/provider/v4", stage, log)
     for name in GENERATED:
         shutil.copyfile(where / "cmd" / "pulumi-resource-kubernetes" / name, stage / name)
     return stage
+
+
+def _assets(b: Binary, log: Path) -> None:
+    """The files a binary reads at run time from its module's source: the SR-IOV operator's CRDs and the NAD
+    templates its controller renders from (api/v1.ManifestsPath), beside the binary. Copied before the binary is
+    written, so a binary found in the cache has them."""
+    if b.module != "sriov":
+        return
+    where = downloaded(SRIOV_MODULE, MODULES / b.module, log)
+    for into, source in SRIOV_ASSETS.items():
+        dest = path_of(b.name).parent / into
+        shutil.rmtree(dest, ignore_errors=True)
+        shutil.copytree(where / source, dest)
+        for f in dest.rglob("*"):  # the module cache's files are read-only; the cache's copies must be replaceable
+            f.chmod(0o755 if f.is_dir() else 0o644)
+        dest.chmod(0o755)
 
 
 def _sidecar(target: Path) -> Path:
@@ -212,6 +243,7 @@ def build(b: Binary, log: Path) -> None:
     target = path_of(b.name)
     target.parent.mkdir(parents=True, exist_ok=True)
     where = _stage(b, log)
+    _assets(b, log)
     partial = target.with_name(target.name + ".partial")
     _go(["build", "-trimpath", "-ldflags", f"-s -w {b.ldflags}".strip(), "-o", str(partial), b.package], where, log)
     digest = _digest(partial)
@@ -232,7 +264,7 @@ def _make_cache() -> None:
         ) from err
 
 
-def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2 + LEVEL3) -> dict[str, Path | str]:
+def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2 + LEVEL3 + SRIOV) -> dict[str, Path | str]:
     """Each binary's path, building what the cache lacks; a binary that cannot be built maps to the reason
     (the tests that need it skip with it, or fail: see required()). One build at a time per cache (a lock file),
     so two runs wait for each other instead of writing the same binary; the one that waits says who holds it."""
@@ -288,10 +320,10 @@ def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
 
 
 def required() -> tuple[str, ...]:
-    """The binaries a run must have: level 1 always; levels 2 and 3 too in CI (CI=true), where a skip would let a
-    run that tested no engine or no scheduling pass. A developer without them gets level 1's tests and the skip
-    reasons."""
-    return LEVEL1 + LEVEL2 + LEVEL3 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
+    """The binaries a run must have: level 1 always; levels 2 and 3 and the SR-IOV controller too in CI (CI=true),
+    where a skip would let a run that tested no engine, no scheduling or no operator pass. A developer without them
+    gets level 1's tests and the skip reasons."""
+    return LEVEL1 + LEVEL2 + LEVEL3 + SRIOV if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
 
 
 if __name__ == "__main__":
@@ -300,7 +332,7 @@ if __name__ == "__main__":
     for name, where in built.items():
         print(f"{name}: {where}")
     print(f"toolchain ready in {time.monotonic() - started:.0f} s", file=sys.stderr)
-    # Level 1 (the control plane) is required, and levels 2 and 3 in CI; elsewhere their tests skip, saying why.
+    # Level 1 (the control plane) is required, and the rest in CI; elsewhere their tests skip, saying why.
     missing = [n for n in required() if not isinstance(built[n], Path)]
     if missing:
         print(f"live: required and not built: {', '.join(missing)}", file=sys.stderr)

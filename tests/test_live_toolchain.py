@@ -282,3 +282,32 @@ def test_a_worker_without_gpus_and_a_tainted_control_plane_node_beside_them(fixt
     assert worker["spec"]["taints"] == []
     assert master["spec"]["taints"] == [{"key": "node-role.kubernetes.io/master", "effect": "NoSchedule"}]
     assert len(built) == len(_gpu_nodes(built)) + 2
+
+
+# --- the SR-IOV network operator's controller (live/sriov.py, docs/live.md "SR-IOV operator") ---------------------
+
+
+@pytest.mark.parametrize(("ci", "required"), [("true", True), ("1", True), ("", False), ("no", False)])
+def test_the_sriov_controller_is_required_in_ci(ci: str, required: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI run whose SR-IOV operator tests skipped must not pass; a developer who cannot build it gets the skip."""
+    monkeypatch.setenv("CI", ci)
+    assert (set(toolchain.SRIOV) <= set(toolchain.required())) is required
+
+
+def test_the_sriov_module_pins_the_operator_release_the_proxy_serves() -> None:
+    """v1.5.0 exactly (the proxy serves exact versions only, docs/live.md), built from the module's own packages."""
+    pinned = (ROOT / "live" / "toolchain" / "sriov" / "go.mod").read_text()
+    assert f"\t{toolchain.SRIOV_MODULE} v1.5.0\n" in pinned or f"require {toolchain.SRIOV_MODULE} v1.5.0\n" in pinned
+    main = (ROOT / "live" / "toolchain" / "sriov" / "main.go").read_text()
+    assert f'"{toolchain.SRIOV_MODULE}/controllers"' in main
+
+
+def test_a_sriov_controller_without_its_crds_and_templates_says_how_to_rebuild(tmp_path: Path) -> None:
+    from live import sriov
+
+    binary = built(tmp_path)
+    (tmp_path / "crds").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"cni-config.*remove .*kubectl.*python -m live.toolchain"):
+        sriov.assets(binary)
+    (tmp_path / "cni-config").mkdir()
+    assert sriov.assets(binary) == {"crds": tmp_path / "crds", "cni-config": tmp_path / "cni-config"}
