@@ -5,7 +5,8 @@ touched).
 
 Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a build failure fails the
 tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok) skip, with the
-build's own error, where they could not be built, except in CI (CI=true), where they fail.
+build's own error, where they could not be built, except in CI (CI=true), where they fail; so does the SR-IOV
+operator's controller (test_sriov_operator.py).
 """
 
 from __future__ import annotations
@@ -56,6 +57,12 @@ def pulumi_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
 def sim_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
     """The simulated cluster (level 3): kube-scheduler and kwok."""
     return _level(toolchain.LEVEL3, "level 3 (kube-scheduler and kwok, the simulated cluster)")
+
+
+@pytest.fixture(scope="session")
+def sriov_tools(tools: dict[str, Path | str]) -> Path:
+    """The SR-IOV network operator's SriovNetwork controller, its CRDs and NAD templates beside it (live/sriov.py)."""
+    return _level(toolchain.SRIOV, "the SR-IOV network operator's controller")["sriov-network-controller"]
 
 
 class Planes:

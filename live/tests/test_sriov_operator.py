@@ -1,0 +1,258 @@
+"""The SR-IOV network operator (issue 28): its CRDs and its own SriovNetwork controller on one control plane.
+
+What `nad_mode: operator` relies on, proved with hand-written objects shaped as the stacks would declare them
+(Barcelona's attachment eno5np0: resource `eno5np0rdma`, whereabouts on 10.0.103.0/24, rendered/barcelona/):
+
+- the operator's CRDs (from its Go module, live/sriov.py) accept a SriovNetwork and a SriovNetworkNodePolicy
+  (isRdma, numVfs, nicSelector, netdevice, eth) and refuse malformed ones with their own validation;
+- its controller (the operator's reconciler, live/toolchain/sriov/main.go) makes the NAD in the SriovNetwork's
+  `networkNamespace`, named as the SriovNetwork, with the config and resourceName annotation pods need; keeps it
+  (edits follow, a deleted NAD comes back, a namespace made later gets it); and overwrites a NAD of that name made
+  by hand, in place. docs/live.md "SR-IOV operator" gives what the program's adoption advice takes from this.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from live import clusters, sriov, toolchain
+from live.controlplane import ControlPlane
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+OPERATOR_NS = sriov.NAMESPACE
+V1 = f"{sriov.GROUP}/v1"
+NAD_API = "k8s.cni.cncf.io/v1"
+RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
+FINALIZER = "netattdef.finalizers.sriovnetwork.openshift.io"  # api/v1/helper.go NETATTDEFFINALIZERNAME
+# Barcelona's NAD for eno5np0, as the stack renders it in copy mode (the seeds' NAD, CLUSTER-FACTS.md).
+BARCELONA_NAD = ROOT / "rendered" / "barcelona" / "nccl-test" / "networkattachmentdefinition-eno5np0-network.yaml"
+IPAM = {"type": "whereabouts", "range": "10.0.103.0/24", "routes": [{"dst": "192.168.77.0/24"}]}
+
+
+@pytest.fixture(scope="module")
+def plane(tools: dict[str, Path | str], sriov_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
+    """A bare control plane with the NAD CRD (as the clusters have it, ../shared/schemas) and the operator's CRDs."""
+    nad_crd = next(path for path, _, plural in clusters.CRDS if plural == "network-attachment-definitions")
+    if not nad_crd.is_file():
+        pytest.skip(f"../shared/schemas is absent ({nad_crd}): the NAD CRD comes from there")
+    p = ControlPlane("sriov", tmp_path_factory.mktemp("sriov"), {n: Path(tools[n]) for n in toolchain.LEVEL1}).start()
+    try:
+        p.apply(yaml.safe_load(nad_crd.read_text()))
+        p.wait_crd("k8s.cni.cncf.io", "network-attachment-definitions")
+        sriov.install_crds(p, sriov_tools)
+        for ns in (OPERATOR_NS, "proj-a", "proj-b"):
+            sriov.ensure_namespace(p, ns)
+        yield p
+    finally:
+        p.stop()
+
+
+@pytest.fixture(scope="module")
+def controller(plane: ControlPlane, sriov_tools: Path) -> Iterator[sriov.Controller]:
+    c = sriov.Controller(plane, sriov_tools).start()
+    yield c
+    c.stop()
+
+
+def network(name: str, project: str, **spec: Any) -> dict[str, Any]:
+    """A SriovNetwork as the platform tier would declare one for an attachment and a project."""
+    return {
+        "apiVersion": V1, "kind": "SriovNetwork", "metadata": {"name": name, "namespace": OPERATOR_NS},
+        "spec": {"networkNamespace": project, "resourceName": "eno5np0rdma", "ipam": json.dumps(IPAM),
+                 "vlan": 0, "spoofChk": "off", "trust": "on", "linkState": "enable", **spec},
+    }  # fmt: skip
+
+
+def node_policy(**spec: Any) -> dict[str, Any]:
+    """A SriovNetworkNodePolicy as a node set's `node_policies` would declare one: the port's VFs for RDMA."""
+    return {
+        "apiVersion": V1, "kind": "SriovNetworkNodePolicy", "metadata": {"name": "main-eno5np0", "namespace": OPERATOR_NS},
+        "spec": {"resourceName": "eno5np0rdma", "nodeSelector": {"kubernetes.io/hostname": "node-a"}, "numVfs": 8,
+                 "mtu": 9000, "nicSelector": {"pfNames": ["eno5np0"], "vendor": "15b3"}, "deviceType": "netdevice",
+                 "isRdma": True, "linkType": "eth", **spec},
+    }  # fmt: skip
+
+
+def dry_run(plane: ControlPlane, obj: dict[str, Any]) -> tuple[int, Any]:
+    """The API server's verdict on creating `obj` (schema, defaulting), nothing stored."""
+    plural = {"SriovNetwork": "sriovnetworks", "SriovNetworkNodePolicy": "sriovnetworknodepolicies"}[obj["kind"]]
+    return plane.request("POST", f"/apis/{V1}/namespaces/{OPERATOR_NS}/{plural}?dryRun=All&fieldValidation=Strict", obj)
+
+
+def nad_path(project: str, name: str) -> str:
+    return f"/apis/{NAD_API}/namespaces/{project}/network-attachment-definitions/{name}"
+
+
+def network_path(name: str, namespace: str = OPERATOR_NS, kind: str = "sriovnetworks") -> str:
+    return f"/apis/{V1}/namespaces/{namespace}/{kind}/{name}"
+
+
+def wait_for(plane: ControlPlane, path: str, ok: Callable[[Any], bool], what: str, timeout: float = 20) -> Any:
+    """The object at `path` once ok(object) holds (ok(None): once it is gone); fails with the last one seen."""
+    deadline, seen = time.monotonic() + timeout, None
+    while time.monotonic() < deadline:
+        seen = plane.get(path)
+        if ok(seen):
+            return seen
+        time.sleep(0.2)
+    pytest.fail(f"{what}: not after {timeout:.0f} s; last seen {json.dumps(seen)[:1500]}", pytrace=False)
+
+
+def config_of(nad: Any) -> dict[str, Any]:
+    return dict(json.loads(nad["spec"]["config"])) if nad else {}
+
+
+# --- (a) the CRDs: what a stack declares is accepted, what is malformed is refused ------------------------------
+
+
+def test_every_crd_of_the_operator_is_served(plane: ControlPlane, sriov_tools: Path) -> None:
+    served = plane.kubectl("api-resources", f"--api-group={sriov.GROUP}", "-o", "name").stdout.split()
+    assert {c["metadata"]["name"] for c in sriov.crds(sriov_tools)} == set(served) == {
+        f"{plural}.{sriov.GROUP}"
+        for plural in ("sriovnetworks", "sriovibnetworks", "sriovnetworknodepolicies", "sriovnetworknodestates",
+                       "sriovnetworkpoolconfigs", "sriovoperatorconfigs", "ovsnetworks")
+    }  # fmt: skip
+
+
+@pytest.mark.parametrize("obj", [network("proj-a-eno5np0", "proj-a"), node_policy()], ids=["SriovNetwork", "SriovNetworkNodePolicy"])
+def test_what_a_stack_declares_is_accepted(plane: ControlPlane, obj: dict[str, Any]) -> None:
+    status, body = dry_run(plane, obj)
+    assert status == 201, f"the API server refuses a {obj['kind']} a stack would declare: {status} {body}"
+    # The CRDs' defaults a stack need not state (the rendered NAD then carries "logLevel":"info").
+    defaults = {"SriovNetwork": {"logLevel": "info"}, "SriovNetworkNodePolicy": {"deviceType": "netdevice"}}[obj["kind"]]
+    assert {k: body["spec"].get(k) for k in defaults} == defaults
+
+
+MALFORMED = [
+    (node_policy(numVfs=-1), "spec.numVfs"),
+    (node_policy(deviceType="rdma"), "spec.deviceType"),
+    (node_policy(linkType="roce"), "spec.linkType"),
+    (node_policy(mtu=0), "spec.mtu"),
+    ({**node_policy(), "spec": {k: v for k, v in node_policy()["spec"].items() if k != "nicSelector"}}, "spec.nicSelector"),
+    (network("x", "proj-a", vlan=4097), "spec.vlan"),
+    (network("x", "proj-a", spoofChk="yes"), "spec.spoofChk"),
+    ({**network("x", "proj-a"), "spec": {"networkNamespace": "proj-a"}}, "spec.resourceName"),
+]
+
+
+@pytest.mark.parametrize(("obj", "field"), MALFORMED, ids=[f"{o['kind']}-{f}" for o, f in MALFORMED])
+def test_a_malformed_one_is_refused_by_the_crds_own_validation(plane: ControlPlane, obj: dict[str, Any], field: str) -> None:
+    status, body = dry_run(plane, obj)
+    assert status == 422 and field in body.get("message", ""), f"{obj['kind']} with a bad {field}: {status} {body}"
+
+
+# --- (b) the operator's controller makes and keeps each project's NAD ---------------------------------------------
+
+
+def test_a_sriov_network_makes_the_nad_the_pods_need_in_its_project(plane: ControlPlane, controller: sriov.Controller) -> None:
+    plane.apply(network("proj-a-eno5np0", "proj-a"))
+    nad = wait_for(plane, nad_path("proj-a", "proj-a-eno5np0"), bool, "the NAD in proj-a")
+    # Named as the SriovNetwork (one namespace holds every project's SriovNetworks: the names must differ).
+    assert nad["metadata"]["annotations"] == {RESOURCE_NAME: "openshift.io/eno5np0rdma"}
+    config = config_of(nad)
+    assert {k: config[k] for k in ("cniVersion", "name", "type", "ipam")} == {
+        "cniVersion": "1.0.0", "name": "proj-a-eno5np0", "type": "sriov", "ipam": IPAM,
+    }  # fmt: skip
+    # Against Barcelona's own NAD: the same VF settings; no "mtu" (a SriovNetwork has no MTU: the node policy sets the
+    # VF's), and the CRD's default "logLevel".
+    barcelona = json.loads(yaml.safe_load(BARCELONA_NAD.read_text())["spec"]["config"])
+    assert {k: v for k, v in config.items() if k not in ("name", "logLevel")} == {
+        k: v for k, v in barcelona.items() if k not in ("name", "mtu")
+    }
+    assert config["logLevel"] == "info" and "mtu" not in config
+    held = plane.get(network_path("proj-a-eno5np0"))
+    assert FINALIZER in held["metadata"]["finalizers"]
+    assert held["metadata"]["annotations"]["operator.sriovnetwork.openshift.io/last-network-namespace"] == "proj-a"
+
+
+def test_an_edit_of_the_sriov_network_updates_the_nad(plane: ControlPlane, controller: sriov.Controller) -> None:
+    before = wait_for(plane, nad_path("proj-a", "proj-a-eno5np0"), bool, "the NAD in proj-a")
+    ipam = {**IPAM, "range": "10.0.113.0/24"}
+    plane.apply(network("proj-a-eno5np0", "proj-a", ipam=json.dumps(ipam), capabilities='{"ips": true}'))
+    after = wait_for(plane, nad_path("proj-a", "proj-a-eno5np0"), lambda n: config_of(n).get("ipam") == ipam, "the edited ipam")
+    assert config_of(after)["capabilities"] == {"ips": True}
+    assert after["metadata"]["uid"] == before["metadata"]["uid"], "updated in place, not made anew"
+
+
+def test_a_nad_deleted_or_edited_by_hand_is_made_again(plane: ControlPlane, controller: sriov.Controller) -> None:
+    path = nad_path("proj-a", "proj-a-eno5np0")
+    before = wait_for(plane, path, bool, "the NAD in proj-a")
+    edited = {**before, "spec": {"config": json.dumps({**config_of(before), "mtu": 1500})}}
+    assert plane.request("PUT", path, edited)[0] == 200
+    wait_for(plane, path, lambda n: "mtu" not in config_of(n), "the hand edit undone")
+    plane.delete(before)
+    again = wait_for(plane, path, lambda n: n and n["metadata"]["uid"] != before["metadata"]["uid"], "the deleted NAD made again")
+    assert config_of(again) == config_of(before)
+
+
+def test_a_project_made_after_its_sriov_network_gets_its_nad(plane: ControlPlane, controller: sriov.Controller) -> None:
+    plane.apply(network("proj-c-eno5np0", "proj-c"))
+    wait_for(plane, network_path("proj-c-eno5np0"), lambda n: FINALIZER in n["metadata"].get("finalizers", []), "the finalizer")
+    assert plane.get(nad_path("proj-c", "proj-c-eno5np0")) is None
+    sriov.ensure_namespace(plane, "proj-c")
+    nad = wait_for(plane, nad_path("proj-c", "proj-c-eno5np0"), bool, "the NAD once proj-c exists")
+    assert nad["metadata"]["annotations"][RESOURCE_NAME] == "openshift.io/eno5np0rdma"
+
+
+def test_a_hand_made_nad_of_that_name_is_overwritten_in_place(plane: ControlPlane, controller: sriov.Controller) -> None:
+    """What adoption must know: the operator takes an existing NAD of its SriovNetwork's name over, without asking.
+    It keeps the object (same uid) and replaces its spec, annotations and labels with its own render; deleting the
+    SriovNetwork then deletes that NAD too."""
+    copy = yaml.safe_load(BARCELONA_NAD.read_text())
+    copy["metadata"].update(name="proj-b-eno5np0", namespace="proj-b")
+    copy["metadata"]["annotations"]["pulumi.com/patchForce"] = "true"
+    made = plane.apply(copy)
+    assert made["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "pulumi"
+    plane.apply(network("proj-b-eno5np0", "proj-b"))
+    taken = wait_for(plane, nad_path("proj-b", "proj-b-eno5np0"), lambda n: "mtu" not in config_of(n), "the operator's render")
+    assert taken["metadata"]["uid"] == made["metadata"]["uid"]
+    assert taken["metadata"]["annotations"] == {RESOURCE_NAME: "openshift.io/eno5np0rdma"}
+    assert not taken["metadata"].get("labels"), "the copy's labels are dropped"
+    assert config_of(taken)["name"] == "proj-b-eno5np0" and config_of(taken)["ipam"] == IPAM
+
+
+def test_a_sriov_network_outside_the_operators_namespace_does_nothing(plane: ControlPlane, controller: sriov.Controller) -> None:
+    stray = network("stray", "proj-a")
+    stray["metadata"]["namespace"] = "proj-a"
+    plane.apply(stray)
+    plane.apply(network("proj-a-eno6np0", "proj-a", resourceName="eno6np0rdma"))  # queued after it
+    wait_for(plane, nad_path("proj-a", "proj-a-eno6np0"), bool, "the NAD of the SriovNetwork in the operator's namespace")
+    time.sleep(1)
+    assert plane.get(nad_path("proj-a", "stray")) is None
+    assert not plane.get(network_path("stray", "proj-a"))["metadata"].get("finalizers")
+
+
+def test_a_sriov_ib_network_makes_an_ib_sriov_nad(plane: ControlPlane, controller: sriov.Controller) -> None:
+    ib = {"apiVersion": V1, "kind": "SriovIBNetwork", "metadata": {"name": "proj-a-ib0", "namespace": OPERATOR_NS},
+          "spec": {"networkNamespace": "proj-a", "resourceName": "mlx5ib0", "ipam": json.dumps(IPAM), "linkState": "enable"}}  # fmt: skip
+    plane.apply(ib)
+    nad = wait_for(plane, nad_path("proj-a", "proj-a-ib0"), bool, "the IB NAD")
+    assert nad["metadata"]["annotations"] == {RESOURCE_NAME: "openshift.io/mlx5ib0"}
+    assert {k: config_of(nad)[k] for k in ("type", "ipam", "link_state")} == {"type": "ib-sriov", "ipam": IPAM, "link_state": "enable"}
+
+
+def test_deleting_the_sriov_network_removes_its_nad_and_waits_for_the_operator(plane: ControlPlane, controller: sriov.Controller) -> None:
+    """Its finalizer: with the operator down, a deleted SriovNetwork and its NAD stay (a `pulumi destroy` of the
+    platform tier waits for it); once the operator runs, both go."""
+    for name, project in (("proj-a-eno5np0", "proj-a"), ("proj-b-eno5np0", "proj-b")):
+        wait_for(plane, nad_path(project, name), bool, f"the NAD in {project}")
+    controller.stop()
+    try:
+        plane.delete(network("proj-a-eno5np0", "proj-a"))
+        time.sleep(1)
+        held = plane.get(network_path("proj-a-eno5np0"))
+        assert held["metadata"].get("deletionTimestamp") and held["metadata"]["finalizers"] == [FINALIZER]
+        assert plane.get(nad_path("proj-a", "proj-a-eno5np0")) is not None
+    finally:
+        controller.start()
+    plane.delete(network("proj-b-eno5np0", "proj-b"))
+    for name, project in (("proj-a-eno5np0", "proj-a"), ("proj-b-eno5np0", "proj-b")):
+        wait_for(plane, nad_path(project, name), lambda n: n is None, f"the NAD in {project} removed")
+        wait_for(plane, network_path(name), lambda n: n is None, f"the SriovNetwork {name} gone")
