@@ -156,6 +156,7 @@ def test_a_sriov_network_makes_the_nad_the_pods_need_in_its_project(plane: Contr
     nad = wait_for(plane, nad_path("proj-a", "proj-a-eno5np0"), bool, "the NAD in proj-a")
     # Named as the SriovNetwork (one namespace holds every project's SriovNetworks: the names must differ).
     assert nad["metadata"]["annotations"] == {RESOURCE_NAME: "openshift.io/eno5np0rdma"}
+    assert not nad["metadata"].get("ownerReferences"), "no owner across namespaces: the SriovNetwork's finalizer deletes it"
     config = config_of(nad)
     assert {k: config[k] for k in ("cniVersion", "name", "type", "ipam")} == {
         "cniVersion": "1.0.0", "name": "proj-a-eno5np0", "type": "sriov", "ipam": IPAM,
@@ -190,6 +191,17 @@ def test_a_nad_deleted_or_edited_by_hand_is_made_again(plane: ControlPlane, cont
     plane.delete(before)
     again = wait_for(plane, path, lambda n: n and n["metadata"]["uid"] != before["metadata"]["uid"], "the deleted NAD made again")
     assert config_of(again) == config_of(before)
+
+
+def test_a_sriov_network_moved_to_another_project_moves_its_nad(plane: ControlPlane, controller: sriov.Controller) -> None:
+    """A project renamed in the config: the operator deletes the NAD where its last-network-namespace annotation says
+    it made it, and makes it in the new one."""
+    plane.apply(network("moved-eno5np0", "proj-a"))
+    wait_for(plane, nad_path("proj-a", "moved-eno5np0"), bool, "the NAD in proj-a")
+    plane.apply(network("moved-eno5np0", "proj-b"))
+    wait_for(plane, nad_path("proj-b", "moved-eno5np0"), bool, "the NAD in proj-b")
+    wait_for(plane, nad_path("proj-a", "moved-eno5np0"), lambda n: n is None, "the NAD in proj-a removed")
+    plane.delete(network("moved-eno5np0", "proj-b"))
 
 
 def test_a_project_made_after_its_sriov_network_gets_its_nad(plane: ControlPlane, controller: sriov.Controller) -> None:
