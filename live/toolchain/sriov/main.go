@@ -14,7 +14,6 @@ import (
 	"context"
 	"flag"
 	"fmt"
-	"net/http"
 	"os"
 
 	netattdefv1 "github.com/k8snetworkplumbingwg/network-attachment-definition-client/pkg/apis/k8s.cni.cncf.io/v1"
@@ -33,17 +32,16 @@ import (
 
 func main() {
 	manifests := flag.String("manifests", "", "the operator's bindata/manifests/cni-config folder (the NAD templates)")
-	probe := flag.String("health-probe-bind-address", "0", "where /healthz and /readyz are served (0: nowhere)")
 	snolog.BindFlags(flag.CommandLine)
 	flag.Parse() // controller-runtime's --kubeconfig flag too
 	snolog.InitLog()
-	if err := run(*manifests, *probe); err != nil {
+	if err := run(*manifests); err != nil {
 		fmt.Fprintln(os.Stderr, "sriov-network-controller:", err)
 		os.Exit(1)
 	}
 }
 
-func run(manifests, probe string) error {
+func run(manifests string) error {
 	if vars.Namespace == "" || vars.ResourcePrefix == "" {
 		return fmt.Errorf("NAMESPACE and RESOURCE_PREFIX must be set (the operator's Deployment sets them)")
 	}
@@ -63,16 +61,13 @@ func run(manifests, probe string) error {
 	}
 	vars.Config = cfg
 	vars.Scheme = scheme
-	// main.go's "global" manager: every namespace, no leader election, no metrics.
+	// main.go's "global" manager: every namespace, no leader election, no metrics, no probes (live/sriov.py reads the
+	// log for "Starting workers").
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                server.Options{BindAddress: "0"},
-		HealthProbeBindAddress: probe,
+		Scheme:  scheme,
+		Metrics: server.Options{BindAddress: "0"},
 	})
 	if err != nil {
-		return err
-	}
-	if err := mgr.AddReadyzCheck("readyz", func(_ *http.Request) error { return nil }); err != nil {
 		return err
 	}
 	ctx := context.Background()
