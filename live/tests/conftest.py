@@ -88,13 +88,33 @@ class Planes:
     def stop(self) -> None:
         for p in self.started.values():
             p.stop()
+        self.started.clear()
+
+
+# The session's planes, stopped after the last test that uses them (pytest_runtest_teardown): idle, three API
+# servers and their controllers still take a tenth of the machine from every test after them.
+_SESSION_PLANES: list[Planes] = []
+_LAST_USER: list[pytest.Item] = []
 
 
 @pytest.fixture(scope="session")
 def planes(tools: dict[str, Path | str], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Planes]:
     p = Planes(tools, tmp_path_factory.mktemp("planes"))
+    _SESSION_PLANES.append(p)
     yield p
     p.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    users = [i for i in items if "planes" in getattr(i, "fixturenames", ())]
+    _LAST_USER[:] = users[-1:]
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    if _LAST_USER and item is _LAST_USER[0]:
+        for p in _SESSION_PLANES:
+            p.stop()  # a later test that asks for a plane gets it started again (Planes.__call__)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
