@@ -2,7 +2,7 @@
 
 Each module under live/toolchain/ pins what it builds (go.mod and go.sum, committed): the control plane
 (etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, the kubernetes provider plugin, and
-the simulated cluster (kube-scheduler from the control plane's module, kwok from its own). A binary lives in
+the simulated cluster (kube-scheduler from the control plane's module, kwok and Kueue from their own). A binary lives in
 CACHE/<module>-<key>/, where the key is a digest of the module's files, the Go version and how each of its
 binaries is built (package and -ldflags), so a changed pin or stamp builds anew and an unchanged one is found
 again by the next run, in CI as on a laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
@@ -46,6 +46,10 @@ K8S_LDFLAGS = " ".join(
 )  # fmt: skip
 
 
+# The Kueue release live/toolchain/kueue pins; its manager logs it at start (unstamped it says v0.0.0-main).
+KUEUE_VERSION = "0.17.0"
+
+
 @dataclass(frozen=True)
 class Binary:
     name: str
@@ -61,6 +65,7 @@ BINARIES = [
     Binary("kubectl", "k8s", "k8s.io/kubernetes/cmd/kubectl", K8S_LDFLAGS),
     Binary("kube-scheduler", "k8s", "k8s.io/kubernetes/cmd/kube-scheduler", K8S_LDFLAGS),
     Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # reports its release itself (pkg/consts.Version)
+    Binary("kueue", "kueue", "sigs.k8s.io/kueue/cmd/kueue", f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}"),
     Binary(
         "pulumi",
         "pulumi",
@@ -78,6 +83,10 @@ LEVEL1 = ("etcd", "kube-apiserver", "kube-controller-manager", "kubectl")
 LEVEL2 = ("pulumi", "pulumi-resource-kubernetes")
 # The simulated cluster (docs/live.md): the real scheduler, and kwok as the kubelet of the stacks' fake nodes.
 LEVEL3 = ("kube-scheduler", "kwok")
+# Also level 3, built and required like it, but apart: the queue of a shared cluster (live/kueue.py). A machine
+# that cannot build Kueue still runs the simulated cluster's other tests.
+QUEUE = ("kueue",)
+EVERYTHING = LEVEL1 + LEVEL2 + LEVEL3 + QUEUE  # what `python -m live.toolchain` builds
 
 
 class ToolchainError(Exception):
@@ -173,13 +182,20 @@ def _stage(b: Binary, log: Path) -> Path:
     stage = path_of(b.name).parent / "src"
     shutil.rmtree(stage, ignore_errors=True)
     shutil.copytree(src, stage, ignore=shutil.ignore_patterns(*GENERATED))
-    info = json.loads(_go(["mod", "download", "-json", "github.com/pulumi/pulumi-kubernetes/provider/v4"], stage, log))
-    where = Path(info.get("Dir") or "")
-    if not info.get("Dir") or not where.is_dir():
-        raise OSError(f"go mod download gave no folder for the provider module: {info.get('Error') or info}")
+    where = downloaded("github.com/pulumi/pulumi-kubernetes/provider/v4", stage, log)
     for name in GENERATED:
         shutil.copyfile(where / "cmd" / "pulumi-resource-kubernetes" / name, stage / name)
     return stage
+
+
+def downloaded(path: str, where: Path, log: Path) -> Path:
+    """The source folder of module `path` at the version the module in `where` pins, from the module cache (downloaded
+    first if absent: on a fresh module cache `go list -m` names a folder that does not exist yet). Read-only."""
+    info = json.loads(_go(["mod", "download", "-json", path], where, log))
+    folder = Path(info.get("Dir") or "")
+    if not info.get("Dir") or not folder.is_dir():
+        raise OSError(f"go mod download gave no folder for {path}: {info.get('Error') or info}")
+    return folder
 
 
 def _sidecar(target: Path) -> Path:
@@ -232,7 +248,7 @@ def _make_cache() -> None:
         ) from err
 
 
-def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2 + LEVEL3) -> dict[str, Path | str]:
+def ensure(names: tuple[str, ...] = EVERYTHING) -> dict[str, Path | str]:
     """Each binary's path, building what the cache lacks; a binary that cannot be built maps to the reason
     (the tests that need it skip with it, or fail: see required()). One build at a time per cache (a lock file),
     so two runs wait for each other instead of writing the same binary; the one that waits says who holds it."""
@@ -288,10 +304,10 @@ def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
 
 
 def required() -> tuple[str, ...]:
-    """The binaries a run must have: level 1 always; levels 2 and 3 too in CI (CI=true), where a skip would let a
-    run that tested no engine or no scheduling pass. A developer without them gets level 1's tests and the skip
-    reasons."""
-    return LEVEL1 + LEVEL2 + LEVEL3 if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
+    """The binaries a run must have: level 1 always; levels 2 and 3 (with Kueue) too in CI (CI=true), where a skip
+    would let a run that tested no engine, no scheduling or no queue pass. A developer without them gets level 1's
+    tests and the skip reasons."""
+    return EVERYTHING if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
 
 
 if __name__ == "__main__":
