@@ -189,12 +189,13 @@ class Kueue:
         settings = configuration(self.webhook_port, self.probe_port, certs, self.pods_ready_timeout, self.backoff_seconds)
         config.write_text(yaml.safe_dump(settings))
 
-        for definition in crds(src, self.webhook_port, ca):
+        definitions = crds(src, self.webhook_port, ca)
+        for definition in definitions:
             self.plane.apply(definition)
         for hooks in webhook_configurations(src, self.webhook_port, ca):
             self.plane.apply(hooks)
-        for crd in ("workloads", "clusterqueues", "localqueues", "resourceflavors"):
-            self.plane.wait_crd(KUEUE_GROUP, crd, timeout)
+        for definition in definitions:  # the manager watches every one of its kinds from the start
+            self.plane.wait_crd(definition["spec"]["group"], definition["spec"]["names"]["plural"], timeout)
 
         script = 'mount -t overlay overlay -o "lowerdir=/etc,upperdir=$1,workdir=$2" /etc && exec "$3" --config="$4" --kubeconfig="$5"'
         self.plane.spawn("kueue", [
