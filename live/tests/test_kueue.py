@@ -3,7 +3,7 @@ admits on four kwok nodes of 4 nvidia.com/gpu each, and a ClusterQueue's quota o
 
 What a researcher on a shared cluster relies on, shown with hand-written objects in the shapes the program renders
 (a StatefulSet of one pod per node, a bandwidth-check Job):
-- a queued multi-node workload is admitted and runs whole;
+- a queued multi-node workload is admitted and runs whole, and a namespace without the managed label is left alone;
 - two that do not fit together: one runs whole, the other waits whole (no pod of it placed), and stopping the first
   admits the second;
 - `waitForPodsReady`: an admitted workload whose pods cannot all start is evicted within the timeout and requeued,
@@ -203,6 +203,27 @@ def test_a_queued_statefulset_is_admitted_and_runs_whole(plane: ControlPlane, na
     # The StatefulSet itself is Ready: what `pulumi up` of a workload on a queued cluster would see in the end.
     sts_path = f"apps/v1/namespaces/{namespace}/statefulsets/pair"
     until("StatefulSet pair reports 2 ready replicas", lambda: field(plane, sts_path, "status", "readyReplicas") == 2)
+
+
+def test_kueue_leaves_a_namespace_without_the_managed_label_alone(plane: ControlPlane) -> None:
+    """Its webhooks and managedJobsNamespaceSelector reach only managed namespaces: elsewhere a StatefulSet, even one
+    naming a queue, runs as it would without Kueue (no gate, no pod group) and holds no quota. Kueue v0.17.0 still
+    makes a Workload for it (statefulset_reconciler.go creates one for every StatefulSet naming a queue), which the
+    ClusterQueue, selecting managed namespaces only, never admits."""
+    name = "unmanaged"
+    plane.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}})
+    sts = create(plane, statefulset(name, "free", replicas=1))
+    try:
+        (pod,) = until("the pod of free is Ready without Kueue", lambda: running_whole(plane, name, "free", 1))
+        assert not pod["spec"].get("schedulingGates")
+        assert not [k for k in pod["metadata"].get("labels", {}) if k.startswith("kueue.x-k8s.io/")], "no pod group of Kueue's"
+        time.sleep(2)  # Kueue's reconcilers have seen it
+        assert condition(workload_of(plane, name, sts["metadata"]["uid"]), "QuotaReserved").get("status") != "True"
+        assert field(plane, f"{API}/clusterqueues/{CLUSTER_QUEUE}", "status", "reservingWorkloads") == 0
+    finally:  # its GPUs back for the next test
+        plane.request("DELETE", f"/apis/apps/v1/namespaces/{name}/statefulsets/free")
+        plane.request("DELETE", f"/apis/{API}/namespaces/{name}/workloads")
+        until("the pod of free is gone", lambda: not pods(plane, name, "free"))
 
 
 def test_two_workloads_that_do_not_fit_together_one_runs_whole_the_other_waits_whole(plane: ControlPlane, namespace: str) -> None:
