@@ -78,7 +78,9 @@ class ControlPlane:
     def kubeconfig(self) -> Path:
         return self.workdir / "kubeconfig"
 
-    def _spawn(self, name: str, args: list[str]) -> None:
+    def spawn(self, name: str, args: list[str]) -> None:
+        """A process of this plane, logged to WORKDIR/NAME.log, watched by wait_for and stopped by stop() (the last
+        started first): the plane's own, and those a test adds (live/kueue.py)."""
         log = (self.workdir / f"{name}.log").open("ab")
         self.procs.append(subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT, start_new_session=True))
 
@@ -96,11 +98,11 @@ class ControlPlane:
         tokens = self.workdir / "tokens.csv"
         tokens.write_text(f'{self.token},{ADMIN_USER},{ADMIN_USER},"system:masters"\n')
         etcd_port, peer_port, self.port = free_port(), free_port(), free_port()
-        self._spawn("etcd", [
+        self.spawn("etcd", [
             str(self.bin["etcd"]), "--data-dir", str(self.workdir / "etcd"),
             "--listen-client-url", f"http://127.0.0.1:{etcd_port}", "--listen-peer-url", f"http://127.0.0.1:{peer_port}",
         ])  # fmt: skip
-        self._spawn("kube-apiserver", [
+        self.spawn("kube-apiserver", [
             str(self.bin["kube-apiserver"]),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
             "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
@@ -116,7 +118,7 @@ class ControlPlane:
         ])  # fmt: skip
         self._write_kubeconfig()
         self._wait_ready(timeout)
-        self._spawn("kube-controller-manager", [
+        self.spawn("kube-controller-manager", [
             str(self.bin["kube-controller-manager"]),
             f"--kubeconfig={self.workdir / 'admin.kubeconfig'}",
             f"--service-account-private-key-file={key}",
@@ -129,7 +131,7 @@ class ControlPlane:
         ])  # fmt: skip
         admin = self.workdir / "admin.kubeconfig"
         if "kube-scheduler" in self.bin:
-            self._spawn("kube-scheduler", [
+            self.spawn("kube-scheduler", [
                 str(self.bin["kube-scheduler"]), f"--kubeconfig={admin}",
                 f"--authentication-kubeconfig={admin}", f"--authorization-kubeconfig={admin}",
                 "--leader-elect=false", "--bind-address=127.0.0.1", f"--secure-port={free_port()}",
@@ -137,7 +139,7 @@ class ControlPlane:
             ])  # fmt: skip
         if "kwok" in self.bin:
             # No --node-port and no --server-address: kwok serves nothing (no logs, no exec), it only writes status.
-            self._spawn("kwok", [
+            self.spawn("kwok", [
                 str(self.bin["kwok"]), f"--kubeconfig={admin}", f"--config={KWOK_STAGES}",
                 "--manage-all-nodes=false", f"--manage-nodes-with-annotation-selector={FAKE_NODES}",
                 # Each node holds a lease, renewed as a kubelet renews it (the kubelet's 40 s): the node lifecycle
@@ -145,7 +147,7 @@ class ControlPlane:
                 "--node-lease-duration-seconds=40",
             ])  # fmt: skip
         threading.Thread(target=self._provision_forever, name=f"provisioner-{self.name}", daemon=True).start()
-        self._wait_for(
+        self.wait_for(
             lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout, "the controller-manager"
         )
         return self
@@ -174,7 +176,7 @@ class ControlPlane:
             }  # fmt: skip
             return names <= up
 
-        self._wait_for(ready, timeout, f"kwok's nodes ({len(names)})")
+        self.wait_for(ready, timeout, f"kwok's nodes ({len(names)})")
 
     def _write_kubeconfig(self) -> None:
         # The context carries the cluster's name, as the stack files expect (kubernetes:context).
@@ -191,7 +193,7 @@ class ControlPlane:
         self.kubeconfig.write_text(yaml.safe_dump(config(self.name)))
         (self.workdir / "admin.kubeconfig").write_text(yaml.safe_dump(config(self.name)))
 
-    def _wait_for(self, ready: Any, timeout: float, what: str) -> None:
+    def wait_for(self, ready: Any, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             for p in self.procs:
@@ -206,7 +208,7 @@ class ControlPlane:
         raise RuntimeError(f"{self.name}: {what} not ready after {timeout:.0f} s; logs in {self.workdir}")
 
     def _wait_ready(self, timeout: float) -> None:
-        self._wait_for(lambda: self.request("GET", "/readyz")[0] == 200, timeout, "kube-apiserver")
+        self.wait_for(lambda: self.request("GET", "/readyz")[0] == 200, timeout, "kube-apiserver")
 
     # --- the API, for fixtures and the provisioner (the tests drive kubectl and pulumi, not this) ----------
 
@@ -250,19 +252,12 @@ class ControlPlane:
         return subprocess.run([*cmd, *args], capture_output=True, text=True, check=check, input=input, timeout=120)
 
     def wait_crd(self, group: str, plural: str, timeout: float = 60) -> None:
-        self._wait_for(
-            lambda: (
-                self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}") is not None
-                and any(
-                    c["type"] == "Established" and c["status"] == "True"
-                    for c in (self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}") or {})
-                    .get("status", {})
-                    .get("conditions", [])
-                )
-            ),
-            timeout,
-            f"CRD {plural}.{group}",
-        )
+        def established() -> bool:
+            crd = self.get(f"/apis/apiextensions.k8s.io/v1/customresourcedefinitions/{plural}.{group}") or {}
+            # `conditions` is absent, or null, until the API server has looked at the CRD.
+            return any(c["type"] == "Established" and c["status"] == "True" for c in crd.get("status", {}).get("conditions") or [])
+
+        self.wait_for(established, timeout, f"CRD {plural}.{group}")
 
     # --- a stand-in for the storage classes' provisioners ----------------------------------------------
 
@@ -321,7 +316,8 @@ class ControlPlane:
 
 
 CLUSTER_SCOPED = {"Namespace", "StorageClass", "SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding",
-                  "CustomResourceDefinition", "PersistentVolume", "MachineConfig"}  # fmt: skip
+                  "CustomResourceDefinition", "PersistentVolume", "MachineConfig",
+                  "MutatingWebhookConfiguration", "ValidatingWebhookConfiguration", "ResourceFlavor", "ClusterQueue"}  # fmt: skip
 PLURALS = {
     "SecurityContextConstraints": "securitycontextconstraints",
     "NetworkAttachmentDefinition": "network-attachment-definitions",

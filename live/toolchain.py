@@ -2,8 +2,8 @@
 
 Each module under live/toolchain/ pins what it builds (go.mod and go.sum, committed): the control plane
 (etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, the kubernetes provider plugin, and
-the simulated cluster (kube-scheduler from the control plane's module, kwok from its own), and the SR-IOV network
-operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py). A binary lives in
+the simulated cluster (kube-scheduler from the control plane's module, kwok and Kueue from their own), and the
+SR-IOV network operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py). A binary lives in
 CACHE/<module>-<key>/, where the key is a digest of the module's files, the Go version and how each of its
 binaries is built (package and -ldflags), so a changed pin or stamp builds anew and an unchanged one is found
 again by the next run, in CI as on a laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
@@ -47,6 +47,10 @@ K8S_LDFLAGS = " ".join(
 )  # fmt: skip
 
 
+# The Kueue release live/toolchain/kueue pins; its manager logs it at start (unstamped it says v0.0.0-main).
+KUEUE_VERSION = "0.17.0"
+
+
 @dataclass(frozen=True)
 class Binary:
     name: str
@@ -64,6 +68,7 @@ BINARIES = [
     Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # reports its release itself (pkg/consts.Version)
     # The operator's own SriovNetwork and SriovIBNetwork reconcilers in a small main of ours (live/toolchain/sriov/main.go).
     Binary("sriov-network-controller", "sriov", "."),
+    Binary("kueue", "kueue", "sigs.k8s.io/kueue/cmd/kueue", f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}"),
     Binary(
         "pulumi",
         "pulumi",
@@ -87,6 +92,10 @@ SRIOV_MODULE = "github.com/k8snetworkplumbingwg/sriov-network-operator"
 # What the controller needs from the operator's module besides its code, copied out of the downloaded module into
 # the binary's cache folder by its build (so a cached binary has them): {folder in the cache: folder in the module}.
 SRIOV_ASSETS = {"crds": "config/crd/bases", "cni-config": "bindata/manifests/cni-config"}
+# Also level 3, built and required like it, but apart: the queue of a shared cluster (live/kueue.py). A machine
+# that cannot build Kueue still runs the simulated cluster's other tests.
+QUEUE = ("kueue",)
+EVERYTHING = LEVEL1 + LEVEL2 + LEVEL3 + QUEUE + SRIOV  # what `python -m live.toolchain` builds
 
 
 class ToolchainError(Exception):
@@ -264,7 +273,7 @@ def _make_cache() -> None:
         ) from err
 
 
-def ensure(names: tuple[str, ...] = LEVEL1 + LEVEL2 + LEVEL3 + SRIOV) -> dict[str, Path | str]:
+def ensure(names: tuple[str, ...] = EVERYTHING) -> dict[str, Path | str]:
     """Each binary's path, building what the cache lacks; a binary that cannot be built maps to the reason
     (the tests that need it skip with it, or fail: see required()). One build at a time per cache (a lock file),
     so two runs wait for each other instead of writing the same binary; the one that waits says who holds it."""
@@ -320,10 +329,10 @@ def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
 
 
 def required() -> tuple[str, ...]:
-    """The binaries a run must have: level 1 always; levels 2 and 3 and the SR-IOV controller too in CI (CI=true),
-    where a skip would let a run that tested no engine, no scheduling or no operator pass. A developer without them
-    gets level 1's tests and the skip reasons."""
-    return LEVEL1 + LEVEL2 + LEVEL3 + SRIOV if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
+    """The binaries a run must have: level 1 always; levels 2 and 3 (with Kueue) and the SR-IOV controller too in CI
+    (CI=true), where a skip would let a run that tested no engine, no scheduling, no queue or no operator pass. A
+    developer without them gets level 1's tests and the skip reasons."""
+    return EVERYTHING if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
 
 
 if __name__ == "__main__":

@@ -110,6 +110,25 @@ def test_the_simulated_cluster_is_required_in_ci(ci: str, required: bool, monkey
     assert {"kube-scheduler", "kwok"} == set(toolchain.LEVEL3)
 
 
+@pytest.mark.parametrize(("ci", "required"), [("true", True), ("1", True), ("", False), ("false", False)])
+def test_kueue_is_required_in_ci(ci: str, required: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kueue (level 3, apart from the simulated cluster's binaries): a CI run that admitted nothing through the real
+    queue must not pass; a developer who cannot build it gets the skip, and the simulated cluster's tests still run."""
+    monkeypatch.setenv("CI", ci)
+    assert (set(toolchain.QUEUE) <= set(toolchain.required())) is required
+    assert not set(toolchain.QUEUE) & set(toolchain.LEVEL3)
+    assert set(toolchain.QUEUE) <= set(toolchain.EVERYTHING)  # `python -m live.toolchain` builds it
+
+
+def test_kueue_is_built_from_its_own_module_stamped_with_its_release() -> None:
+    (kueue,) = [b for b in toolchain.BINARIES if b.name == "kueue"]
+    assert kueue.module == "kueue" and kueue.package == "sigs.k8s.io/kueue/cmd/kueue"
+    assert f"sigs.k8s.io/kueue/pkg/version.GitVersion=v{toolchain.KUEUE_VERSION}" in kueue.ldflags
+    go_mod = (toolchain.MODULES / "kueue" / "go.mod").read_text()
+    assert f"require sigs.k8s.io/kueue v{toolchain.KUEUE_VERSION}\n" in go_mod
+    assert "sigs.k8s.io/kueue/cmd/kueue" in (toolchain.MODULES / "kueue" / "tools.go").read_text()
+
+
 def _rebuilt(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, change: object) -> tuple[Path, Path]:
     """The k8s module's cache folder before and after `change` to the list of binaries (the module's files and the Go
     version the same)."""

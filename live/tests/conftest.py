@@ -4,7 +4,7 @@ the real Pulumi CLI to run in (its stack files get the backend's encryption salt
 touched).
 
 Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a build failure fails the
-tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok) skip, with the
+tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok; Kueue) skip, with the
 build's own error, where they could not be built, except in CI (CI=true), where they fail; so does the SR-IOV
 operator's controller (test_sriov_operator.py).
 """
@@ -63,6 +63,12 @@ def sim_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
 def sriov_tools(tools: dict[str, Path | str]) -> Path:
     """The SR-IOV network operator's SriovNetwork controller, its CRDs and NAD templates beside it (live/sriov.py)."""
     return _level(toolchain.SRIOV, "the SR-IOV network operator's controller")["sriov-network-controller"]
+
+
+@pytest.fixture(scope="session")
+def queue_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
+    """Kueue's manager (level 3, apart from the simulated cluster's binaries: live/toolchain.py QUEUE)."""
+    return _level(toolchain.QUEUE, "level 3 (Kueue, the queue of a shared cluster)")
 
 
 class Planes:

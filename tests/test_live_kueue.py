@@ -1,0 +1,92 @@
+"""How the live tier installs Kueue (live/kueue.py, docs/live.md "Kueue"), without running it: the module's webhooks
+are called on loopback with the tier's CA, only those this manager serves are registered, and those of jobs,
+StatefulSets and pods reach only the managed namespaces (its pod webhook fails closed: any other namespace of the
+plane must not depend on it); the CRDs the release converts by webhook are converted by the manager."""
+
+from __future__ import annotations
+
+import base64
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from live import kueue
+
+CA = b"-----BEGIN CERTIFICATE-----\nfake\n-----END CERTIFICATE-----\n"
+
+
+def _hook(name: str, group: str, resources: list[str], path: str) -> dict[str, Any]:
+    return {
+        "name": name,
+        "admissionReviewVersions": ["v1"],
+        "clientConfig": {"service": {"name": "webhook-service", "namespace": "system", "path": path}},
+        "failurePolicy": "Fail",
+        "sideEffects": "None",
+        "rules": [{"apiGroups": [group], "apiVersions": ["v1"], "operations": ["CREATE"], "resources": resources}],
+    }
+
+
+def _module(tmp_path: Path) -> Path:
+    """A Kueue module's layout with the webhook and CRD files live/kueue.py reads, in their release's shapes."""
+    hooks = tmp_path / "config/components/webhook"
+    hooks.mkdir(parents=True)
+    mutating = {
+        "apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": "mutating-webhook-configuration"},
+        "webhooks": [
+            _hook("mpod.kb.io", "", ["pods"], "/mutate--v1-pod"),
+            _hook("mjob.kb.io", "batch", ["jobs"], "/mutate-batch-v1-job"),
+            _hook("mstatefulset.kb.io", "apps", ["statefulsets"], "/mutate-apps-v1-statefulset"),
+            _hook("mdeployment.kb.io", "apps", ["deployments"], "/mutate-apps-v1-deployment"),
+            _hook("mrayjob.kb.io", "ray.io", ["rayjobs"], "/mutate-ray-io-v1-rayjob"),
+            _hook("mworkload.kb.io", "kueue.x-k8s.io", ["workloads", "workloads/status"], "/mutate-kueue-x-k8s-io-v1beta2-workload"),
+        ],
+    }
+    (hooks / "manifests.yaml").write_text(yaml.safe_dump(mutating))
+    crd = tmp_path / "config/components/crd"
+    (crd / "bases").mkdir(parents=True)
+    (crd / "patches").mkdir()
+    for plural in ("workloads", "resourceflavors"):
+        (crd / "bases" / f"kueue.x-k8s.io_{plural}.yaml").write_text(
+            yaml.safe_dump({"kind": "CustomResourceDefinition", "metadata": {"name": f"{plural}.kueue.x-k8s.io"}, "spec": {}})
+        )
+    (crd / "patches/webhook_in_workloads.yaml").write_text(
+        yaml.safe_dump({"metadata": {"name": "workloads.kueue.x-k8s.io"}, "spec": {"conversion": {"strategy": "Webhook"}}})
+    )
+    (crd / "kustomization.yaml").write_text(yaml.safe_dump({"patches": [{"path": "patches/webhook_in_workloads.yaml"}]}))
+    return tmp_path
+
+
+def test_the_webhooks_are_called_on_loopback_and_only_where_kueue_manages(tmp_path: Path) -> None:
+    (config,) = kueue.webhook_configurations(_module(tmp_path), 9443, CA)
+    hooks = {h["name"]: h for h in config["webhooks"]}
+    # Deployments and Ray jobs are frameworks this manager does not run: their webhooks would refuse every request.
+    assert set(hooks) == {"mpod.kb.io", "mjob.kb.io", "mstatefulset.kb.io", "mworkload.kb.io"}
+    for name in ("mpod.kb.io", "mjob.kb.io", "mstatefulset.kb.io"):
+        assert hooks[name]["namespaceSelector"] == {"matchLabels": {kueue.MANAGED: "true"}}, name
+    assert "namespaceSelector" not in hooks["mworkload.kb.io"]  # Kueue's own kinds, wherever they are
+    bundle = base64.b64encode(CA).decode()
+    assert hooks["mpod.kb.io"]["clientConfig"] == {"url": "https://127.0.0.1:9443/mutate--v1-pod", "caBundle": bundle}
+    assert hooks["mpod.kb.io"]["failurePolicy"] == "Fail"  # as released: the scoping, not a softer policy, protects the rest
+
+
+def test_the_crds_the_release_converts_by_webhook_are_converted_by_the_manager(tmp_path: Path) -> None:
+    crds = {c["metadata"]["name"]: c for c in kueue.crds(_module(tmp_path), 9443, CA)}
+    conversion = crds["workloads.kueue.x-k8s.io"]["spec"]["conversion"]
+    assert conversion["strategy"] == "Webhook"
+    assert conversion["webhook"]["clientConfig"]["url"] == "https://127.0.0.1:9443/convert"
+    assert "conversion" not in crds["resourceflavors.kueue.x-k8s.io"]["spec"]
+
+
+def test_the_manager_is_configured_for_loopback_without_leader_election_metrics_or_internal_certificates(tmp_path: Path) -> None:
+    config = kueue.configuration(9443, 8081, tmp_path / "certs", pods_ready_timeout=20, backoff_seconds=5)
+    assert config["internalCertManagement"] == {"enable": False}
+    assert config["leaderElection"] == {"leaderElect": False} and config["metrics"] == {"bindAddress": "0"}
+    assert config["webhook"] == {"host": "127.0.0.1", "port": 9443, "certDir": str(tmp_path / "certs")}
+    assert config["health"]["healthProbeBindAddress"] == "127.0.0.1:8081"
+    assert config["integrations"]["frameworks"] == ["batch/job", "statefulset"]
+    assert config["managedJobsNamespaceSelector"] == {"matchLabels": {kueue.MANAGED: "true"}}
+    assert config["waitForPodsReady"]["timeout"] == "20s"
+    assert config["waitForPodsReady"]["requeuingStrategy"]["backoffBaseSeconds"] == 5
