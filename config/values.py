@@ -94,6 +94,7 @@ MAX_HAND_MADE = 128  # objects made by hand that the stack declares (Barcelona: 
 MAX_ACCEPTED_WARNINGS = 128  # accepted preflight warnings (Barcelona: 5); `*` patterns accept many objects at once
 MAX_NOTES = 64  # notes of a stack (Barcelona: 8)
 MAX_TOLERATIONS = 8  # taints tolerated, of the stack's GPU nodes or of one workload (1 on every cluster here)
+MAX_PRIORITY_CLASSES = 16  # WorkloadPriorityClasses a queued stack declares
 MAX_SELECTOR = 8  # node labels required, by the stack or by one workload (1 here)
 MAX_ENV = 32  # environment variables of one workload or check, and NCCL defaults per transport (5 at most here)
 MAX_SECRET_ENV = 8  # variables of one workload read from Secrets (1 here: HF_TOKEN)
