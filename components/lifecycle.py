@@ -17,7 +17,10 @@ and provider/pkg/provider/diff.go):
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from config.kube import QUEUE_NAME
 
 WAIT_FOR = "pulumi.com/waitFor"
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -35,12 +38,17 @@ def statefulset_await(replicas: int) -> dict[str, str]:
     return {WAIT_FOR: f"jsonpath={{.status.replicas}}={replicas}"}
 
 
-def job_await() -> dict[str, str]:
+def job_await(queued: bool = False) -> dict[str, str]:
     """A training Job: done when the controller has started it. Never its end. The controller sets startTime
     before it creates the pods, so an SCC or quota rejection of them does not fail `up` (it shows as FailedCreate
     events on the Job): the preflight's scc-grant rule and the grant read are what catch a missing grant first.
     A condition that held only once pods exist (`status.active`) would be gone again when the run ends, and
-    hold every later update of the finished Job until it timed out."""
+    hold every later update of the finished Job until it timed out.
+
+    On a queued cluster Kueue's webhook creates the Job suspended, and it has no startTime until Kueue admits it, which
+    may take hours: `up` does not wait for it at all (`python -m stacks status` says where it waits)."""
+    if queued:
+        return {SKIP_AWAIT: "true"}
     return {WAIT_FOR: "jsonpath={.status.startTime}"}
 
 
@@ -80,6 +88,45 @@ AWAITS: list[tuple[str, str]] = [
         "MachineConfigs are done when the API server accepts them. Reads of what the stack relies on take a moment each.",
     ),
 ]
+
+# Kueue's StatefulSet webhook refuses, on a StatefulSet it manages (one with the queue-name label), every change of its
+# pod's "shape" however many replicas it has (pkg/controller/jobs/statefulset/statefulset_webhook.go ValidateUpdate,
+# jobframework.ValidateImmutablePodGroupPodSpec over pkg/util/pod SpecShape: the containers' requests and ports, node
+# selector, affinity, tolerations, and fields this program never sets). Such a change replaces the StatefulSet instead
+# (replaceOnChanges): the new one is a new Kueue Workload, which waits in the queue again. Its other fields (image, env,
+# volumes) update in place as on any cluster.
+QUEUED_SHAPE = (
+    "spec.template.spec.containers[*].resources.requests",
+    "spec.template.spec.containers[*].ports",
+    "spec.template.spec.nodeSelector",
+    "spec.template.spec.affinity",
+    "spec.template.spec.tolerations",
+)
+QUEUED_REPLACE = (
+    "Kueue refuses a change of the pods' requests, ports, node selector, affinity or tolerations on a queued StatefulSet, so "
+    "it is deleted and created again (per-pod claims are kept, Retain): REQUEUED, the run waits in the queue again and restarts "
+    "when admitted"
+)
+# And a resize from N to M pods, neither 0 (the webhook allows only a scale to 0 and from 0): the preflight's
+# `queue-edits` rule refuses that first (stop the workload, then start it at its new size).
+
+
+def queued_replacements(obj: dict[str, Any]) -> list[str] | None:
+    """The replaceOnChanges of a queued StatefulSet (QUEUED_SHAPE); None for anything else."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return list(QUEUED_SHAPE) if obj.get("kind") == "StatefulSet" and QUEUE_NAME in labels else None
+
+
+def queued_replacement(kind: str, path: str) -> str | None:
+    """What changing `path` (as `python -m stacks diff` writes it: `containers[training]`) of a queued `kind` costs."""
+    if kind != "StatefulSet":
+        return None
+    for shape in QUEUED_SHAPE:
+        head, _, tail = shape.partition("[*]")
+        if path.startswith(head) and (not tail or re.match(r"\[[^\]]*\]" + re.escape(tail) + r"($|[.\[])", path[len(head) :])):
+            return QUEUED_REPLACE
+    return None
+
 
 # Field paths whose change makes the provider replace the object (diff.go), and what that costs.
 RENAME = "a new object is created and the old one deleted (for a StatefulSet: its pods restart under the new name)"

@@ -45,6 +45,10 @@ RESOURCES = {
     "BuildConfig": "buildconfigs.build.openshift.io",
     "ImageStream": "imagestreams.image.openshift.io",
     "StorageClass": "storageclasses.storage.k8s.io",
+    "ResourceFlavor": "resourceflavors.kueue.x-k8s.io",
+    "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
+    "WorkloadPriorityClass": "workloadpriorityclasses.kueue.x-k8s.io",
+    "LocalQueue": "localqueues.kueue.x-k8s.io",
 }
 
 

@@ -17,6 +17,7 @@ from typing import ClassVar, NamedTuple
 from pydantic import Field, PrivateAttr, model_validator
 
 from config.cluster import (
+    KUEUE_MAX_LABELS,
     ExistingObjects,
     ImageBuild,
     NodeLevel,
@@ -24,7 +25,6 @@ from config.cluster import (
     PvcStorageClassFix,
     Queueing,
     RdmaFabric,
-    KUEUE_MAX_LABELS,
     ScriptConfigMap,
     Security,
     StorageClass,
@@ -358,9 +358,7 @@ class ClusterConfig(Strict):
             # A pod takes at least one GPU and one VF of each attachment: the GPUs bound the VFs a node can use first.
             per_node.update({r: str(ns.gpus_per_node) for r in sriov})
             own = q.quota.get(ns.name, {})
-            out[ns.name] = {
-                r: own.get(r) or _times(per_node.get(r) or "0", ns.size) for r in ["cpu", "memory", GPU, *sriov, *stated]
-            }
+            out[ns.name] = {r: own.get(r) or _times(per_node.get(r) or "0", ns.size) for r in ["cpu", "memory", GPU, *sriov, *stated]}
         return out
 
 
@@ -932,9 +930,9 @@ def _queueing(k: _Checks) -> None:
                     f"Kueue takes at most {KUEUE_MAX_LABELS}. Name fewer",
                 )
             if len(c.node_sets) > 1:
-                key = tuple(sorted(labels.items()))
-                if not ns.labels or key in seen:
-                    other = f" (the same as node set {seen[key]!r})" if key in seen else ""
+                told = tuple(sorted(labels.items()))
+                if not ns.labels or told in seen:
+                    other = f" (the same as node set {seen[told]!r})" if told in seen else ""
                     raise FieldError(
                         ("node_sets", i, "labels"),
                         f"on a queued cluster each node set's ResourceFlavor must tell its nodes apart by label{other}: Kueue "
@@ -942,7 +940,7 @@ def _queueing(k: _Checks) -> None:
                         f"selector, so a run on {ns.name!r} could be charged to (and pinned to) another set. Give node set "
                         f"{ns.name!r} labels its nodes carry and no other set's do",
                     )
-                seen[key] = ns.name
+                seen[told] = ns.name
         for resource, field in (("cpu", "allocatable_cpu"), ("memory", "allocatable_memory")):
             with k.problems.collect():
                 if getattr(ns, field) is None and resource not in q.quota.get(ns.name, {}):
