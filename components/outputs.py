@@ -100,6 +100,10 @@ class WorkloadOutputs(_Outputs):
     """The claims the StatefulSet makes for its pods, as NAMESPACE/NAME (they outlive it)."""
     routes: dict[str, Name] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
     """Developer tools exposed through Routes: port name -> Route name (`oc get route NAME` shows the host)."""
+    queue: Name | None = None
+    """On a queued cluster: the LocalQueue (in its namespace) Kueue admits it through. Absent without queueing."""
+    priority: Name | None = None
+    """On a queued cluster: its WorkloadPriorityClass, where it names one. Absent otherwise."""
 
     @classmethod
     def of(cls, config: ClusterConfig, w: Workload) -> WorkloadOutputs:
@@ -125,7 +129,16 @@ class WorkloadOutputs(_Outputs):
             pods=[names.pod(r) for r in range(w.nodes)],
             per_pod_claims=per_pod_claims(config, w),
             routes={p.name: names.route(p.name) for p in w.ports if p.route},
+            **_queued(config, w),
         )
+
+
+def _queued(config: ClusterConfig, w: Workload) -> dict[str, str]:
+    """The queue fields of a queued cluster's workload; none at all otherwise (they are left unset, so the outputs of a
+    stack without queueing stay exactly as they were: `stack_outputs` drops unset fields)."""
+    if config.queueing is None:
+        return {}
+    return {"queue": config.queueing.local_queue, **({"priority": w.priority} if w.priority else {})}
 
 
 class BandwidthCheckOutputs(_Outputs):
@@ -259,7 +272,7 @@ class StackOutputs(_Outputs):
 def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
     """The outputs as the program exports them (`build` returns this; __main__.py exports each key): JSON values.
     A top-level None (`scc`) stays in: the Pulumi SDK drops such an export itself, as `pulumi stack output` shows."""
-    return StackOutputs.of(config, tier).model_dump(mode="json")
+    return StackOutputs.of(config, tier).model_dump(mode="json", exclude_unset=True)
 
 
 class _NoFieldTitles(GenerateJsonSchema):

@@ -70,6 +70,7 @@ from config.values import (
     MemlockStrategy,
     Reason,
     kubelet_escape,
+    quantity_text,
     quantity_value,
     system_path_problem,
 )
@@ -364,13 +365,7 @@ class ClusterConfig(Strict):
 
 def _times(quantity: str, n: int) -> str:
     """`n` times a quantity, written as a Kubernetes quantity: `4 x 63500m` is `254`, `4 x 256Gi` is `1Ti`."""
-    total = quantity_value(quantity) * n
-    if total == total.to_integral_value():
-        for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-            if total >= unit and total % unit == 0:
-                return f"{int(total / unit)}{suffix}"
-        return str(int(total))
-    return f"{int(total * 1000)}m"  # a CPU quantity in millicores (the API server's own finest unit)
+    return quantity_text(quantity_value(quantity) * n)
 
 
 def _bounds(c: ClusterConfig) -> None:

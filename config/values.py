@@ -180,6 +180,17 @@ def quantity_value(value: str) -> Decimal:
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
 
 
+def quantity_text(value: Decimal) -> str:
+    """A number of cores or bytes written as a Kubernetes quantity, in the largest binary unit that divides it (`1Ti`,
+    `1536Gi`, `254`), a fraction of a core in millicores (`63500m`)."""
+    if value == value.to_integral_value():
+        for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= unit and value % unit == 0:
+                return f"{int(value / unit)}{suffix}"
+        return str(int(value))
+    return f"{int(value * 1000)}m"  # the API server's own finest unit of CPU
+
+
 def _positive(value: str) -> str:
     # A size or an amount of CPU or memory of zero is a typo; the API server rejects a zero claim.
     if quantity_value(value) <= 0:
