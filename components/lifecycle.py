@@ -107,6 +107,7 @@ QUEUED_REPLACE = (
     "it is deleted and created again (per-pod claims are kept, Retain): REQUEUED, the run waits in the queue again and restarts "
     "when admitted"
 )
+QUEUED_START = "it waits in the queue until Kueue admits all its pods at once (`python -m stacks status` says where it waits)"
 # And a resize from N to M pods, neither 0 (the webhook allows only a scale to 0 and from 0): the preflight's
 # `queue-edits` rule refuses that first (stop the workload, then start it at its new size).
 
