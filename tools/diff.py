@@ -193,7 +193,8 @@ def diff_trees(old: dict[str, Any], new: dict[str, Any]) -> list[ObjectChange]:
         doc = new.get(path, old.get(path))
         kind = doc["kind"] if isinstance(doc, dict) and isinstance(doc.get("kind"), str) else ""
         patch = Path(path).name.startswith("patch-")
-        queued = isinstance(doc, dict) and kind in ("StatefulSet", "Job") and QUEUE_NAME in ((doc.get("metadata") or {}).get("labels") or {})
+        labels = ((doc.get("metadata") or {}).get("labels") or {}) if isinstance(doc, dict) else {}
+        queued = kind in ("StatefulSet", "Job") and QUEUE_NAME in labels
         if path not in new:
             out.append(ObjectChange(path, "removed", label(path, old[path]), kind=kind, patch=patch, queued=queued))
         elif path not in old:
