@@ -65,7 +65,8 @@ AWAITS: list[tuple[str, str]] = [
         "StatefulSet",
         "until its pods exist (`status.replicas` equals the replicas; Pending pods count), at most "
         f"{POD_CREATION_TIMEOUT}: an SCC or quota rejection fails `up`, while free GPUs, image pulls and Ready "
-        "never hold it. Stopped (0 replicas): until its pods are gone.",
+        "never hold it. Stopped (0 replicas): until its pods are gone. On a queued cluster the same, and never for "
+        "admission: Kueue's pods exist, gated, while the workload waits in the queue.",
     ),
     (
         "Job (training)",
@@ -75,10 +76,16 @@ AWAITS: list[tuple[str, str]] = [
         "grant before. A stopped Job is not declared.",
     ),
     (
+        "Job (training, queued cluster)",
+        "not at all (`pulumi.com/skipAwait`): Kueue creates it suspended and it starts only when admitted, which may take "
+        "hours; `python -m stacks status` says where it waits.",
+    ),
+    (
         "Job (bandwidth check)",
         f"until its verdict: Complete, or Failed at once; at most deadline_minutes + {CHECK_MARGIN_MINUTES}. The "
         "running workloads of its transport are declared after it; the stopped ones before it, so their nodes are free when "
-        "it starts (a stopped Job is deleted at the end of `up`, after the check).",
+        "it starts (a stopped Job is deleted at the end of `up`, after the check). On a queued cluster its time in "
+        "the queue counts too: a check Kueue does not admit within that time fails `up`.",
     ),
     ("PersistentVolumeClaim", "until Bound on an Immediate class (the provider's fixed 5 minutes); not at all on WaitForFirstConsumer."),
     (
