@@ -150,6 +150,11 @@ REPLACES: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "Service": (("spec.clusterIP",), "the Service is deleted, then created again"),
     "RoleBinding": (("roleRef",), "the grant is deleted, then created again"),
+    "LocalQueue": (
+        ("spec.clusterQueue",),
+        "the LocalQueue is deleted, then created again (its clusterQueue is immutable; the program asks for the replacement: "
+        "replaceOnChanges): admitted runs keep running, waiting ones wait in the new ClusterQueue",
+    ),
 }
 # What removing an object from the stack costs, beyond its deletion.
 REMOVES = {

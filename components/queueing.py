@@ -25,6 +25,7 @@ from typing import Any
 import pulumi
 
 from components.kube import MANAGED_BY, Declared, Sourced, declare
+from components.lifecycle import REPLACES
 from components.training import toleration
 from config.cluster import NodeSet
 from config.kube import KUEUE_API
@@ -32,6 +33,7 @@ from config.stack import ClusterConfig
 
 MANAGED_NAMESPACE = "kueue.openshift.io/managed"
 """Namespace label: the Red Hat build of Kueue manages workloads only in namespaces that carry it (value "true")."""
+LOCAL_QUEUE = "LocalQueue"
 NAMESPACE_NAME = "kubernetes.io/metadata.name"  # the API server's own label on every namespace: its name
 
 
@@ -95,7 +97,7 @@ def queue_objects(config: ClusterConfig) -> list[Sourced]:
     for i, ns in enumerate(config.namespaces):
         local = {
             "apiVersion": KUEUE_API,
-            "kind": "LocalQueue",
+            "kind": LOCAL_QUEUE,
             "metadata": {"name": q.local_queue, "namespace": ns, "labels": dict(MANAGED_BY)},
             "spec": {"clusterQueue": q.cluster_queue},
         }
@@ -126,5 +128,10 @@ class Queueing(pulumi.ComponentResource):
         super().__init__(self.TYPE, name, None, opts)
         for d in declared:
             # Without queueing the label patch goes, and with it only this stack's claim on the label (server-side apply).
-            declare(d.object, pulumi.ResourceOptions(parent=self), patch=d.patch)
+            # The CRD makes a LocalQueue's clusterQueue immutable, which the provider cannot know: the program asks for the
+            # replacement (lifecycle.REPLACES), deleting first, since the new one has the same name.
+            fields = list(REPLACES[LOCAL_QUEUE][0]) if d.object["kind"] == LOCAL_QUEUE else None
+            declare(
+                d.object, pulumi.ResourceOptions(parent=self, replace_on_changes=fields, delete_before_replace=bool(fields)), patch=d.patch
+            )
         self.register_outputs({})
