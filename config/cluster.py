@@ -46,6 +46,7 @@ from config.values import (
     ObjectName,
     OptionalReason,
     Quantity,
+    QuotaResource,
     Reason,
     ResourceName,
     Text,
@@ -498,7 +499,7 @@ class Queueing(Strict):
     local_queue: K8sName = "gpu-training"
     """Name of the LocalQueue declared in each of the stack's namespaces; every workload carries it as
     kueue.x-k8s.io/queue-name. Kueue refuses to change it on a running workload."""
-    quota: dict[K8sName, dict[ResourceName, Quantity]] = Field(default={}, max_length=MAX_NODE_SETS)
+    quota: dict[K8sName, dict[QuotaResource, Quantity]] = Field(default={}, max_length=MAX_NODE_SETS)
     """Nominal quota per node set (its ResourceFlavor) and resource, where the stack may use less than the set holds
     (a shared cluster): `{"main": {"nvidia.com/gpu": "16"}}`. A resource not stated defaults to the set's total:
     nvidia.com/gpu (nodes x gpus_per_node), cpu and memory (nodes x allocatable_*, where the set states them), each

@@ -249,6 +249,11 @@ def _resource(value: str) -> str:
     return value
 
 
+def _quota_resource(value: str) -> str:
+    # A queue's quota names the core resources too; every other is an extended one (nvidia.com/gpu, an SR-IOV pool).
+    return value if value in ("cpu", "memory") else _resource(value)
+
+
 def _env_name(value: str) -> str:
     if len(value) > 256 or not _ENV_NAME.match(value):
         raise ValueError(f"{value!r} is not a valid environment variable name")
@@ -446,6 +451,8 @@ Memory = Annotated[Size, AfterValidator(_memory)]
 ShmSize = Annotated[Size, AfterValidator(_shm)]
 VolumeSize = Annotated[Size, AfterValidator(_volume_size)]
 ResourceName = Annotated[str, AfterValidator(_resource)]
+QuotaResource = Annotated[str, AfterValidator(_quota_resource)]
+"""A resource a Kueue quota names: cpu, memory, or an extended resource (nvidia.com/gpu)."""
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]

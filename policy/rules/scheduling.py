@@ -175,7 +175,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             changed[pod.ref] = how
         queued.append((pod, groups[-1]))
     if config.queueing is not None:
-        yield from _against_the_queue(stack, queued, nodes, counts)
+        yield from _against_the_queue(stack, queued)
         return
     result = place(nodes, groups, counts=counts)
     if result.placed:
@@ -211,12 +211,11 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     )
 
 
-def _against_the_queue(
-    stack: Stack, queued: list[tuple[PodView, Group]], nodes: dict[str, Free], counts: dict[str, int]
-) -> Iterator[Finding]:
+def _against_the_queue(stack: Stack, queued: list[tuple[PodView, Group]]) -> Iterator[Finding]:
     """On a queued cluster: each workload on its own against its node set's quota (the ResourceFlavor its pods match:
-    Kueue admits a pod set whole, on one flavor) and against its node set's nodes. Running workloads are not summed:
-    what does not fit beside the others waits in the queue, which is the point of it."""
+    Kueue admits a pod set whole, on one flavor). Running workloads are not summed: what does not fit beside the others
+    waits in the queue, which is the point of it. That a workload fits its node set's nodes alone, the config holds
+    already (`nodes` within the set's size, each pod within a node's GPUs, CPU and memory)."""
     config = stack.config
     quota = config.queue_quota()
     whole = {r: sum((quantity_value(q[r]) for q in quota.values()), Decimal(0)) for r in next(iter(quota.values()))}
@@ -249,18 +248,6 @@ def _against_the_queue(
                 setting="nodes",
             )
             break
-        else:
-            result = place(nodes, [group], counts=counts)
-            if not result.placed and not result.exhausted:
-                yield error(
-                    pod.ref,
-                    "spec.replicas",
-                    f"its {group.pods} pods do not fit on the nodes of node set {node_set.name!r} even with nothing else running "
-                    "(GPUs per node, CPU and memory where the set states them, one pod per node): Kueue may admit it, but its "
-                    "pods would stay Pending and hold the quota until waitForPodsReady evicts them",
-                    "shrink it (nodes, gpus_per_node, cpu, memory), or count more nodes in its node set",
-                    setting="nodes",
-                )
 
 
 def _pod_requests(pod: PodView) -> dict[str, Decimal]:

@@ -421,6 +421,9 @@ def accepted_warnings(stack: Stack) -> Iterator[Finding]:
 def queue_edits(stack: Stack) -> Iterator[Finding]:
     before = (stack.previous or {}).get("workloads") or {}
     q = stack.config.queueing
+    moved: list[str] = []  # the workloads whose queue this change moves: one cause (the queue), one finding
+    stuck = False  # one of them a StatefulSet losing its queue, which Kueue refuses even when stopped
+    change: tuple[Any, Any] = (None, None)
     for path, w in stack.config.located_workloads():
         was = before.get(w.name)
         if not isinstance(was, dict) or was.get("namespace") != w.namespace or was.get("kind") != w.kind:
@@ -441,24 +444,9 @@ def queue_edits(stack: Stack) -> Iterator[Finding]:
                 config=(*path, "nodes"),
             )
         if queue_was != queue_now and (ran or (w.kind == "statefulset" and queue_was and not queue_now)):
-            if queue_was and queue_now:
-                change = f"changes the queue of {what} from {queue_was!r} to {queue_now!r}"
-            else:
-                change = f"removes the queue of {what}" if queue_was else f"puts {what} in queue {queue_now!r}"
-            if queue_now or w.kind == "job":
-                fix = "stop it first (state: stopped, `pulumi up`), then change its queue"
-            else:
-                fix = (
-                    "Kueue refuses to take the queue off a StatefulSet even when stopped: remove the workload from the stack "
-                    "(`pulumi up` deletes it; its claims stay), then add it back"
-                )
-            yield error(
-                f"Workload {w.name}",
-                f'metadata.labels["{QUEUE_NAME}"]',
-                f"this change {change}{' while it runs' if ran else ''}: Kueue refuses it",
-                fix,
-                config=("queueing", "local_queue") if q and queue_was else ("queueing",),
-            )
+            moved.append(f"{what}{' (running)' if ran else ' (stopped)'}")
+            stuck = stuck or (not queue_now and w.kind == "statefulset")
+            change = (queue_was, queue_now)
         if priority_was and not priority_now:
             yield error(
                 f"Workload {w.name}",
@@ -475,3 +463,22 @@ def queue_edits(stack: Stack) -> Iterator[Finding]:
                 "stop it first (state: stopped, `pulumi up`), then give it the priority",
                 config=(*path, "priority"),
             )
+    if moved:
+        queue_was, queue_now = change
+        if queue_was and queue_now:
+            how = f"changes the queue from {queue_was!r} to {queue_now!r}"
+        else:
+            how = "takes the workloads out of their queue" if queue_was else f"puts the workloads in queue {queue_now!r}"
+        fix = "stop them first (state: stopped, `pulumi up`), then change the queue"
+        if stuck:
+            fix += (
+                "; Kueue refuses to take the queue off a StatefulSet even when stopped: remove such a workload from the stack "
+                "(`pulumi up` deletes it; its claims stay), then add it back"
+            )
+        yield error(
+            f"Stack {stack.config.name}",
+            f'metadata.labels["{QUEUE_NAME}"]',
+            f"this edit {how} of {', '.join(moved)}: Kueue refuses to change the queue of a running workload",
+            fix,
+            config=("queueing", "local_queue") if q and queue_was else ("queueing",),
+        )
