@@ -26,8 +26,7 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         objects, logs, unreadable = status.read_cluster(config, target.context)
     result = status.stack_status(config, target.name, None if args.live else target.context, objects, logs, unreadable)
-    # Unset fields (a workload's `queue`, on a cluster without queueing) are left out: the JSON of such a stack is as before.
-    sys.stdout.write(result.model_dump_json(indent=2, exclude_unset=True) + "\n" if args.json else status.report(result))
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else status.report(result))
     return 0 if result.ok else 1
 
 

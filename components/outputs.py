@@ -100,9 +100,9 @@ class WorkloadOutputs(_Outputs):
     """The claims the StatefulSet makes for its pods, as NAMESPACE/NAME (they outlive it)."""
     routes: dict[str, Name] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
     """Developer tools exposed through Routes: port name -> Route name (`oc get route NAME` shows the host)."""
-    queue: Name | None = None
+    queue: Name | None = Field(default=None, exclude_if=lambda v: v is None)
     """On a queued cluster: the LocalQueue (in its namespace) Kueue admits it through. Absent without queueing."""
-    priority: Name | None = None
+    priority: Name | None = Field(default=None, exclude_if=lambda v: v is None)
     """On a queued cluster: its WorkloadPriorityClass, where it names one. Absent otherwise."""
 
     @classmethod
@@ -134,8 +134,8 @@ class WorkloadOutputs(_Outputs):
 
 
 def _queued(config: ClusterConfig, w: Workload) -> dict[str, str]:
-    """The queue fields of a queued cluster's workload; none at all otherwise (they are left unset, so the outputs of a
-    stack without queueing stay exactly as they were: `stack_outputs` drops unset fields)."""
+    """The queue fields of a queued cluster's workload; none at all otherwise (a field left None is not in the outputs, so
+    the outputs of a stack without queueing stay exactly as they were)."""
     if config.queueing is None:
         return {}
     return {"queue": config.queueing.local_queue, **({"priority": w.priority} if w.priority else {})}
@@ -272,7 +272,7 @@ class StackOutputs(_Outputs):
 def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
     """The outputs as the program exports them (`build` returns this; __main__.py exports each key): JSON values.
     A top-level None (`scc`) stays in: the Pulumi SDK drops such an export itself, as `pulumi stack output` shows."""
-    return StackOutputs.of(config, tier).model_dump(mode="json", exclude_unset=True)
+    return StackOutputs.of(config, tier).model_dump(mode="json")
 
 
 class _NoFieldTitles(GenerateJsonSchema):

@@ -659,8 +659,28 @@ class TestStatus:
         result = status.stack_status(
             c, "lab", None, [*objs.values(), kueue_workload(objs["dev"], condition("QuotaReserved", "False", "Pending", WAITING))]
         )
-        jsonschema.validate(json.loads(result.model_dump_json(exclude_unset=True)), schema)
+        jsonschema.validate(json.loads(result.model_dump_json()), schema)
         plain = fixtures.config("roce")
-        printed = json.loads(status.stack_status(plain, "lab", None, list(declared(plain).values())).model_dump_json(exclude_unset=True))
+        printed = json.loads(status.stack_status(plain, "lab", None, list(declared(plain).values())).model_dump_json())
         jsonschema.validate(printed, schema)
         assert all("queue" not in w for w in printed["workloads"])
+
+
+def test_a_queued_stack_at_the_queueing_bounds() -> None:
+    """queueing.quota for MAX_NODE_SETS node sets, MAX_PRIORITY_CLASSES classes, a set's labels at MAX_SELECTOR with the
+    flavor's 8: the config takes it, the ClusterQueue stays within Kueue's bounds (64 flavors), and one past is refused."""
+    from config.values import MAX_NODE_SETS, MAX_PRIORITY_CLASSES, MAX_SELECTOR
+
+    def edit(d: Data) -> None:
+        d["gpu_node_selector"] = {}
+        d["node_sets"] = [{"name": f"s{k}", "nodes": [f"n{k}"], "gpus_per_node": 4} for k in range(MAX_NODE_SETS)]
+        classes = {f"p{k}": k for k in range(MAX_PRIORITY_CLASSES)}
+        queued(d, priority_classes=classes, quota={f"s{k}": {GPU: "4"} for k in range(MAX_NODE_SETS)})
+        d["node_sets"][0]["labels"] = {f"example.com/l{k}": "x" for k in range(MAX_SELECTOR)}
+
+    c = fixtures.config("tcp", edit)
+    (cq,) = kinds(objects(c), "ClusterQueue")
+    assert len(cq["spec"]["resourceGroups"][0]["flavors"]) == MAX_NODE_SETS == 64
+    assert errors(c, rule="capacity") == []
+    said = refused("tcp", lambda d: edit(d) or d["queueing"]["priority_classes"].update(extra=1))
+    assert f"queueing.priority_classes: {MAX_PRIORITY_CLASSES + 1} entries, at most {MAX_PRIORITY_CLASSES}" in said

@@ -90,7 +90,7 @@ class WorkloadStatus(_Status):
     """Why it does not run, in the stack file's words, one entry per cause (with how many pods it holds)."""
     ok: bool
     """True when it is as declared: running with every pod ready, a Job running or succeeded, or stopped."""
-    queue: QueueStatus | None = None
+    queue: QueueStatus | None = Field(default=None, exclude_if=lambda v: v is None)
     """On a queued cluster only: where it is in the queue (absent otherwise)."""
 
 
