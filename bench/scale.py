@@ -179,6 +179,8 @@ def largest() -> dict[str, Any]:
     first = MAX_NAMED_NODES - (MAX_NODE_SETS - 2)
     groups = [names[:first]] + [[n] for n in names[first:]]
     stack["node_sets"] += [{"name": f"set-{k}", "nodes": g, "gpus_per_node": GPUS_PER_NODE} for k, g in enumerate(groups)]
+    # Node labels on a set no workload runs on: the bound is held, and no pod template changes.
+    stack["node_sets"][1]["labels"] = {f"example.com/pool-{k}": "set-0" for k in range(MAX_SELECTOR)}
     stack["gpu_tolerations"] += [{"key": f"example.com/taint-{k}", "operator": "Exists"} for k in range(MAX_TOLERATIONS - 1)]
     stack["gpu_node_selector"] = {f"example.com/gpu-{k}": "true" for k in range(MAX_SELECTOR)}
     fabric = stack["fabric"]

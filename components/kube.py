@@ -40,7 +40,17 @@ MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-
 
 # The kinds this program declares or reads that have no namespace (a platform-tier object; a read id without `/`).
 CLUSTER_SCOPED_KINDS = frozenset(
-    {"SecurityContextConstraints", "ClusterRole", "ClusterRoleBinding", "MachineConfig", "Namespace", "StorageClass"}
+    {
+        "SecurityContextConstraints",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "MachineConfig",
+        "Namespace",
+        "StorageClass",
+        "ResourceFlavor",
+        "ClusterQueue",
+        "WorkloadPriorityClass",
+    }  # fmt: skip
 )
 
 

@@ -17,7 +17,10 @@ and provider/pkg/provider/diff.go):
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from config.kube import QUEUE_NAME
 
 WAIT_FOR = "pulumi.com/waitFor"
 SKIP_AWAIT = "pulumi.com/skipAwait"
@@ -35,12 +38,17 @@ def statefulset_await(replicas: int) -> dict[str, str]:
     return {WAIT_FOR: f"jsonpath={{.status.replicas}}={replicas}"}
 
 
-def job_await() -> dict[str, str]:
+def job_await(queued: bool = False) -> dict[str, str]:
     """A training Job: done when the controller has started it. Never its end. The controller sets startTime
     before it creates the pods, so an SCC or quota rejection of them does not fail `up` (it shows as FailedCreate
     events on the Job): the preflight's scc-grant rule and the grant read are what catch a missing grant first.
     A condition that held only once pods exist (`status.active`) would be gone again when the run ends, and
-    hold every later update of the finished Job until it timed out."""
+    hold every later update of the finished Job until it timed out.
+
+    On a queued cluster Kueue's webhook creates the Job suspended, and it has no startTime until Kueue admits it, which
+    may take hours: `up` does not wait for it at all (`python -m stacks status` says where it waits)."""
+    if queued:
+        return {SKIP_AWAIT: "true"}
     return {WAIT_FOR: "jsonpath={.status.startTime}"}
 
 
@@ -57,7 +65,8 @@ AWAITS: list[tuple[str, str]] = [
         "StatefulSet",
         "until its pods exist (`status.replicas` equals the replicas; Pending pods count), at most "
         f"{POD_CREATION_TIMEOUT}: an SCC or quota rejection fails `up`, while free GPUs, image pulls and Ready "
-        "never hold it. Stopped (0 replicas): until its pods are gone.",
+        "never hold it. Stopped (0 replicas): until its pods are gone. On a queued cluster the same, and never for "
+        "admission: Kueue's pods exist, gated, while the workload waits in the queue.",
     ),
     (
         "Job (training)",
@@ -67,10 +76,16 @@ AWAITS: list[tuple[str, str]] = [
         "grant before. A stopped Job is not declared.",
     ),
     (
+        "Job (training, queued cluster)",
+        "not at all (`pulumi.com/skipAwait`): Kueue creates it suspended and it starts only when admitted, which may take "
+        "hours; `python -m stacks status` says where it waits.",
+    ),
+    (
         "Job (bandwidth check)",
         f"until its verdict: Complete, or Failed at once; at most deadline_minutes + {CHECK_MARGIN_MINUTES}. The "
         "running workloads of its transport are declared after it; the stopped ones before it, so their nodes are free when "
-        "it starts (a stopped Job is deleted at the end of `up`, after the check).",
+        "it starts (a stopped Job is deleted at the end of `up`, after the check). On a queued cluster its time in "
+        "the queue counts too: a check Kueue does not admit within that time fails `up`.",
     ),
     ("PersistentVolumeClaim", "until Bound on an Immediate class (the provider's fixed 5 minutes); not at all on WaitForFirstConsumer."),
     (
@@ -80,6 +95,46 @@ AWAITS: list[tuple[str, str]] = [
         "MachineConfigs are done when the API server accepts them. Reads of what the stack relies on take a moment each.",
     ),
 ]
+
+# Kueue's StatefulSet webhook refuses, on a StatefulSet it manages (one with the queue-name label), every change of its
+# pod's "shape" however many replicas it has (pkg/controller/jobs/statefulset/statefulset_webhook.go ValidateUpdate,
+# jobframework.ValidateImmutablePodGroupPodSpec over pkg/util/pod SpecShape: the containers' requests and ports, node
+# selector, affinity, tolerations, and fields this program never sets). Such a change replaces the StatefulSet instead
+# (replaceOnChanges): the new one is a new Kueue Workload, which waits in the queue again. Its other fields (image, env,
+# volumes) update in place as on any cluster.
+QUEUED_SHAPE = (
+    "spec.template.spec.containers[*].resources.requests",
+    "spec.template.spec.containers[*].ports",
+    "spec.template.spec.nodeSelector",
+    "spec.template.spec.affinity",
+    "spec.template.spec.tolerations",
+)
+QUEUED_REPLACE = (
+    "Kueue refuses a change of the pods' requests, ports, node selector, affinity or tolerations on a queued StatefulSet, so "
+    "it is deleted and created again (per-pod claims are kept, Retain): REQUEUED, the run waits in the queue again and restarts "
+    "when admitted"
+)
+QUEUED_START = "it waits in the queue until Kueue admits all its pods at once (`python -m stacks status` says where it waits)"
+# And a resize from N to M pods, neither 0 (the webhook allows only a scale to 0 and from 0): the preflight's
+# `queue-edits` rule refuses that first (stop the workload, then start it at its new size).
+
+
+def queued_replacements(obj: dict[str, Any]) -> list[str] | None:
+    """The replaceOnChanges of a queued StatefulSet (QUEUED_SHAPE); None for anything else."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    return list(QUEUED_SHAPE) if obj.get("kind") == "StatefulSet" and QUEUE_NAME in labels else None
+
+
+def queued_replacement(kind: str, path: str) -> str | None:
+    """What changing `path` (as `python -m stacks diff` writes it: `containers[training]`) of a queued `kind` costs."""
+    if kind != "StatefulSet":
+        return None
+    for shape in QUEUED_SHAPE:
+        head, _, tail = shape.partition("[*]")
+        if path.startswith(head) and (not tail or re.match(r"\[[^\]]*\]" + re.escape(tail) + r"($|[.\[])", path[len(head) :])):
+            return QUEUED_REPLACE
+    return None
+
 
 # Field paths whose change makes the provider replace the object (diff.go), and what that costs.
 RENAME = "a new object is created and the old one deleted (for a StatefulSet: its pods restart under the new name)"
@@ -95,6 +150,11 @@ REPLACES: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "Service": (("spec.clusterIP",), "the Service is deleted, then created again"),
     "RoleBinding": (("roleRef",), "the grant is deleted, then created again"),
+    "LocalQueue": (
+        ("spec.clusterQueue",),
+        "the LocalQueue is deleted, then created again (its clusterQueue is immutable; the program asks for the replacement: "
+        "replaceOnChanges): admitted runs keep running, waiting ones wait in the new ClusterQueue",
+    ),
 }
 # What removing an object from the stack costs, beyond its deletion.
 REMOVES = {

@@ -100,6 +100,10 @@ class WorkloadOutputs(_Outputs):
     """The claims the StatefulSet makes for its pods, as NAMESPACE/NAME (they outlive it)."""
     routes: dict[str, Name] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
     """Developer tools exposed through Routes: port name -> Route name (`oc get route NAME` shows the host)."""
+    queue: Name | None = Field(default=None, exclude_if=lambda v: v is None)
+    """On a queued cluster: the LocalQueue (in its namespace) Kueue admits it through. Absent without queueing."""
+    priority: Name | None = Field(default=None, exclude_if=lambda v: v is None)
+    """On a queued cluster: its WorkloadPriorityClass, where it names one. Absent otherwise."""
 
     @classmethod
     def of(cls, config: ClusterConfig, w: Workload) -> WorkloadOutputs:
@@ -125,7 +129,16 @@ class WorkloadOutputs(_Outputs):
             pods=[names.pod(r) for r in range(w.nodes)],
             per_pod_claims=per_pod_claims(config, w),
             routes={p.name: names.route(p.name) for p in w.ports if p.route},
+            **_queued(config, w),
         )
+
+
+def _queued(config: ClusterConfig, w: Workload) -> dict[str, str]:
+    """The queue fields of a queued cluster's workload; none at all otherwise (a field left None is not in the outputs, so
+    the outputs of a stack without queueing stay exactly as they were)."""
+    if config.queueing is None:
+        return {}
+    return {"queue": config.queueing.local_queue, **({"priority": w.priority} if w.priority else {})}
 
 
 class BandwidthCheckOutputs(_Outputs):

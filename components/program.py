@@ -28,6 +28,7 @@ from components.networks import RdmaNetworks, network_objects
 from components.nodes import NodeConfiguration, node_objects
 from components.outputs import stack_outputs
 from components.prerequisites import Prerequisites
+from components.queueing import Queueing, namespace_patches, queue_objects
 from components.security import ClusterSecurity, security_objects
 from components.storage import SharedStorage, patch_objects, storage_objects
 from components.tiers import keep_for
@@ -51,6 +52,7 @@ PARTS: list[tuple[str, Any, Builder]] = [
     ("scripts", PodScripts, _plain(script_objects)),
     ("images", ImageBuilds, _plain(image_objects)),
     ("nodes", NodeConfiguration, _plain(node_objects)),
+    ("queueing", Queueing, lambda c: [(o, False) for o in queue_objects(c)] + [(p, True) for p in namespace_patches(c)]),
 ]
 
 

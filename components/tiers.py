@@ -1,11 +1,12 @@
 """Who may declare what: every object belongs to the platform tier (cluster-admin) or the project
 tier (a researcher with admin in their project), and a Pulumi stack declares one tier or both.
 
-- platform: cluster-scoped objects (SCC, ClusterRole, MachineConfig), RoleBindings to an SCC's use-role
+- platform: cluster-scoped objects (SCC, ClusterRole, MachineConfig; a queued cluster's ResourceFlavors, ClusterQueue,
+  WorkloadPriorityClasses and the label patches of its namespaces), RoleBindings to an SCC's use-role
   (binding it needs `bind` on the role, which project admins do not hold), and objects in namespaces
   outside the stack's projects (the NFS server's claim in `nfs`, the source NADs in `default`).
 - project: everything in the stack's own namespaces: service accounts, NAD copies, PVCs, ConfigMaps,
-  Services, Routes, NetworkPolicies, builds, workloads.
+  Services, Routes, NetworkPolicies, builds, workloads, a queued cluster's LocalQueues.
 
 `gpu-training:tier` in a stack file selects: all (one person with both rights), platform, or project.
 """
@@ -45,6 +46,10 @@ RESOURCES = {
     "BuildConfig": "buildconfigs.build.openshift.io",
     "ImageStream": "imagestreams.image.openshift.io",
     "StorageClass": "storageclasses.storage.k8s.io",
+    "ResourceFlavor": "resourceflavors.kueue.x-k8s.io",
+    "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
+    "WorkloadPriorityClass": "workloadpriorityclasses.kueue.x-k8s.io",
+    "LocalQueue": "localqueues.kueue.x-k8s.io",
 }
 
 

@@ -25,10 +25,10 @@ import pulumi
 
 from components.kube import MANAGED_BY, Declared, ObjectGroup, Sourced, declare
 from components.launcher import LAUNCHER_PATH
-from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, statefulset_await
+from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, queued_replacements, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from config.kube import GPU, HOSTNAME, INSTANCE, NETWORKS, REQUIRED_SCC
+from config.kube import GPU, HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC
 from config.stack import ClusterConfig
 from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
 from config.workloads import Workload
@@ -197,7 +197,18 @@ def selector(w: Workload) -> dict[str, str]:
     return {INSTANCE: w.name}
 
 
-def _toleration(t: Any) -> dict[str, str]:
+def queue_labels(config: ClusterConfig, w: Workload) -> dict[str, str]:
+    """On a queued cluster, the labels Kueue reads on the StatefulSet or Job itself (not on its pods: Kueue labels those):
+    the LocalQueue it waits in, and its WorkloadPriorityClass where it names one."""
+    if config.queueing is None:
+        return {}
+    out = {QUEUE_NAME: config.queueing.local_queue}
+    if w.priority:
+        out[PRIORITY_CLASS] = w.priority
+    return out
+
+
+def toleration(t: Any) -> dict[str, str]:
     return {k: v for k, v in (("key", t.key), ("operator", t.operator), ("value", t.value), ("effect", t.effect)) if v is not None}
 
 
@@ -222,10 +233,10 @@ def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
         }
     if affinity:
         out["affinity"] = affinity
-    tolerations = [_toleration(t) for t in [*config.gpu_tolerations, *w.tolerations]]
+    tolerations = [toleration(t) for t in [*config.gpu_tolerations, *w.tolerations]]
     if tolerations:
         out["tolerations"] = tolerations
-    node_selector = {**config.gpu_node_selector, **w.node_selector}
+    node_selector = {**config.gpu_node_selector, **node_set.labels, **w.node_selector}
     if node_selector:
         out["nodeSelector"] = node_selector
     return out
@@ -398,7 +409,12 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
         spec["volumeClaimTemplates"] = templates
         # Per-pod workspaces are data: neither deleting the StatefulSet nor scaling it down removes them.
         spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
-    meta = {"name": names.object, "namespace": w.namespace, "labels": labels(w), "annotations": statefulset_await(nodes)}
+    meta = {
+        "name": names.object,
+        "namespace": w.namespace,
+        "labels": {**labels(w), **queue_labels(config, w)},
+        "annotations": statefulset_await(nodes),
+    }
     return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
 
 
@@ -415,9 +431,9 @@ def job(config: ClusterConfig, w: Workload, names: Names, verdict_within: int | 
         # training again. The Job stays as the record of its run until the stack stops it or starts the next run.
         "template": pod_template(config, w, names),
     }
-    meta: dict[str, Any] = {"name": names.object, "namespace": w.namespace, "labels": labels(w)}
+    meta: dict[str, Any] = {"name": names.object, "namespace": w.namespace, "labels": {**labels(w), **queue_labels(config, w)}}
     if verdict_within is None:
-        meta["annotations"] = job_await()
+        meta["annotations"] = job_await(queued=config.queueing is not None)
     else:
         spec["activeDeadlineSeconds"] = verdict_within
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
@@ -498,6 +514,7 @@ def declare_workload(
         depends_on=[*declared, *after],
         custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
         ignore_changes=list(JOB_HELD_FIELDS) if last["kind"] == "Job" else None,
+        replace_on_changes=queued_replacements(last),
     )
     declare(last, options)
 

@@ -5,7 +5,7 @@ already, script ConfigMaps, image builds and node-level changes (NodeLevel).
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
@@ -21,8 +21,11 @@ from config.values import (
     MAX_GPUS,
     MAX_NAMED_NODES,
     MAX_NODE_SET_SIZE,
+    MAX_NODE_SETS,
     MAX_OBSERVATIONS,
+    MAX_PRIORITY_CLASSES,
     MAX_SCRIPT_FILES,
+    MAX_SELECTOR,
     MAX_SERVICE_ACCOUNTS,
     MAX_STORAGE_CLASSES,
     RESERVED_PATHS,
@@ -42,6 +45,8 @@ from config.values import (
     MountPath,
     ObjectName,
     OptionalReason,
+    Quantity,
+    QuotaResource,
     Reason,
     ResourceName,
     Text,
@@ -102,6 +107,10 @@ class NodeSet(Strict):
     """CPU each node offers to pods (`oc describe node`, Allocatable: cpu). None: not known, not checked."""
     allocatable_memory: Memory | None = None
     """Memory each node offers to pods (`oc describe node`, Allocatable: memory). None: not known, not checked."""
+    labels: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR)
+    """Node labels every node of the set carries (and the nodes of the other sets do not): the set's pods select them,
+    and on a queued cluster its Kueue ResourceFlavor names them, so Kueue charges a workload to the set it runs on.
+    Required on a queued cluster with more than one node set; empty: the set is told apart by its node names only."""
     source: str = ""
     """Where the stack knows this from."""
 
@@ -455,3 +464,52 @@ class NodeLevel(Strict):
                 "node_level.control_plane_reason if the control-plane nodes really are the GPU nodes (a compact cluster)",
             )
         return self
+
+
+# --- queueing -----------------------------------------------------------------------------------
+
+KUEUE_MAX_LABELS = 8
+"""Kueue's bound on a ResourceFlavor's nodeLabels and tolerations (apis/kueue/v1beta2 resourceflavor_types.go MaxItems)."""
+
+
+PriorityValue = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
+"""A WorkloadPriorityClass's value (an int32)."""
+
+
+class PodsReady(Strict):
+    """Kueue's waitForPodsReady, as the stack counts on it. It is a setting of the Kueue manager (its Configuration;
+    the Red Hat build's `Kueue` object: `gangScheduling.policy: ByWorkload`), not of any object this stack declares: the
+    platform admin sets it, and the stack records what it expects so `python -m stacks status` and the docs can say it."""
+
+    enabled: bool = True
+    """Whether the Kueue manager runs waitForPodsReady: an admitted workload whose pods are not all Ready within
+    `timeout_minutes` is evicted (its pods deleted, its quota released) and queued again."""
+    timeout_minutes: int = Field(strict=True, default=5, ge=1, le=24 * 60)
+    """The manager's waitForPodsReady.timeout in minutes (Kueue's default: 5)."""
+
+
+class Queueing(Strict):
+    """Gang admission through Kueue (docs/shared-clusters.md): the platform tier declares a ResourceFlavor per node
+    set, one ClusterQueue with the quota and the WorkloadPriorityClasses; the project tier a LocalQueue per project; every
+    workload and bandwidth check names the queue and is admitted whole or not at all. Kueue (the Red Hat build of Kueue
+    operator, or upstream Kueue) is installed by the platform admin; this stack declares none of its manager."""
+
+    cluster_queue: K8sName
+    """Name of the ClusterQueue this stack declares (cluster-scoped: unique on the cluster)."""
+    local_queue: K8sName = "gpu-training"
+    """Name of the LocalQueue declared in each of the stack's namespaces; every workload carries it as
+    kueue.x-k8s.io/queue-name. Kueue refuses to change it on a running workload."""
+    quota: dict[K8sName, dict[QuotaResource, Quantity]] = Field(default={}, max_length=MAX_NODE_SETS)
+    """Nominal quota per node set (its ResourceFlavor) and resource, where the stack may use less than the set holds
+    (a shared cluster): `{"main": {"nvidia.com/gpu": "16"}}`. A resource not stated defaults to the set's total:
+    nvidia.com/gpu (nodes x gpus_per_node), cpu and memory (nodes x allocatable_*, where the set states them), each
+    SR-IOV resource of the fabric's attachments (nodes x gpus_per_node: a pod takes a GPU and one VF of each)."""
+    pods_ready: PodsReady = PodsReady()
+    """What the stack expects of the Kueue manager's waitForPodsReady (a manager setting, not an object field)."""
+    managed_namespace_label: bool = True
+    """Label each of the stack's namespaces kueue.openshift.io/managed=true (a server-side apply patch, platform tier):
+    the Red Hat build of Kueue manages workloads only in namespaces with that label. false: upstream Kueue (its
+    managedJobsNamespaceSelector), or the admin labels the namespaces."""
+    priority_classes: dict[K8sName, PriorityValue] = Field(default={}, max_length=MAX_PRIORITY_CLASSES)
+    """WorkloadPriorityClasses this stack declares (cluster-scoped), name -> value: a workload's `priority` names one.
+    A higher value is admitted first."""

@@ -28,3 +28,10 @@ SCC_USE_ROLE_PREFIX = "system:openshift:scc:"
 
 GPU = "nvidia.com/gpu"
 """The extended resource the NVIDIA device plugin offers a node's GPUs as."""
+
+QUEUE_NAME = "kueue.x-k8s.io/queue-name"
+"""Label on a StatefulSet or Job: the LocalQueue (in its namespace) Kueue admits it through."""
+PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
+"""Label on a StatefulSet or Job: the WorkloadPriorityClass Kueue admits it by."""
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+"""Kueue's API version: v1beta2, the storage version of Kueue 0.17's CRDs (v1beta1 is served, deprecated)."""

@@ -17,11 +17,13 @@ from typing import ClassVar, NamedTuple
 from pydantic import Field, PrivateAttr, model_validator
 
 from config.cluster import (
+    KUEUE_MAX_LABELS,
     ExistingObjects,
     ImageBuild,
     NodeLevel,
     NodeSet,
     PvcStorageClassFix,
+    Queueing,
     RdmaFabric,
     ScriptConfigMap,
     Security,
@@ -30,6 +32,7 @@ from config.cluster import (
     Volume,
 )
 from config.errors import FieldError, Problems, Strict, located, named_path
+from config.kube import GPU
 from config.openshift import LAUNCHER_FILES, PLATFORM_NAMESPACES, platform_namespace
 from config.values import (
     EXEC_MARGIN,
@@ -67,6 +70,7 @@ from config.values import (
     MemlockStrategy,
     Reason,
     kubelet_escape,
+    quantity_text,
     quantity_value,
     system_path_problem,
 )
@@ -167,6 +171,9 @@ class ClusterConfig(Strict):
     """Images the stack builds on the cluster (ImageStream + BuildConfig)."""
     node_level: NodeLevel = NodeLevel()
     """MachineConfigs for the GPU pool (cluster-admin; off by default; each reboots the pool's nodes)."""
+    queueing: Queueing | None = None
+    """Gang admission through Kueue, for a shared cluster (docs/shared-clusters.md). None (the default): no queue, the
+    workloads start when `pulumi up` declares them and the preflight counts them against the node sets."""
     workloads: list[Workload] = Field(default=[], max_length=MAX_WORKLOADS)
     """Training and development deployments: at most 200, and at most 256 pod templates with their TCP variants and
     the bandwidth checks (MAX_POD_TEMPLATES)."""
@@ -331,6 +338,35 @@ class ClusterConfig(Strict):
     def storage_class(self, name: str | None) -> StorageClass | None:
         return next((s for s in self.storage_classes if s.name == name), None)
 
+    def flavor_labels(self, node_set: NodeSet) -> dict[str, str]:
+        """The node labels a queued cluster's ResourceFlavor of `node_set` names: the stack's GPU node selector and the
+        set's own labels (its pods select both)."""
+        return {**self.gpu_node_selector, **node_set.labels}
+
+    def queue_quota(self) -> dict[str, dict[str, str]]:
+        """node set -> resource -> the nominal quota of its ResourceFlavor in the ClusterQueue (a quantity), on a queued
+        cluster: what queueing.quota states, else the set's total. Every set covers the same resources in the same order
+        (Kueue requires it of a resource group): cpu, memory, the GPUs, the SR-IOV resources, then any other stated.
+        The config's checks (`_queueing`) made sure every default here is known."""
+        q = self.queueing
+        if q is None:
+            return {}
+        sriov = [a.resource for a in self.fabric.attachments] if self.fabric else []
+        stated = sorted({r for per_set in q.quota.values() for r in per_set} - {"cpu", "memory", GPU, *sriov})
+        out: dict[str, dict[str, str]] = {}
+        for ns in self.node_sets:
+            per_node: dict[str, str | None] = {"cpu": ns.allocatable_cpu, "memory": ns.allocatable_memory, GPU: str(ns.gpus_per_node)}
+            # A pod takes at least one GPU and one VF of each attachment: the GPUs bound the VFs a node can use first.
+            per_node.update({r: str(ns.gpus_per_node) for r in sriov})
+            own = q.quota.get(ns.name, {})
+            out[ns.name] = {r: own.get(r) or _times(per_node.get(r) or "0", ns.size) for r in ["cpu", "memory", GPU, *sriov, *stated]}
+        return out
+
+
+def _times(quantity: str, n: int) -> str:
+    """`n` times a quantity, written as a Kubernetes quantity: `4 x 63500m` is `254`, `4 x 256Gi` is `1Ti`."""
+    return quantity_text(quantity_value(quantity) * n)
+
 
 def _bounds(c: ClusterConfig) -> None:
     """The stack-wide bounds (MAX_CLUSTER_NODES, MAX_POD_TEMPLATES), checked before anything that grows with them. The
@@ -447,6 +483,7 @@ def _references(c: ClusterConfig) -> None:
                 k.untouchable(("hand_made", i, "namespace"), h.namespace)
     with k.problems.collect():
         _derived_names(c, paths)
+    _queueing(k)
     k.problems.raise_all()
 
 
@@ -839,3 +876,72 @@ def _derived_names(c: ClusterConfig, paths: list[tuple[tuple[str | int, ...], tu
                 f"claim {f.namespace}/{f.pvc} is created by this stack ({owner[1]}, {located(owner[0], c)}): a pvc_fixes patch is for a "
                 "claim that exists without a storage class. Set the volume's storage_class instead, and drop the patch",
             )
+
+
+def _queueing(k: _Checks) -> None:
+    """A queued cluster's Kueue objects are ones Kueue accepts and charges right: each node set's ResourceFlavor tells
+    its nodes apart (Kueue picks a flavor by its node labels, then adds them to the pods' node selector), every quota
+    has a value for every resource the pods request (Kueue leaves a workload that requests one it does not cover waiting
+    for ever), and each workload's priority is a class the stack declares. Without queueing, no workload names one."""
+    c = k.c
+    q = c.queueing
+    for i, w in enumerate(c.workloads):
+        with k.problems.collect():
+            if w.priority is None:
+                continue
+            if q is None:
+                raise FieldError(
+                    ("workloads", i, "priority"),
+                    f"workload {w.name!r} names priority {w.priority!r}, but the cluster has no queueing: a priority is Kueue's "
+                    "(a WorkloadPriorityClass). Remove it, or turn queueing on",
+                )
+            if w.priority not in q.priority_classes:
+                known = ", ".join(sorted(q.priority_classes)) or "none"
+                raise FieldError(
+                    ("workloads", i, "priority"),
+                    f"priority {w.priority!r} is not one of queueing.priority_classes ({known}): Kueue would leave the workload "
+                    "unadmitted. Add it there, or name one of them",
+                )
+    if q is None:
+        return
+    for name in q.quota:
+        with k.problems.collect():
+            if name not in k.node_sets:
+                raise FieldError(("queueing", "quota", name), f"{name!r} is not a node set: the quota is per node set (node_sets[].name)")
+    seen: dict[tuple[tuple[str, str], ...], str] = {}
+    for i, ns in enumerate(c.node_sets):
+        with k.problems.collect():
+            labels = c.flavor_labels(ns)
+            for key, value in ns.labels.items():
+                if c.gpu_node_selector.get(key, value) != value:
+                    raise FieldError(
+                        ("node_sets", i, "labels", key),
+                        f"{key}={value} contradicts gpu_node_selector {key}={c.gpu_node_selector[key]}: no node would match both",
+                    )
+            if len(labels) > KUEUE_MAX_LABELS:
+                raise FieldError(
+                    ("node_sets", i, "labels"),
+                    f"the ResourceFlavor of {ns.name!r} would name {len(labels)} node labels (gpu_node_selector and the set's labels): "
+                    f"Kueue takes at most {KUEUE_MAX_LABELS}. Name fewer",
+                )
+            if len(c.node_sets) > 1:
+                told = tuple(sorted(labels.items()))
+                if not ns.labels or told in seen:
+                    other = f" (the same as node set {seen[told]!r})" if told in seen else ""
+                    raise FieldError(
+                        ("node_sets", i, "labels"),
+                        f"on a queued cluster each node set's ResourceFlavor must tell its nodes apart by label{other}: Kueue "
+                        f"charges a workload to the first flavor whose labels its pods match, and then adds them to the pods' node "
+                        f"selector, so a run on {ns.name!r} could be charged to (and pinned to) another set. Give node set "
+                        f"{ns.name!r} labels its nodes carry and no other set's do",
+                    )
+                seen[told] = ns.name
+        for resource, field in (("cpu", "allocatable_cpu"), ("memory", "allocatable_memory")):
+            with k.problems.collect():
+                if getattr(ns, field) is None and resource not in q.quota.get(ns.name, {}):
+                    raise FieldError(
+                        ("queueing", "quota"),
+                        f"node set {ns.name!r} states no {field}, so the ClusterQueue has no {resource} quota for it: Kueue admits a "
+                        f"workload only against a quota for every resource its pods request ({resource} too). State {field} on "
+                        f"node_sets[{ns.name}] (the nodes' Allocatable), or queueing.quota[{ns.name}][{resource}]",
+                    )

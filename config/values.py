@@ -94,6 +94,7 @@ MAX_HAND_MADE = 128  # objects made by hand that the stack declares (Barcelona: 
 MAX_ACCEPTED_WARNINGS = 128  # accepted preflight warnings (Barcelona: 5); `*` patterns accept many objects at once
 MAX_NOTES = 64  # notes of a stack (Barcelona: 8)
 MAX_TOLERATIONS = 8  # taints tolerated, of the stack's GPU nodes or of one workload (1 on every cluster here)
+MAX_PRIORITY_CLASSES = 16  # WorkloadPriorityClasses a queued stack declares
 MAX_SELECTOR = 8  # node labels required, by the stack or by one workload (1 here)
 MAX_ENV = 32  # environment variables of one workload or check, and NCCL defaults per transport (5 at most here)
 MAX_SECRET_ENV = 8  # variables of one workload read from Secrets (1 here: HF_TOKEN)
@@ -179,6 +180,17 @@ def quantity_value(value: str) -> Decimal:
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
 
 
+def quantity_text(value: Decimal) -> str:
+    """A number of cores or bytes written as a Kubernetes quantity, in the largest binary unit that divides it (`1Ti`,
+    `1536Gi`, `254`), a fraction of a core in millicores (`63500m`)."""
+    if value == value.to_integral_value():
+        for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+            if value >= unit and value % unit == 0:
+                return f"{int(value / unit)}{suffix}"
+        return str(int(value))
+    return f"{int(value * 1000)}m"  # the API server's own finest unit of CPU
+
+
 def _positive(value: str) -> str:
     # A size or an amount of CPU or memory of zero is a typo; the API server rejects a zero claim.
     if quantity_value(value) <= 0:
@@ -235,6 +247,11 @@ def _resource(value: str) -> str:
     if len(value) > 253 or not _RESOURCE.match(value):
         raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
     return value
+
+
+def _quota_resource(value: str) -> str:
+    # A queue's quota names the core resources too; every other is an extended one (nvidia.com/gpu, an SR-IOV pool).
+    return value if value in ("cpu", "memory") else _resource(value)
 
 
 def _env_name(value: str) -> str:
@@ -434,6 +451,8 @@ Memory = Annotated[Size, AfterValidator(_memory)]
 ShmSize = Annotated[Size, AfterValidator(_shm)]
 VolumeSize = Annotated[Size, AfterValidator(_volume_size)]
 ResourceName = Annotated[str, AfterValidator(_resource)]
+QuotaResource = Annotated[str, AfterValidator(_quota_resource)]
+"""A resource a Kueue quota names: cpu, memory, or an extended resource (nvidia.com/gpu)."""
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]

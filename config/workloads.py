@@ -212,6 +212,9 @@ class Workload(Strict):
     """Write a DeepSpeed hostfile here at start (one line `POD.SERVICE slots=GPUS` per pod)."""
     backoff_limit: int = Field(strict=True, default=0, ge=0, le=100)
     """Jobs: retries of a failed pod before the Job fails."""
+    priority: K8sName | None = None
+    """On a queued cluster: the WorkloadPriorityClass (one of queueing.priority_classes) Kueue admits it by. Kueue refuses
+    to add one to a running workload, or to remove one."""
     tcp_variants: list[TcpVariant] = Field(default=[], max_length=MAX_TCP_VARIANTS)
     """TCP copies derived from this definition (alternatives, stopped unless they say otherwise); at most 8 (MAX_TCP_VARIANTS)."""
 

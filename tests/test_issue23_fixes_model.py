@@ -37,6 +37,7 @@ from config.values import (
     MAX_NODE_SETS,
     MAX_NOTES,
     MAX_POD_TEMPLATES,
+    MAX_PRIORITY_CLASSES,
     MAX_SCRIPT_FILES,
     MAX_STORAGE_CLASSES,
     MAX_TOLERATIONS,
@@ -397,7 +398,14 @@ def test_the_largest_stack_holds_every_list_at_its_bound() -> None:
     for path, n in _lists(config, ""):
         longest[path] = max(n, longest.get(path, 0))
     short = {path: (longest.get(path, 0), bound) for path, bound in FIELDS if longest.get(path, 0) != bound}
-    assert short == {"node_sets[].nodes": (MAX_NAMED_NODES - (MAX_NODE_SETS - 2), MAX_NAMED_NODES)}, short
+    # Queueing is off in the largest stack: Kueue's own bound (8 node labels per ResourceFlavor, gpu_node_selector's and
+    # a set's together) cannot hold beside every other list at its bound. tests/test_issue27_queueing.py holds a queued
+    # stack at the queueing bounds.
+    assert short == {
+        "node_sets[].nodes": (MAX_NAMED_NODES - (MAX_NODE_SETS - 2), MAX_NAMED_NODES),
+        "queueing.quota": (0, MAX_NODE_SETS),
+        "queueing.priority_classes": (0, MAX_PRIORITY_CLASSES),
+    }, short
     assert sum(len(s.nodes) for s in config.node_sets) == MAX_NAMED_NODES
     assert sum(s.size for s in config.node_sets) == MAX_CLUSTER_NODES
     assert len(config.all_workloads()) + len(config.bandwidth_checks) == MAX_POD_TEMPLATES

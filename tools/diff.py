@@ -21,7 +21,18 @@ from pathlib import Path
 from typing import Any
 
 import stacks
-from components.lifecycle import HELD, PATCH_REMOVED, REMOVES, RESTART, held, replacement, restarts
+from components.lifecycle import (
+    HELD,
+    PATCH_REMOVED,
+    QUEUED_START,
+    REMOVES,
+    RESTART,
+    held,
+    queued_replacement,
+    replacement,
+    restarts,
+)
+from config.kube import QUEUE_NAME
 from tools.render import run
 from tools.writer import MANIFEST, write
 
@@ -74,6 +85,8 @@ class ObjectChange:
     """The object's kind ("" for the outputs and other files)."""
     patch: bool = False
     """A server-side apply patch of an object the stack does not own."""
+    queued: bool = False
+    """A StatefulSet or Job Kueue admits (its kueue.x-k8s.io/queue-name label): some edits requeue it."""
 
 
 def show(value: Any) -> str:
@@ -180,12 +193,14 @@ def diff_trees(old: dict[str, Any], new: dict[str, Any]) -> list[ObjectChange]:
         doc = new.get(path, old.get(path))
         kind = doc["kind"] if isinstance(doc, dict) and isinstance(doc.get("kind"), str) else ""
         patch = Path(path).name.startswith("patch-")
+        labels = ((doc.get("metadata") or {}).get("labels") or {}) if isinstance(doc, dict) else {}
+        queued = kind in ("StatefulSet", "Job") and QUEUE_NAME in labels
         if path not in new:
-            out.append(ObjectChange(path, "removed", label(path, old[path]), kind=kind, patch=patch))
+            out.append(ObjectChange(path, "removed", label(path, old[path]), kind=kind, patch=patch, queued=queued))
         elif path not in old:
-            out.append(ObjectChange(path, "added", label(path, new[path]), kind=kind, patch=patch))
+            out.append(ObjectChange(path, "added", label(path, new[path]), kind=kind, patch=patch, queued=queued))
         elif old[path] != new[path]:
-            out.append(ObjectChange(path, "changed", label(path, new[path]), diff_values(old[path], new[path]), kind, patch))
+            out.append(ObjectChange(path, "changed", label(path, new[path]), diff_values(old[path], new[path]), kind, patch, queued))
     return out
 
 
@@ -199,9 +214,13 @@ def consequence(change: ObjectChange) -> str | None:
     kind = change.kind
     if change.status == "removed":
         return PATCH_REMOVED if change.patch else REMOVES.get(kind)
+    if change.queued and (change.status == "added" or any(f.path == "spec.replicas" and f.old == 0 for f in change.fields)):
+        return f"QUEUED: {QUEUED_START}"
     if change.status != "changed" or change.patch:  # a patch changes fields of the object in place
         return None
     costs = sorted({cost for f in change.fields if (cost := replacement(kind, f.path))})
+    if change.queued:
+        costs = sorted({*costs, *(cost for f in change.fields if (cost := queued_replacement(kind, f.path)))})
     if costs:
         return "REPLACES the object: " + "; ".join(costs)
     if any(held(kind, f.path) for f in change.fields):

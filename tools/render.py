@@ -170,6 +170,7 @@ class _OptionsMonitor(MockMonitor):
             "parent": request.parent,
             "provider": request.provider,
             "ignore_changes": list(request.ignoreChanges),
+            "replace_on_changes": list(request.replaceOnChanges),
             "custom_timeouts": (request.customTimeouts.create, request.customTimeouts.update)
             if request.HasField("customTimeouts")
             else None,

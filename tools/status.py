@@ -44,6 +44,7 @@ SCHEMA_ID = f"urn:gpu-training:schema:status:v{SCHEMA_VERSION}"
 SCHEMA_FILE = f"schemas/status.v{SCHEMA_VERSION}.json"
 
 GPU = "nvidia.com/gpu"
+KUEUE_GROUP = "kueue.x-k8s.io/"  # a Workload of Kueue's (apiVersion kueue.x-k8s.io/v1beta2, or v1beta1)
 INSTANCE = "app.kubernetes.io/instance"  # the label every pod of a workload carries (components/training.py selector)
 JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")  # the Job controller's label on its pods (new, old)
 # The container states of a pod that cannot pull its image (kubelet images/types.go).
@@ -89,6 +90,25 @@ class WorkloadStatus(_Status):
     """Why it does not run, in the stack file's words, one entry per cause (with how many pods it holds)."""
     ok: bool
     """True when it is as declared: running with every pod ready, a Job running or succeeded, or stopped."""
+    queue: QueueStatus | None = Field(default=None, exclude_if=lambda v: v is None)
+    """On a queued cluster only: where it is in the queue (absent otherwise)."""
+
+
+class QueueStatus(_Status):
+    """A queued workload's place in Kueue (the stack's `queueing`), read from its Kueue Workload (kueue.x-k8s.io)."""
+
+    local_queue: str
+    """The LocalQueue it is submitted to (its kueue.x-k8s.io/queue-name)."""
+    cluster_queue: str
+    """The ClusterQueue that admits it."""
+    admission: Literal["admitted", "waiting", "unknown"]
+    """admitted (Kueue reserved its quota and let its pods schedule), waiting (in the queue), unknown (Kueue made no
+    Workload for it: Kueue is not installed, or does not manage its namespace)."""
+    position: int | None
+    """Its place among the ClusterQueue's waiting workloads, 1 first (Kueue's visibility API, positionInClusterQueue + 1);
+    null when not waiting, or when that API could not be read."""
+    workload: str | None
+    """Name of its Kueue Workload (`oc get workloads.kueue.x-k8s.io NAME -o yaml`); null when there is none."""
 
 
 class CheckStatus(_Status):
@@ -190,6 +210,9 @@ class Cluster:
     """What the pods on a node set request, by (node set, resource): see `_use`."""
     views: dict[str, NodeSetView] = field(init=False, default_factory=dict)
     """Each node set as the cluster shows it: see `node_set_view`."""
+    _kueue: dict[tuple[str, str, str], dict[str, Any]] = field(init=False, default_factory=dict)
+    positions: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
+    """A waiting Kueue Workload's place in its ClusterQueue (1 first), by (namespace, name)."""
 
     def __post_init__(self) -> None:
         for o in self.objects:
@@ -199,6 +222,13 @@ class Cluster:
             self._named[(kind, namespace, str(meta.get("name")))] = o
             if kind == "Pod":
                 self._pods.setdefault((namespace, str(_labels(o).get(INSTANCE))), []).append(o)
+            elif kind == "Workload" and str(o.get("apiVersion", "")).startswith(KUEUE_GROUP):
+                for owner in meta.get("ownerReferences") or []:
+                    self._kueue[(str(owner.get("kind")), namespace, str(owner.get("name")))] = o
+            elif kind == "PendingWorkloadsSummary":  # Kueue's visibility API: a LocalQueue's waiting workloads, in order
+                for item in o.get("items") or []:
+                    m = _meta(item)
+                    self.positions[(str(m.get("namespace")), str(m.get("name")))] = int(item.get("positionInClusterQueue") or 0) + 1
             elif kind == "Event":  # core/v1 `involvedObject`, or events.k8s.io/v1 `regarding`
                 about = o.get("involvedObject") or o.get("regarding") or {}
                 key = (str(about.get("kind")), str(about.get("namespace") or namespace), str(about.get("name")))
@@ -216,6 +246,10 @@ class Cluster:
         return [
             p for p in self._pods.get((namespace, instance), []) if job is None or any(_labels(p).get(k) == job for k in JOB_NAME_LABELS)
         ]
+
+    def kueue_workload(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
+        """The Kueue Workload a StatefulSet or Job owns (Kueue sets the owner reference)."""
+        return self._kueue.get((kind, namespace, name))
 
     def events(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
         """Events about an object, newest last."""
@@ -692,6 +726,14 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     if obj is None:
         reasons.append(f"its {kind} {s.object} is not on the cluster: `pulumi up` creates it (deleted by hand, or not deployed yet)")
         return WorkloadStatus(**base, state="missing", ready=0, wanted=wanted, reasons=reasons, ok=False)
+    if config.queueing is not None:
+        queue, why = queue_status(config, s, cluster, kind)
+        base["queue"] = queue
+        if queue.admission != "admitted":
+            # Its pods (a StatefulSet's, gated) or none (a suspended Job's) say nothing the queue does not.
+            return WorkloadStatus(**base, state="pending", ready=0, wanted=wanted, reasons=[why], ok=False)
+        if why:
+            reasons.append(why)
     succeeded = 0
     if w.kind == "job":
         succeeded = int((obj.get("status") or {}).get("succeeded") or 0)
@@ -719,6 +761,68 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
         return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)
     state: WorkloadState = "failed" if any(verb in ("failing", "failed") for verb, _ in found) else "pending"
     return WorkloadStatus(**base, state=state, ready=ready, wanted=wanted, reasons=reasons, ok=False)
+
+
+# --- the queue ------------------------------------------------------------------------------------------------
+
+# Kueue's reasons a pod set gets no flavor (pkg/scheduler/flavorassigner/flavorassigner.go, v0.17): one per flavor tried,
+# joined with ", " after "couldn't assign flavors to pod set NAME: ".
+_UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
+_TOO_BIG = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*current podset request \((\S+)\) > maximum capacity \((\S+)\)")
+_UNCOVERED = re.compile(r"resource (\S+) unavailable in ClusterQueue")
+
+
+def queue_reason(config: ClusterConfig, message: str) -> str:
+    """Kueue's QuotaReserved=False message in the stack file's words: a flavor is a node set, the shortfall per resource."""
+    sets = {f"{config.name}-{ns.name}": ns.name for ns in config.node_sets}  # components/queueing.py flavor_name
+    said: list[str] = []
+    for resource, flavor, more in _UNUSED.findall(message):
+        where = f" on node set {sets[flavor]}" if flavor in sets and len(sets) > 1 else ""
+        said.append(f"needs {more} more {resource} than the queue has free{where}")
+    for resource, flavor, want, cap in _TOO_BIG.findall(message):
+        said.append(
+            f"asks for {want} {resource}, more than node set {sets.get(flavor, flavor)} holds in the queue ({cap}): it can never be "
+            "admitted (`python -m stacks check` says so: capacity)"
+        )
+    said += [f"requests {r}, which the queue does not cover (queueing.quota)" for r in _UNCOVERED.findall(message)]
+    return "; ".join(dict.fromkeys(said)) if said else f"Kueue says: {_cut(message)}"
+
+
+def queue_status(config: ClusterConfig, s: Subject, cluster: Cluster, kind: str) -> tuple[QueueStatus, str]:
+    """Where a queued workload is (its Kueue Workload's conditions), and why it waits, in the stack file's words."""
+    q = config.queueing
+    assert q is not None
+    wl = cluster.kueue_workload(kind, s.workload.namespace, s.object)
+    if wl is None:
+        queue = QueueStatus(local_queue=q.local_queue, cluster_queue=q.cluster_queue, admission="unknown", position=None, workload=None)
+        return queue, (
+            f"Kueue made no Workload for its {kind}: Kueue is not installed, or does not manage namespace {s.workload.namespace} "
+            f"(the Red Hat build manages namespaces labelled kueue.openshift.io/managed=true: queueing.managed_namespace_label)"
+        )
+    name = str(_meta(wl).get("name"))
+    admitted = _condition(wl, "Admitted") or {}
+    finished = _condition(wl, "Finished") or {}  # a Job's run ended: its admission is history, its Job says how it ended
+    if "True" in (admitted.get("status"), finished.get("status")):
+        queue = QueueStatus(local_queue=q.local_queue, cluster_queue=q.cluster_queue, admission="admitted", position=None, workload=name)
+        ready = _condition(wl, "PodsReady")
+        if q.pods_ready.enabled and finished.get("status") != "True" and not (ready is not None and ready.get("status") == "True"):
+            return queue, (
+                f"admitted by queue {q.cluster_queue}; Kueue evicts it and queues it again if its pods are not all Ready within "
+                f"{q.pods_ready.timeout_minutes} minutes (waitForPodsReady)"
+            )
+        return queue, ""
+    position = cluster.positions.get((s.workload.namespace, name))
+    queue = QueueStatus(local_queue=q.local_queue, cluster_queue=q.cluster_queue, admission="waiting", position=position, workload=name)
+    at = f" (position {position})" if position is not None else ""
+    evicted = _condition(wl, "Evicted")
+    reserved = _condition(wl, "QuotaReserved")
+    why = queue_reason(config, str(reserved.get("message") or "")) if reserved is not None and reserved.get("message") else ""
+    if evicted is not None and evicted.get("status") == "True" and evicted.get("reason") == "PodsReadyTimeout":
+        why = (
+            f"evicted: its pods were not all Ready within {q.pods_ready.timeout_minutes} minutes (waitForPodsReady), so Kueue "
+            "released its quota and queued it again" + (f"; {why}" if why else "")
+        )
+    return queue, f"waiting in queue {q.cluster_queue}{at}" + (f": {why}" if why else "")
 
 
 # --- a bandwidth check ----------------------------------------------------------------------------------------
@@ -821,6 +925,26 @@ def _items(text: str) -> list[dict[str, Any]]:
     return list(data.get("items", [])) if data.get("kind", "").endswith("List") else [data] if data else []
 
 
+def _read_queue(tool: str, config: ClusterConfig, namespaces: list[str], where_: list[str], unreadable: list[str]) -> list[dict[str, Any]]:
+    """A queued cluster's Kueue Workloads in the stack's namespaces, and each LocalQueue's waiting workloads in order
+    (Kueue's visibility API, an aggregated API the cluster may not serve): what cannot be read is said, not fatal."""
+    assert config.queueing is not None
+    out: list[dict[str, Any]] = []
+    for ns in namespaces:
+        proc = _run([tool, "get", "workloads.kueue.x-k8s.io", "-n", ns, "-o", "json", *where_])
+        if proc.returncode != 0:
+            unreadable.append(f"Kueue's workloads in {ns} ({_said(proc) or 'refused'})")
+            continue
+        out += _items(proc.stdout)
+        path = f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/{config.queueing.local_queue}/pendingworkloads"
+        proc = _run([tool, "get", "--raw", path, *where_])
+        if proc.returncode == 0:
+            out += _items(proc.stdout)
+        else:
+            unreadable.append(f"the queue positions in {ns} ({_said(proc) or 'refused'})")
+    return out
+
+
 def read_cluster(
     config: ClusterConfig, context: str | None, kubectl: str | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
@@ -838,7 +962,9 @@ def read_cluster(
         if proc.returncode != 0:
             raise stacks.ConfigError(f"status: `{tool} get statefulsets,jobs,pods,events -n {ns}` failed: {_said(proc)}")
         objects += _items(proc.stdout)
-    unreadable = []
+    unreadable: list[str] = []
+    if config.queueing is not None:
+        objects += _read_queue(tool, config, namespaces, where_, unreadable)
     proc = _run([tool, "get", "nodes", "-o", "json", *where_])
     if proc.returncode == 0:
         objects += _items(proc.stdout)

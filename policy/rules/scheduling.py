@@ -5,11 +5,12 @@ fit at once on the nodes the stack counts on (the search is policy/placement.py)
 from __future__ import annotations
 
 from collections.abc import Iterator
+from decimal import Decimal
 from typing import Any
 
 from config.kube import GPU, HOSTNAME
 from config.openshift import CONTROL_PLANE_ROLES
-from config.values import quantity_value
+from config.values import quantity_text, quantity_value
 from policy.core import Finding, PodView, Stack, amount, error, rule, warning
 from policy.placement import UNBOUNDED, Free, Group, place
 
@@ -122,7 +123,9 @@ def _gpus(pod: PodView) -> int:
     "Every running pod of the stack (workloads and enabled bandwidth checks) can be scheduled at once on the "
     "nodes the stack counts on (node_sets): GPUs per node, CPU and memory where the set states them, one pod of a "
     "workload per node, node pins. Pending pods never start, and an enabled check would wait out its deadline. A "
-    "placement that needs unlike pods packed onto shared nodes is a warning: the scheduler may place them otherwise.",
+    "placement that needs unlike pods packed onto shared nodes is a warning: the scheduler may place them otherwise. "
+    "On a queued cluster (queueing) the queue decides what runs at once: each workload alone must fit its node set's "
+    "quota in the ClusterQueue, and its node set's nodes; one that never can is an error (Kueue would keep it waiting).",
 )
 def capacity(stack: Stack) -> Iterator[Finding]:
     config = stack.config
@@ -142,6 +145,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     pinned: dict[tuple[str, tuple[str, ...]], tuple[str, ...]] = {}  # a pin -> its candidates, once per distinct pin
     groups: list[Group] = []
     changed: dict[str, str] = {}  # group -> how this change (against the committed render) made it run, or more of it
+    queued: list[tuple[PodView, Group]] = []
     for pod in stack.pods():
         if pod.replicas <= 0:
             continue
@@ -169,6 +173,10 @@ def capacity(stack: Stack) -> Iterator[Finding]:
         how = _started_by_this_change(stack, pod, groups[-1])
         if how:
             changed[pod.ref] = how
+        queued.append((pod, groups[-1]))
+    if config.queueing is not None:
+        yield from _against_the_queue(stack, queued)
+        return
     result = place(nodes, groups, counts=counts)
     if result.placed:
         yield from _packed(config, nodes, counts, groups)
@@ -201,6 +209,69 @@ def capacity(stack: Stack) -> Iterator[Finding]:
         "stop a workload (state: stopped), disable a bandwidth check, shrink one (nodes), or count more nodes in node_sets",
         setting="state" if changed.get(culprits[0], "").startswith(("started", "added")) else "",
     )
+
+
+def _against_the_queue(stack: Stack, queued: list[tuple[PodView, Group]]) -> Iterator[Finding]:
+    """On a queued cluster: each workload on its own against its node set's quota (the ResourceFlavor its pods match:
+    Kueue admits a pod set whole, on one flavor). Running workloads are not summed: what does not fit beside the others
+    waits in the queue, which is the point of it. That a workload fits its node set's nodes alone, the config holds
+    already (`nodes` within the set's size, each pod within a node's GPUs, CPU and memory)."""
+    config = stack.config
+    quota = config.queue_quota()
+    whole = {r: sum((quantity_value(q[r]) for q in quota.values()), Decimal(0)) for r in next(iter(quota.values()))}
+    for pod, group in queued:
+        spec = stack.spec_of(pod)
+        node_set = config.node_set(spec.node_set if spec is not None else None)
+        own = quota[node_set.name]
+        for resource, per_pod in _pod_requests(pod).items():
+            want = per_pod * group.pods
+            if resource in own and want <= quantity_value(own[resource]):
+                continue
+            if resource not in own:
+                problem = f"its pods request {resource}, which the ClusterQueue does not cover (queueing.quota names no such resource)"
+            elif want > whole[resource]:
+                problem = (
+                    f"it asks for {group.pods} x {quantity_text(per_pod)} {resource}, more than the whole queue holds "
+                    f"({quantity_text(whole[resource])}, queueing.quota or the node sets' totals)"
+                )
+            else:
+                problem = (
+                    f"it asks for {group.pods} x {quantity_text(per_pod)} {resource}, more than node set {node_set.name!r} holds in "
+                    f"the queue ({own[resource]}): its pods can use that set's ResourceFlavor only, and Kueue admits a workload whole"
+                )
+            yield error(
+                pod.ref,
+                "spec.replicas",
+                f"{problem}: Kueue can never admit it, so it would wait in the queue for ever",
+                f"shrink it (nodes, gpus_per_node, cpu, memory), or raise queueing.quota[{node_set.name}][{resource}] "
+                "as far as the set holds",
+                setting="nodes",
+            )
+            break
+
+
+def _pod_requests(pod: PodView) -> dict[str, Decimal]:
+    """Every resource one pod requests, as Kueue counts it: its containers' requests added up, or its largest init
+    container's where that is more (a request not given is its limit). CPU in cores, memory in bytes."""
+
+    def of(container: dict[str, Any]) -> dict[str, Decimal]:
+        res = container.get("resources") or {}
+        out: dict[str, Decimal] = {}
+        for name, value in {**(res.get("limits") or {}), **(res.get("requests") or {})}.items():
+            try:
+                out[name] = quantity_value(str(value))
+            except ValueError:
+                continue  # not a quantity: the model and the API server refuse it
+        return out
+
+    total: dict[str, Decimal] = {}
+    for c in pod.spec.get("containers") or []:
+        for name, amount_ in of(c).items():
+            total[name] = total.get(name, Decimal(0)) + amount_
+    for c in pod.spec.get("initContainers") or []:
+        for name, amount_ in of(c).items():
+            total[name] = max(total.get(name, Decimal(0)), amount_)
+    return total
 
 
 def _quantity(value: str | None, scale: int) -> int:

@@ -13,7 +13,7 @@ from typing import Any
 
 from config import provenance
 from config.errors import located
-from config.kube import INSTANCE, SCC_USE_ROLE_PREFIX, ConfigPath
+from config.kube import INSTANCE, PRIORITY_CLASS, QUEUE_NAME, SCC_USE_ROLE_PREFIX, ConfigPath
 from config.stack import HandMade
 from config.values import OBJECT_MAX, is_label_value, qualified_name_problem
 from policy.core import Finding, PodView, Stack, error, pod_view, ref, rule, warning
@@ -409,3 +409,76 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
 )
 def accepted_warnings(stack: Stack) -> Iterator[Finding]:
     return iter(())  # `check` reports stale acceptances under this id
+
+
+@rule(
+    "queue-edits",
+    "On a queued cluster, an edit Kueue's webhooks refuse never reaches `pulumi up` (it would stop there, half applied): "
+    "a running StatefulSet resized from N to M pods (Kueue allows a scale to 0 and from 0 only), the queue of a running "
+    "workload changed, added or removed (of a StatefulSet, removed at all), a priority added to a running workload or "
+    "removed from one that exists. Compared with the committed render.",
+)
+def queue_edits(stack: Stack) -> Iterator[Finding]:
+    before = (stack.previous or {}).get("workloads") or {}
+    q = stack.config.queueing
+    moved: list[str] = []  # the workloads whose queue this change moves: one cause (the queue), one finding
+    stuck = False  # one of them a StatefulSet losing its queue, which Kueue refuses even when stopped
+    change: tuple[Any, Any] = (None, None)
+    for path, w in stack.config.located_workloads():
+        was = before.get(w.name)
+        if not isinstance(was, dict) or was.get("namespace") != w.namespace or was.get("kind") != w.kind:
+            continue  # new, renamed or moved: a new object, which Kueue takes as it comes
+        ran, runs = was.get("state") == "running", w.state == "running"
+        if w.kind == "job" and not (ran and runs and was.get("object") == w.object_name):
+            continue  # a stopped Job is not on the cluster; a new run is a new Job
+        queue_was, queue_now = was.get("queue"), (q.local_queue if q else None)
+        priority_was, priority_now = was.get("priority"), (w.priority if q else None)
+        what = f"{w.kind} {w.name!r}"
+        if queue_was and queue_now and ran and runs and w.kind == "statefulset" and was.get("replicas") != w.nodes:
+            yield error(
+                f"Workload {w.name}",
+                "spec.replicas",
+                f"the committed render runs {what} with {was.get('replicas')} pods and this change runs it with {w.nodes}: Kueue "
+                "refuses to resize a queued StatefulSet other than to 0 and from 0 (its pods are admitted as one group)",
+                f"stop it first (state: stopped, `pulumi up`), then start it with nodes: {w.nodes}: it waits in the queue again",
+                config=(*path, "nodes"),
+            )
+        if queue_was != queue_now and (ran or (w.kind == "statefulset" and queue_was and not queue_now)):
+            moved.append(f"{what}{' (running)' if ran else ' (stopped)'}")
+            stuck = stuck or (not queue_now and w.kind == "statefulset")
+            change = (queue_was, queue_now)
+        if priority_was and not priority_now:
+            yield error(
+                f"Workload {w.name}",
+                f'metadata.labels["{PRIORITY_CLASS}"]',
+                f"this change removes priority {priority_was!r} from {what}: Kueue refuses to remove a workload's priority",
+                "keep it, or name another of queueing.priority_classes",
+                config=(*path, "priority"),
+            )
+        elif priority_now and not priority_was and ran and queue_was:
+            yield error(
+                f"Workload {w.name}",
+                f'metadata.labels["{PRIORITY_CLASS}"]',
+                f"this change gives the running {what} priority {priority_now!r}: Kueue refuses to add one to a running workload",
+                "stop it first (state: stopped, `pulumi up`), then give it the priority",
+                config=(*path, "priority"),
+            )
+    if moved:
+        queue_was, queue_now = change
+        if queue_was and queue_now:
+            how = f"changes the queue from {queue_was!r} to {queue_now!r}"
+        else:
+            how = "takes the workloads out of their queue" if queue_was else f"puts the workloads in queue {queue_now!r}"
+        fix = "stop them first (state: stopped, `pulumi up`), then change the queue"
+        if stuck:
+            fix += (
+                "; Kueue refuses to take the queue off a StatefulSet even when stopped: remove such a workload from the stack "
+                "(`pulumi up` deletes it; its claims stay), then add it back"
+            )
+        yield error(
+            f"Stack {stack.config.name}",
+            f'metadata.labels["{QUEUE_NAME}"]',
+            f"this edit {how} of {', '.join(moved)}: Kueue refuses to change the queue of a running workload",
+            fix,
+            config=("queueing", "local_queue") if q and queue_was else ("queueing",),
+        )
