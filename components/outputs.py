@@ -29,10 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
 
 from components.bandwidth import job_name
-from components.networks import copy_namespaces
+from components.networks import copy_namespaces, operator_namespaces
 from components.storage import standalone_claims
 from components.training import Names, nccl_env, per_pod_claims
 from config.cluster import NodeSet
+from config.kube import operator_network_name
 from config.stack import ClusterConfig
 from config.values import MemlockStrategy, State, Transport, WorkloadKind
 from config.workloads import BandwidthCheck, Workload
@@ -237,6 +238,8 @@ class StackOutputs(_Outputs):
             nads: list[str] = []
         elif copy_namespaces(config):
             nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copy_namespaces(config)]
+        elif served := operator_namespaces(config):
+            nads = [f"{ns}/{operator_network_name(ns, a.network)}" for a in fabric.attachments for ns in served]
         else:
             nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
         return cls(

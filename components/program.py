@@ -29,6 +29,7 @@ from components.nodes import NodeConfiguration, node_objects
 from components.outputs import stack_outputs
 from components.prerequisites import Prerequisites
 from components.security import ClusterSecurity, security_objects
+from components.sriov import SriovNodePolicies, node_policy_objects
 from components.storage import SharedStorage, patch_objects, storage_objects
 from components.tiers import keep_for
 from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects
@@ -51,6 +52,7 @@ PARTS: list[tuple[str, Any, Builder]] = [
     ("scripts", PodScripts, _plain(script_objects)),
     ("images", ImageBuilds, _plain(image_objects)),
     ("nodes", NodeConfiguration, _plain(node_objects)),
+    ("sriov", SriovNodePolicies, _plain(node_policy_objects)),
 ]
 
 
