@@ -219,7 +219,8 @@ class StackOutputs(_Outputs):
     service_accounts: list[NamespacedName]
     """Service accounts the stack created, as NAMESPACE/NAME."""
     network_attachments: list[NamespacedName]
-    """NetworkAttachmentDefinitions the RDMA pods attach, as NAMESPACE/NAME (copies or references). Empty without RDMA."""
+    """NetworkAttachmentDefinitions the RDMA pods attach, as NAMESPACE/NAME (copies, references, or the SR-IOV operator's in
+    nad_mode operator). Empty without RDMA."""
     pvcs: list[NamespacedName]
     """Shared PersistentVolumeClaims the stack created, as NAMESPACE/NAME (per-pod claims are under each workload)."""
     node_sets: dict[str, NodeSetOutputs] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))

@@ -37,8 +37,10 @@ from config.values import (
     MAX_EXISTING,
     MAX_GPUS,
     MAX_NAMED_NODES,
+    MAX_NODE_POLICIES,
     MAX_NODE_SET_SIZE,
     MAX_OBSERVATIONS,
+    MAX_POLICY_PFS,
     MAX_SCRIPT_FILES,
     MAX_SERVICE_ACCOUNTS,
     MAX_STORAGE_CLASSES,
@@ -108,7 +110,7 @@ class SriovNodePolicy(Strict):
 
     resource: ResourceName
     """The device plugin resource the VFs are offered as: an attachment's resource (openshift.io/eno5np0rdma)."""
-    pf_names: list[str] = Field(default=[], max_length=MAX_DEVICES)
+    pf_names: list[str] = Field(default=[], max_length=MAX_POLICY_PFS)
     """The PFs (network interface names on the node, e.g. eno5np0) whose VFs serve the resource."""
     vendor: str | None = Field(default=None, pattern=r"^[0-9a-f]{4}$")
     """PCI vendor ID of the NICs (15b3: NVIDIA/Mellanox), when PFs are selected by model."""
@@ -175,7 +177,7 @@ class NodeSet(Strict):
     """Memory each node offers to pods (`oc describe node`, Allocatable: memory). None: not known, not checked."""
     source: str = ""
     """Where the stack knows this from."""
-    node_policies: list[SriovNodePolicy] = Field(default=[], max_length=MAX_ATTACHMENTS)
+    node_policies: list[SriovNodePolicy] = Field(default=[], max_length=MAX_NODE_POLICIES)
     """SR-IOV VFs the SR-IOV network operator makes on each node of the set (platform tier): one
     SriovNetworkNodePolicy per policy and node, selecting that node by name. Applying one drains and reboots the
     node (the operator's behaviour): node_reboot_reason must say why the stack may. Only on a set of named nodes."""

@@ -7,7 +7,6 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from config.cluster import NodeSet
 from config.kube import HOSTNAME, NETWORKS, RESOURCE_NAME, node_policy_name, operator_network_name
 from config.stack import ClusterConfig
 from config.values import MAX_CNI_DEPTH, bounded_json
@@ -196,16 +195,22 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
                     )
 
 
-def _pods_on_one_node(config: ClusterConfig, node_set: NodeSet) -> int:
-    """The most running RDMA pods of the stack that fit on one node of the set by their GPUs (smallest first): each takes
-    a VF of every attachment's resource on its node."""
-    specs = [w for w in config.pod_specs() if w.transport == "rdma" and getattr(w, "state", "running") == "running"]
-    mine = sorted((w.gpus_per_node, w.nodes) for w in specs if config.node_set(w.node_set).name == node_set.name)
-    free, count = node_set.gpus_per_node, 0
-    for gpus, pods in mine:
-        fit = min(pods, free // gpus)
-        count, free = count + fit, free - fit * gpus
-    return count
+def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:
+    """Per node set, the most running RDMA pods of the stack that fit on one of its nodes by their GPUs (smallest
+    first): each takes a VF of every attachment's resource on its node. One pass over the pod specs."""
+    first = config.node_sets[0].name
+    shapes: dict[str, list[tuple[int, int]]] = {}
+    for w in config.pod_specs():
+        if w.transport == "rdma" and getattr(w, "state", "running") == "running":
+            shapes.setdefault(w.node_set or first, []).append((w.gpus_per_node, w.nodes))
+    out: dict[str, int] = {}
+    for node_set in config.node_sets:
+        free, count = node_set.gpus_per_node, 0
+        for gpus, pods in sorted(shapes.get(node_set.name, [])):
+            fit = min(pods, free // gpus)
+            count, free = count + fit, free - fit * gpus
+        out[node_set.name] = count
+    return out
 
 
 def _cni_mtu(cni_config: str | None) -> int | None:
@@ -223,12 +228,15 @@ def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
     config, fabric = stack.config, stack.config.fabric
     if fabric is None:
         return
+    if not any(s.node_policies for s in config.node_sets):
+        return
     per_pod = Counter(a.resource for a in fabric.attachments)
     mtus = {a.resource: (a.network, m) for a in fabric.attachments if (m := _cni_mtu(a.cni_config)) is not None}
+    per_node = _pods_on_one_node(config)
     for i, node_set in enumerate(config.node_sets):
         if not node_set.node_policies:
             continue
-        pods = _pods_on_one_node(config, node_set)
+        pods = per_node[node_set.name]
         made = Counter[str]()
         for p in node_set.node_policies:
             made[p.resource] += p.num_vfs * max(1, len(p.pf_names))
