@@ -477,6 +477,10 @@ class TestAdoption:
         found = [f for f in findings(config(operator_mode, hand_made_copies)) if f.rule == "hand-made"]
         assert len(found) == 2
         assert all("SR-IOV operator makes team-a/team-a-port" in f.message and "oc delete net-attach-def" in f.message for f in found)
+        # a copy in a project without RDMA pods is not the operator's business: the old reason stands
+        elsewhere = config(operator_mode, hand_made_copies, lambda d: [h.update(namespace="team-b") for h in d["hand_made"]])
+        found = [f for f in findings(elsewhere) if f.rule == "hand-made"]
+        assert len(found) == 2 and not [f for f in found if "SR-IOV operator makes" in f.message]
 
     def test_the_cli_prints_the_deletions_beside_the_plan(
         self, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]

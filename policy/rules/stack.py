@@ -306,7 +306,8 @@ def _undeclared_because(stack: Stack, h: HandMade) -> tuple[str, bool]:
             return "the stack has no fabric, so no pod attaches an SR-IOV network", False
         if h.name not in {a.network for a in fabric.attachments}:
             return f"fabric.attachments names no network {h.name}", False
-        if fabric.device_access == "sriov" and fabric.nad_mode == "operator":
+        served = fabric.device_access == "sriov" and fabric.nad_mode == "operator"
+        if served and ns in {w.namespace for w in c.pod_specs() if w.transport == "rdma"}:
             made = f"{ns}/{operator_network_name(ns, h.name)}"
             return (
                 f"fabric.nad_mode is operator: the SR-IOV operator makes {made} instead, from the platform tier's SriovNetwork. "
