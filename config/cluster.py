@@ -1,6 +1,7 @@
-"""What the cluster has and what the stack makes on it besides the training pods: node sets and their tolerations,
-the RDMA fabric, storage classes, volumes and claims, service accounts and the SCC (security), objects that exist
-already, script ConfigMaps, image builds and node-level changes (NodeLevel).
+"""What the cluster has and what the stack makes on it besides the training pods: node sets and their tolerations
+(and SR-IOV node policies), the RDMA fabric (its SR-IOV networks: copied, referenced, or made by the operator),
+storage classes, volumes and claims, service accounts and the SCC (security), objects that exist already, script
+ConfigMaps, image builds and node-level changes (NodeLevel).
 """
 
 from __future__ import annotations
