@@ -31,10 +31,12 @@ from config.values import (
     MAX_MOUNTS,
     MAX_NAMED_NODES,
     MAX_NAMESPACES,
+    MAX_NODE_POLICIES,
     MAX_NODE_SETS,
     MAX_NOTES,
     MAX_OBSERVATIONS,
     MAX_POD_TEMPLATES,
+    MAX_POLICY_PFS,
     MAX_PORTS,
     MAX_PVC_FIXES,
     MAX_SCRIPT_FILES,
@@ -178,7 +180,15 @@ def largest() -> dict[str, Any]:
     names = [f"gpu-{i:04d}" for i in range(MAX_NAMED_NODES)]
     first = MAX_NAMED_NODES - (MAX_NODE_SETS - 2)
     groups = [names[:first]] + [[n] for n in names[first:]]
-    stack["node_sets"] += [{"name": f"set-{k}", "nodes": g, "gpus_per_node": GPUS_PER_NODE} for k, g in enumerate(groups)]
+    # Every named set with its SR-IOV node policies at their bound: one SriovNetworkNodePolicy per policy and node.
+    policies = [
+        {"resource": f"openshift.io/port{p}rdma", "pf_names": [f"p{p}f{f}" for f in range(MAX_POLICY_PFS)], "num_vfs": 8}
+        for p in range(1, MAX_NODE_POLICIES + 1)
+    ]
+    stack["node_sets"] += [
+        {"name": f"set-{k}", "nodes": g, "gpus_per_node": GPUS_PER_NODE, "node_policies": policies, "node_reboot_reason": "VFs"}
+        for k, g in enumerate(groups)
+    ]
     # Node labels on a set no workload runs on: the bound is held, and no pod template changes.
     stack["node_sets"][1]["labels"] = {f"example.com/pool-{k}": "set-0" for k in range(MAX_SELECTOR)}
     stack["gpu_tolerations"] += [{"key": f"example.com/taint-{k}", "operator": "Exists"} for k in range(MAX_TOLERATIONS - 1)]

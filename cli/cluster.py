@@ -28,6 +28,12 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
     kinds = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     plan = adoption.import_plan(config, target.name, target.tier, kinds)
     text = json.dumps(plan, indent=2) + "\n"
+    # nad_mode operator: the hand-made NAD copies are not adopted; they go before the operator makes the networks.
+    deletions = adoption.operator_deletions(config)
+    if deletions:
+        print(f"{target.name}: delete first (nad_mode operator; not in the plan):", file=sys.stderr)
+        for line in deletions:
+            print(f"  {line}", file=sys.stderr)
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")

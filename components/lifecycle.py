@@ -12,7 +12,8 @@ and provider/pkg/provider/diff.go):
   completes (hours of training), a suspended Job until the timeout.
 - A PVC is awaited until Bound (a fixed 5 minutes), except on a WaitForFirstConsumer class.
 - Services without pods to wait for, ConfigMaps, RBAC, NetworkPolicies and every OpenShift kind
-  (Route, BuildConfig, ImageStream, SCC, MachineConfig, NAD) are done once the API server accepts them.
+  (Route, BuildConfig, ImageStream, SCC, MachineConfig, NAD) and the SR-IOV operator's SriovNetwork and
+  SriovNetworkNodePolicy are done once the API server accepts them.
 """
 
 from __future__ import annotations
@@ -91,8 +92,9 @@ AWAITS: list[tuple[str, str]] = [
     (
         "everything else",
         "not at all: Services (headless, or with `pulumi.com/skipAwait` for the developer tools, whose pod may not be "
-        "Ready), ConfigMaps, ServiceAccounts, RBAC, NADs, NetworkPolicies, Routes, BuildConfigs, ImageStreams, SCCs and "
-        "MachineConfigs are done when the API server accepts them. Reads of what the stack relies on take a moment each.",
+        "Ready), ConfigMaps, ServiceAccounts, RBAC, NADs, NetworkPolicies, Routes, BuildConfigs, ImageStreams, SCCs, "
+        "MachineConfigs, SriovNetworks and SriovNetworkNodePolicies are done when the API server accepts them (the SR-IOV operator "
+        "acts on the last two afterwards: docs/networks.md). Reads of what the stack relies on take a moment each.",
     ),
 ]
 

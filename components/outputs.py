@@ -29,10 +29,11 @@ from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
 
 from components.bandwidth import job_name
-from components.networks import copy_namespaces
+from components.networks import copy_namespaces, operator_namespaces
 from components.storage import standalone_claims
 from components.training import Names, nccl_env, per_pod_claims
 from config.cluster import NodeSet
+from config.kube import operator_network_name
 from config.stack import ClusterConfig
 from config.values import MemlockStrategy, State, Transport, WorkloadKind
 from config.workloads import BandwidthCheck, Workload
@@ -231,7 +232,8 @@ class StackOutputs(_Outputs):
     service_accounts: list[NamespacedName]
     """Service accounts the stack created, as NAMESPACE/NAME."""
     network_attachments: list[NamespacedName]
-    """NetworkAttachmentDefinitions the RDMA pods attach, as NAMESPACE/NAME (copies or references). Empty without RDMA."""
+    """NetworkAttachmentDefinitions the RDMA pods attach, as NAMESPACE/NAME (copies, references, or the SR-IOV operator's in
+    nad_mode operator). Empty without RDMA."""
     pvcs: list[NamespacedName]
     """Shared PersistentVolumeClaims the stack created, as NAMESPACE/NAME (per-pod claims are under each workload)."""
     node_sets: dict[str, NodeSetOutputs] = Field(json_schema_extra=_keys(f"^{_LABEL}$"))
@@ -250,6 +252,8 @@ class StackOutputs(_Outputs):
             nads: list[str] = []
         elif copy_namespaces(config):
             nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copy_namespaces(config)]
+        elif served := operator_namespaces(config):
+            nads = [f"{ns}/{operator_network_name(ns, a.network)}" for a in fabric.attachments for ns in served]
         else:
             nads = [f"{fabric.nad_source_namespace}/{a.network}" for a in fabric.attachments]
         return cls(

@@ -7,11 +7,12 @@ missing (`resource 'NS/NAME' does not exist`) or the cluster cannot be reached. 
 
 - project: its namespaces, the existing ConfigMaps, ImageStreams and claims its workloads use, and
   (when a separate platform stack grants the SCC) the grant's RoleBinding, checking it names every
-  service account that needs it;
+  service account that needs it; in nad_mode operator (with a separate platform stack), the NADs the
+  operator made from the platform tier's SriovNetworks, checking their resourceName;
 - platform: its namespaces, the existing SCC it references (checking it allows what the pods add),
   the claims it patches (checking the patch can apply: no class yet and not bound, or the class
   already set), the storage classes the claims name, and the SR-IOV operator's source NADs (checking
-  the copies' config still matches them).
+  the copies' config still matches them), or in operator mode the operator's namespace.
 
 A check that fails raises pulumi.RunError, which the CLI prints as one `error:` line with the fix.
 Secrets are not read: a read would copy their values into the Pulumi state.
@@ -30,10 +31,10 @@ from typing import Any
 import pulumi
 
 from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF, LiveObject
-from components.networks import rdma_namespaces
+from components.networks import operator_namespaces, rdma_namespaces
 from components.security import granted_accounts, needed_capabilities, use_binding, use_role_name
 from config.cluster import PvcStorageClassFix, SriovAttachment
-from config.kube import RESOURCE_NAME
+from config.kube import RESOURCE_NAME, operator_network_name
 from config.stack import ClusterConfig
 from config.values import MAX_CNI_DEPTH, bounded_json
 
@@ -224,6 +225,43 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
     )  # fmt: skip
 
 
+def _operator_nad(config: ClusterConfig, att: SriovAttachment, ns: str) -> Requirement:
+    assert config.fabric is not None
+    name = operator_network_name(ns, att.network)
+    operator = config.fabric.operator_namespace
+
+    def verify(state: dict[str, Any]) -> str | None:
+        resource = ((state.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME)
+        if resource != att.resource:
+            return f"its resourceName is {resource!r}, the stack's {att.resource!r}: the operator made it from another SriovNetwork"
+        return None
+
+    return Requirement(
+        NAD_API, NAD_KIND, f"{ns}/{name}",
+        why=f"the RDMA pods attach it; the SR-IOV operator makes it from SriovNetwork {operator}/{name}, which the platform tier declares",
+        fix=f"a cluster admin runs the platform tier of {config.name} (`pulumi up -s {config.name}-platform`), which declares "
+        f"the SriovNetwork; then `oc get sriovnetwork {name} -n {operator}` and the operator's log say why no NAD appeared",
+        expected={"metadata": {"name": name, "namespace": ns, "annotations": {RESOURCE_NAME: att.resource}}},
+        verify=verify,
+        hint=f"a cluster admin runs pulumi up -s {config.name}-platform",
+    )  # fmt: skip
+
+
+def _operator_namespace(config: ClusterConfig) -> Requirement:
+    assert config.fabric is not None
+    ns = config.fabric.operator_namespace
+    return Requirement(
+        "v1", "Namespace", ns,
+        why="the platform tier declares SriovNetworks or node policies there, for the SR-IOV network operator to reconcile",
+        fix=f"install the SR-IOV Network Operator (OperatorHub; it makes {ns}), or correct fabric.operator_namespace in "
+        f"clusters/{config.name}.py (`oc get sriovnetworks -A`)",
+        expected={"metadata": {"name": ns}, "status": {"phase": "Active"}},
+        hint=f"install the SR-IOV Network Operator, or correct fabric.operator_namespace in clusters/{config.name}.py",
+        fields=("metadata",),
+        tier="platform",
+    )  # fmt: skip
+
+
 def _existing(config: ClusterConfig, api: str, kind: str, ns: str, name: str, fix: str) -> Requirement:
     return Requirement(
         api,
@@ -281,6 +319,9 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         ]
         if tier == "project":
             out += [_grant(config, ns, accounts) for ns, accounts in grants.items()]
+            # In `all` the same run declares the SriovNetworks: their NADs cannot be read before it.
+            served = operator_namespaces(config)
+            out += [_operator_nad(config, a, ns) for a in config.fabric.attachments for ns in served] if config.fabric else []
     if platform:
         if tier == "platform":
             # The grants it makes need their namespaces (in `all`, the project side reads every namespace).
@@ -293,7 +334,9 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         )
         out += [_storage_class(config, c) for c in classes]
         fabric = config.fabric
-        if fabric is not None and fabric.device_access == "sriov" and rdma_namespaces(config):
+        if fabric is not None and (operator_namespaces(config) or any(s.node_policies for s in config.node_sets)):
+            out.append(_operator_namespace(config))
+        if fabric is not None and fabric.device_access == "sriov" and fabric.nad_mode != "operator" and rdma_namespaces(config):
             out += [_source_nad(config, a, fabric.nad_mode == "copy") for a in fabric.attachments]
     return _merged(out)
 

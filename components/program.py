@@ -30,6 +30,7 @@ from components.outputs import stack_outputs
 from components.prerequisites import Prerequisites
 from components.queueing import Queueing, namespace_patches, queue_objects
 from components.security import ClusterSecurity, security_objects
+from components.sriov import SriovNodePolicies, node_policy_objects
 from components.storage import SharedStorage, patch_objects, storage_objects
 from components.tiers import keep_for
 from components.training import PodScripts, TrainingWorkload, script_objects, workload_objects
@@ -53,6 +54,7 @@ PARTS: list[tuple[str, Any, Builder]] = [
     ("images", ImageBuilds, _plain(image_objects)),
     ("nodes", NodeConfiguration, _plain(node_objects)),
     ("queueing", Queueing, lambda c: [(o, False) for o in queue_objects(c)] + [(p, True) for p in namespace_patches(c)]),
+    ("sriov", SriovNodePolicies, _plain(node_policy_objects)),
 ]
 
 

@@ -3,8 +3,9 @@ tier (a researcher with admin in their project), and a Pulumi stack declares one
 
 - platform: cluster-scoped objects (SCC, ClusterRole, MachineConfig; a queued cluster's ResourceFlavors, ClusterQueue,
   WorkloadPriorityClasses and the label patches of its namespaces), RoleBindings to an SCC's use-role
-  (binding it needs `bind` on the role, which project admins do not hold), and objects in namespaces
-  outside the stack's projects (the NFS server's claim in `nfs`, the source NADs in `default`).
+  (binding it needs `bind` on the role, which project admins do not hold), the SR-IOV operator's SriovNetworks and
+  SriovNetworkNodePolicies (in its namespace, wherever that is), and objects in namespaces outside the stack's
+  projects (the NFS server's claim in `nfs`, the source NADs in `default`).
 - project: everything in the stack's own namespaces: service accounts, NAD copies, PVCs, ConfigMaps,
   Services, Routes, NetworkPolicies, builds, workloads, a queued cluster's LocalQueues.
 
@@ -18,6 +19,7 @@ from typing import Any
 
 from components.kube import CLUSTER_SCOPED_KINDS
 from config.kube import SCC_USE_ROLE_PREFIX
+from config.openshift import SRIOV_OPERATOR_KINDS
 from config.stack import ClusterConfig
 
 Keep = Callable[[dict[str, Any]], bool]
@@ -50,13 +52,15 @@ RESOURCES = {
     "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
     "WorkloadPriorityClass": "workloadpriorityclasses.kueue.x-k8s.io",
     "LocalQueue": "localqueues.kueue.x-k8s.io",
+    "SriovNetwork": "sriovnetworks.sriovnetwork.openshift.io",
+    "SriovNetworkNodePolicy": "sriovnetworknodepolicies.sriovnetwork.openshift.io",
 }
 
 
 def tier_of(obj: dict[str, Any], config: ClusterConfig) -> str:
     meta = obj.get("metadata") or {}
     namespace = meta.get("namespace")
-    if obj["kind"] in CLUSTER_SCOPED_KINDS or not namespace:
+    if obj["kind"] in CLUSTER_SCOPED_KINDS or obj["kind"] in SRIOV_OPERATOR_KINDS or not namespace:
         return PLATFORM
     if obj["kind"] == "RoleBinding" and str((obj.get("roleRef") or {}).get("name", "")).startswith(SCC_USE_ROLE_PREFIX):
         return PLATFORM

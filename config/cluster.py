@@ -1,28 +1,48 @@
-"""What the cluster has and what the stack makes on it besides the training pods: node sets and their tolerations,
-the RDMA fabric, storage classes, volumes and claims, service accounts and the SCC (security), objects that exist
-already, script ConfigMaps, image builds and node-level changes (NodeLevel).
+"""What the cluster has and what the stack makes on it besides the training pods: node sets and their tolerations
+(and SR-IOV node policies), the RDMA fabric (its SR-IOV networks: copied, referenced, or made by the operator),
+storage classes, volumes and claims, service accounts and the SCC (security), objects that exist already, script
+ConfigMaps, image builds and node-level changes (NodeLevel).
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from config.errors import FieldError, Strict
-from config.openshift import BUILTIN_SCCS, CONTROL_PLANE_POOLS, INTERNAL_REGISTRY, OPENSHIFT_SCCS, PROJECT_SERVICE_ACCOUNTS
+from config.openshift import (
+    BUILTIN_SCCS,
+    CONTROL_PLANE_POOLS,
+    INTERNAL_REGISTRY,
+    OPENSHIFT_SCCS,
+    PROJECT_SERVICE_ACCOUNTS,
+    SRIOV_CNI_OWN_KEYS,
+    SRIOV_MAX_VFS,
+    SRIOV_MELLANOX_DEVICES,
+    SRIOV_NETWORK_FIELDS,
+    SRIOV_OPERATOR_NAMESPACE,
+    SRIOV_RESOURCE_NAME,
+    SRIOV_RESOURCE_PREFIX,
+    SRIOV_VENDORS,
+)
 from config.values import (
     LAUNCHER_DIR,
     MAX_ACCESS_MODES,
     MAX_ATTACHMENTS,
     MAX_CAPABILITIES,
+    MAX_CNI_DEPTH,
     MAX_DEVICES,
     MAX_EXISTING,
     MAX_GPUS,
     MAX_NAMED_NODES,
+    MAX_NODE_POLICIES,
     MAX_NODE_SET_SIZE,
     MAX_NODE_SETS,
     MAX_OBSERVATIONS,
+    MAX_POLICY_PFS,
     MAX_PRIORITY_CLASSES,
     MAX_SCRIPT_FILES,
     MAX_SELECTOR,
@@ -51,6 +71,7 @@ from config.values import (
     ResourceName,
     Text,
     VolumeSize,
+    bounded_json,
     system_path_problem,
 )
 
@@ -89,6 +110,59 @@ class Toleration(Strict):
         return self
 
 
+class SriovNodePolicy(Strict):
+    """VFs the SR-IOV network operator makes on the PFs of each node of a node set, for one device plugin resource
+    (a SriovNetworkNodePolicy: isRdma true, deviceType netdevice, linkType from fabric.link_layer)."""
+
+    resource: ResourceName
+    """The device plugin resource the VFs are offered as: an attachment's resource (openshift.io/eno5np0rdma)."""
+    pf_names: list[str] = Field(default=[], max_length=MAX_POLICY_PFS)
+    """The PFs (network interface names on the node, e.g. eno5np0) whose VFs serve the resource."""
+    vendor: str | None = Field(default=None, pattern=r"^[0-9a-f]{4}$")
+    """PCI vendor ID of the NICs (15b3: NVIDIA/Mellanox), when PFs are selected by model."""
+    device_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{4}$")
+    """PCI device ID of the PFs (1021: ConnectX-7), when PFs are selected by model."""
+    num_vfs: int = Field(strict=True, ge=1, le=SRIOV_MAX_VFS)
+    """VFs per PF: each RDMA pod on the node takes one per attachment of this resource."""
+    mtu: int | None = Field(strict=True, default=None, ge=576, le=9216)
+    """MTU of the VFs (and the PF). The operator's NADs carry none: the attachment's cni_config mtu must match."""
+
+    @field_validator("pf_names")
+    @classmethod
+    def _interface_names(cls, value: list[str]) -> list[str]:
+        for name in value:
+            if not re.fullmatch(r"[a-zA-Z0-9_.-]{1,15}", name):
+                raise ValueError(f"{name!r} is not a network interface name (at most 15 letters, digits, '_', '.', '-'; no VF range #)")
+        return value
+
+    @model_validator(mode="after")
+    def _selects_nics(self) -> SriovNodePolicy:
+        if not (self.pf_names or self.vendor or self.device_id):
+            raise FieldError(("pf_names",), "name the PFs (pf_names) or their model (vendor, device_id): the operator's webhook needs one")
+        if self.vendor is not None and self.vendor not in SRIOV_VENDORS:
+            raise FieldError(
+                ("vendor",), f"vendor {self.vendor} is not one the SR-IOV operator supports ({', '.join(sorted(SRIOV_VENDORS))})"
+            )
+        if self.vendor == "15b3" and self.device_id is not None and self.device_id not in SRIOV_MELLANOX_DEVICES:
+            raise FieldError(
+                ("device_id",),
+                f"device {self.device_id} of vendor 15b3 is not a PF the SR-IOV operator supports "
+                f"({', '.join(sorted(SRIOV_MELLANOX_DEVICES))}; 1021 is ConnectX-7)",
+            )
+        if not self.resource.startswith(SRIOV_RESOURCE_PREFIX) or not re.match(
+            SRIOV_RESOURCE_NAME, self.resource.removeprefix(SRIOV_RESOURCE_PREFIX)
+        ):
+            raise FieldError(("resource",), _operator_resource_problem(self.resource))
+        return self
+
+
+def _operator_resource_problem(resource: str) -> str:
+    return (
+        f"{resource!r}: the SR-IOV operator offers resources as {SRIOV_RESOURCE_PREFIX}NAME (its RESOURCE_PREFIX on "
+        "OpenShift), NAME of letters, digits and '_' only (its webhook's rule): e.g. openshift.io/eno5np0rdma"
+    )
+
+
 class NodeSet(Strict):
     """GPU nodes the stack counts on: named nodes (pods are pinned to them), or a number of
     interchangeable nodes. The preflight places every running pod of the stack on them at once."""
@@ -113,6 +187,13 @@ class NodeSet(Strict):
     Required on a queued cluster with more than one node set; empty: the set is told apart by its node names only."""
     source: str = ""
     """Where the stack knows this from."""
+    node_policies: list[SriovNodePolicy] = Field(default=[], max_length=MAX_NODE_POLICIES)
+    """SR-IOV VFs the SR-IOV network operator makes on each node of the set (platform tier): one
+    SriovNetworkNodePolicy per policy and node, selecting that node by name. Applying one drains and reboots the
+    node (the operator's behaviour): node_reboot_reason must say why the stack may. Only on a set of named nodes."""
+    node_reboot_reason: Reason | None = None
+    """Required with node_policies: why the stack may have the operator drain and reboot these nodes (printed by every
+    check). Each new or changed policy reboots every node it selects, one at a time."""
 
     @field_validator("nodes")
     @classmethod
@@ -130,6 +211,23 @@ class NodeSet(Strict):
             raise FieldError(("nodes",), "give either nodes (names) or count (a number of unnamed nodes), not both or neither")
         if len(set(self.nodes)) != len(self.nodes):
             raise FieldError(("nodes",), "a node is listed twice")
+        if self.node_policies and not self.nodes:
+            raise FieldError(
+                ("node_policies",),
+                "node policies need the nodes by name: each policy selects its nodes by kubernetes.io/hostname, so that it "
+                "reconfigures (and reboots) no node the stack does not name. List the nodes (nodes), or leave the VFs to the "
+                "cluster admin's own policies",
+            )
+        if self.node_policies and not self.node_reboot_reason:
+            raise FieldError(
+                ("node_reboot_reason",),
+                "applying a SriovNetworkNodePolicy drains and reboots every node it selects (the SR-IOV operator's config "
+                "daemon, one node at a time): set node_reboot_reason to say why this stack may, or leave the VFs to the "
+                "cluster admin's own policies",
+            )
+        pfs = [pf for p in self.node_policies for pf in p.pf_names]
+        if len(set(pfs)) != len(pfs):
+            raise FieldError(("node_policies",), "a PF is named by two policies: the operator's webhook refuses overlapping VF ranges")
         return self
 
     @property
@@ -187,9 +285,14 @@ class RdmaFabric(Strict):
     """SR-IOV attachments in interface order. Empty where RDMA devices reach the pod another way."""
     nad_source_namespace: K8sName = "default"
     """Where the SR-IOV operator creates the NADs."""
-    nad_mode: Literal["copy", "reference"] = "copy"
+    nad_mode: Literal["copy", "reference", "operator"] = "copy"
     """copy: a NAD per user namespace that runs RDMA pods, with the source's config (the seeds' way);
-    reference: pods name `default/NAME` and no copies are made (OpenShift allows NADs of `default`)."""
+    reference: pods name `default/NAME` and no copies are made (OpenShift allows NADs of `default`);
+    operator: the platform tier declares a SriovNetwork per attachment and such namespace in operator_namespace, and
+    the SR-IOV operator makes and keeps the NAD there (named PROJECT-NETWORK: docs/networks.md)."""
+    operator_namespace: K8sName = SRIOV_OPERATOR_NAMESPACE
+    """The SR-IOV network operator's namespace (nad_mode operator, node policies): it reconciles only the SriovNetworks and
+    policies there. The one platform namespace a stack declares objects in, and only these kinds."""
     device_access: Literal["sriov", "privileged"] = "sriov"
     """How /dev/infiniband reaches the container: SR-IOV device plugin resources, or a privileged
     container that sees the host's devices."""
@@ -222,11 +325,81 @@ class RdmaFabric(Strict):
                         f"nad_mode 'copy' copies the source NAD's config: set cni_config (`oc get net-attach-def {a.network} -n "
                         f"{self.nad_source_namespace} -o jsonpath='{{.spec.config}}'`), or use nad_mode 'reference'",
                     )
+        if self.nad_mode == "operator":
+            self._operator_can_serve()
         return self
+
+    def _operator_can_serve(self) -> None:
+        """nad_mode operator: the SriovNetworks the attachments become are ones the operator's CRD admits, and the NADs it
+        renders from them carry the attachments' config (what a copy would carry)."""
+        if self.device_access != "sriov":
+            raise FieldError(("nad_mode",), "nad_mode 'operator' makes SR-IOV networks: it needs device_access 'sriov'")
+        if self.link_layer == "infiniband":
+            raise FieldError(
+                ("nad_mode",),
+                "the SR-IOV operator makes InfiniBand networks from SriovIBNetwork objects (ib-sriov CNI), which this program "
+                "does not declare: use nad_mode 'copy' or 'reference' on an InfiniBand fabric",
+            )
+        for i, a in enumerate(self.attachments):
+            if not a.resource.startswith(SRIOV_RESOURCE_PREFIX) or not re.match(
+                SRIOV_RESOURCE_NAME, a.resource.removeprefix(SRIOV_RESOURCE_PREFIX)
+            ):
+                raise FieldError(("attachments", i, "resource"), _operator_resource_problem(a.resource))
+            if not a.cni_config:
+                raise FieldError(
+                    ("attachments", i, "cni_config"),
+                    "nad_mode 'operator' makes the SriovNetwork from the network's CNI config (its IPAM above all: RoCE v2 "
+                    "needs an address): set cni_config, as `oc get net-attach-def NAME -o jsonpath='{.spec.config}'` shows it",
+                )
+            if problem := operator_config_problem(a.cni_config):
+                raise FieldError(("attachments", i, "cni_config"), problem)
 
     def port_count(self) -> int:
         """Ports a pod uses: one per attachment, or every live device where there are none."""
         return len(self.attachments) or len(self.devices)
+
+    def link_type(self) -> str:
+        """The SR-IOV operator's linkType of the fabric's PFs."""
+        return "ib" if self.link_layer == "infiniband" else "eth"
+
+
+def operator_config_problem(cni_config: str) -> str | None:
+    """Why the SR-IOV operator could not render a NAD carrying this CNI config from a SriovNetwork, or None."""
+    config = bounded_json(cni_config, MAX_CNI_DEPTH)
+    if config.get("type") != "sriov":
+        return f"type is {config.get('type')!r}: a SriovNetwork renders the sriov CNI only (a chained config is a copy's job)"
+    unknown = sorted(set(config) - SRIOV_CNI_OWN_KEYS - set(SRIOV_NETWORK_FIELDS))
+    if unknown:
+        return (
+            f"{', '.join(unknown)}: the operator's NAD template has no such field, so the pods would not see it. Remove it, or use "
+            "nad_mode 'copy'"
+        )
+    for key, (field, admitted) in SRIOV_NETWORK_FIELDS.items():
+        if key not in config:
+            continue
+        value = config[key]
+        # A range answers `in` for an int at once, and by walking every member for anything else: ints only go there.
+        fits = (
+            isinstance(value, str)
+            if admitted is None
+            else (type(value) is int if isinstance(admitted, range) else True) and value in admitted
+        )
+        if not fits:
+            return f"{key} {json.dumps(value)}: the SriovNetwork's {field} admits {_admitted(admitted)}"
+    for key in ("ipam", "capabilities"):
+        if key in config and not isinstance(config[key], dict):
+            return f"{key} must be a JSON object"
+        if key in config and re.search(r"\s", json.dumps(config[key], separators=(",", ":"))):
+            return f"{key} holds whitespace: the operator strips every blank from the SriovNetwork's {key} (RenderNetAttDef)"
+    if "mtu" in config and (isinstance(config["mtu"], bool) or not isinstance(config["mtu"], int)):
+        return "mtu must be a whole number"
+    return None
+
+
+def _admitted(admitted: object) -> str:
+    if isinstance(admitted, range):
+        return f"a whole number from {admitted.start} to {admitted.stop - 1}"
+    return ", ".join(json.dumps(v) for v in admitted) if isinstance(admitted, tuple) else "text"
 
 
 # --- storage ----------------------------------------------------------------------------------

@@ -8,6 +8,9 @@ neither each other, so each name is defined here, once, below both. A name only 
 
 from __future__ import annotations
 
+import hashlib
+import re
+
 ConfigPath = tuple[str | int, ...]
 """A path into the stack's config (`("volumes", 0, "storage_class")`): where an object or a finding comes from."""
 ObjectKey = tuple[str, str, str, bool]
@@ -35,3 +38,29 @@ PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 """Label on a StatefulSet or Job: the WorkloadPriorityClass Kueue admits it by."""
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 """Kueue's API version: v1beta2, the storage version of Kueue 0.17's CRDs (v1beta1 is served, deprecated)."""
+
+_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+NAME_DIGEST = 8
+
+
+def derived_name(*parts: str) -> str:
+    """A DNS-1123 label (at most 63 characters) made of `parts`, joined by `-`, lowercase, `_` as `-`: the parts as they
+    are when they fit, else cut and ended by a digest of the whole, so a name is stable and two long ones stay apart."""
+    whole = "-".join(parts)
+    name = whole.lower().replace("_", "-")
+    if len(name) <= 63 and _LABEL.match(name):
+        return name
+    cut = re.sub(r"[^-a-z0-9]", "-", name)[: 63 - NAME_DIGEST - 1].strip("-")
+    return f"{cut}-{hashlib.sha256(whole.encode()).hexdigest()[:NAME_DIGEST]}"
+
+
+def operator_network_name(namespace: str, network: str) -> str:
+    """The SriovNetwork the platform tier declares for `network` in project `namespace` (fabric.nad_mode operator), and
+    so the NAD the SR-IOV operator makes there: the operator names the NAD after the SriovNetwork (RenderNetAttDef),
+    and all of them live in its one namespace, so each project's needs its own name."""
+    return derived_name(namespace, network)
+
+
+def node_policy_name(node_set: str, resource: str, node: str) -> str:
+    """The SriovNetworkNodePolicy that makes `resource`'s VFs on one node of a node set (resource without its prefix)."""
+    return derived_name(node_set, resource.rpartition("/")[2], node)

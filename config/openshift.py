@@ -6,6 +6,7 @@ namespaces, the files the launcher writes, a debugger's ports.
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Collection
 from typing import NamedTuple
 
 
@@ -69,6 +70,43 @@ PLATFORM_NAMESPACES = ("kube-*", "openshift", "openshift-*", "default")
 
 def platform_namespace(namespace: str) -> bool:
     return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in PLATFORM_NAMESPACES)
+
+
+# The SR-IOV network operator (github.com/k8snetworkplumbingwg/sriov-network-operator v1.5.0): where OpenShift installs
+# it, and the kinds of its API the platform tier declares there (fabric.nad_mode operator, node_sets[].node_policies).
+# These kinds in that namespace are the one exception to PLATFORM_NAMESPACES: the operator reconciles only the objects of
+# its own namespace (controllers/generic_network_controller.go sets the request's namespace to its own), so that is
+# where a SriovNetwork or a SriovNetworkNodePolicy must be; the stack owns exactly the ones it names.
+SRIOV_OPERATOR_NAMESPACE = "openshift-sriov-network-operator"
+SRIOV_API = "sriovnetwork.openshift.io/v1"
+SRIOV_OPERATOR_KINDS = frozenset({"SriovNetwork", "SriovNetworkNodePolicy"})
+# The operator's RESOURCE_PREFIX on OpenShift (hack/env.sh, the chart's resourcePrefix): a policy's and a network's
+# resourceName is the device plugin resource without it, and its webhook admits only ^[a-zA-Z0-9_]+$ there.
+SRIOV_RESOURCE_PREFIX = "openshift.io/"
+SRIOV_RESOURCE_NAME = r"^[a-zA-Z0-9_]+$"
+# Vendors the operator supports (its supported-nic-ids ConfigMap), and the NVIDIA/Mellanox PF device IDs in it
+# (ConnectX-4 to -8, BlueField-2/3): its webhook refuses a policy naming another vendor, or another device of 15b3.
+SRIOV_VENDORS = frozenset({"8086", "15b3", "14e4", "1077", "177d", "1af4"})
+SRIOV_MELLANOX_DEVICES = frozenset({"1013", "1015", "1017", "1019", "101b", "101d", "101f", "1021", "1023", "a2d6", "a2dc"})
+SRIOV_MAX_VFS = 128  # the webhook's MlxMaxVFs: at most this many VFs per ConnectX PF
+# What the operator's NAD template (bindata/manifests/cni-config/sriov/sriov-cni-config.yaml, rendered by
+# api/v1/helper.go RenderNetAttDef) writes into the CNI config, by the SriovNetwork spec field it takes it from: a CNI
+# config key -> (spec field, the values the CRD admits). `ipam` and `capabilities` are JSON objects the spec holds as
+# strings; `cniVersion` (1.0.0), `name` (the SriovNetwork's name) and `type` (sriov) the operator writes itself; `mtu` it
+# never writes (a VF's MTU is its node policy's, checked by the preflight).
+SRIOV_NETWORK_FIELDS: dict[str, tuple[str, Collection[object] | None]] = {
+    "vlan": ("vlan", range(0, 4097)),
+    "vlanQoS": ("vlanQoS", range(0, 8)),
+    "vlanProto": ("vlanProto", ("802.1q", "802.1Q", "802.1ad", "802.1AD")),
+    "spoofchk": ("spoofChk", ("on", "off")),
+    "trust": ("trust", ("on", "off")),
+    "link_state": ("linkState", ("auto", "enable", "disable")),
+    "min_tx_rate": ("minTxRate", range(0, 2**31)),
+    "max_tx_rate": ("maxTxRate", range(0, 2**31)),
+    "logLevel": ("logLevel", ("panic", "error", "warning", "info", "debug")),
+    "logFile": ("logFile", None),
+}
+SRIOV_CNI_OWN_KEYS = frozenset({"cniVersion", "name", "type", "mtu", "ipam", "capabilities"})
 
 
 # The files components/launcher/launcher.py writes in every pod (DEFAULT_ENV_FILE, DEFAULT_BASH_ENV_FILE,

@@ -32,7 +32,7 @@ from config.cluster import (
     Volume,
 )
 from config.errors import FieldError, Problems, Strict, located, named_path
-from config.kube import GPU
+from config.kube import GPU, node_policy_name, operator_network_name
 from config.openshift import LAUNCHER_FILES, PLATFORM_NAMESPACES, platform_namespace
 from config.values import (
     EXEC_MARGIN,
@@ -463,6 +463,7 @@ def _references(c: ClusterConfig) -> None:
     k = _Checks(c)
     _namespaces(k)
     _node_sets(k)
+    _sriov_operator(k)
     declared = _declared(k)
     # all_workloads() lists each workload followed by its TCP variants: the same order as these paths.
     paths: list[tuple[FieldPath, FieldPath]] = []
@@ -510,6 +511,35 @@ def _node_sets(k: _Checks) -> None:
     with k.problems.collect():
         if sum(1 for s in c.node_sets if not s.nodes) > 1:
             raise FieldError(("node_sets",), "at most one node set of unnamed nodes (count): the scheduler cannot tell two apart")
+
+
+def _sriov_operator(k: _Checks) -> None:
+    """What the platform tier declares in the SR-IOV operator's namespace: never one of the stack's projects (there the
+    project tier would own it), and node policies only for the attachments' resources on an SR-IOV fabric."""
+    c, fabric = k.c, k.c.fabric
+    operator = fabric is not None and (fabric.nad_mode == "operator" or any(s.node_policies for s in c.node_sets))
+    if fabric is not None and operator and fabric.operator_namespace in k.namespaces:
+        with k.problems.collect():
+            raise FieldError(
+                ("fabric", "operator_namespace"),
+                f"{fabric.operator_namespace!r} is one of the stack's namespaces: the SR-IOV operator's namespace holds the "
+                "cluster admin's networks and policies, not a project's objects. Name the operator's namespace "
+                "(`oc get sriovnetworks -A`), or take it out of namespaces",
+            )
+    resources = {a.resource for a in fabric.attachments} if fabric else set()
+    for i, node_set in enumerate(c.node_sets):
+        for j, policy in enumerate(node_set.node_policies):
+            with k.problems.collect():
+                if fabric is None or fabric.device_access != "sriov":
+                    raise FieldError(
+                        ("node_sets", i, "node_policies"),
+                        "node policies make SR-IOV VFs: they need a fabric with device_access 'sriov' and its attachments",
+                    )
+                if policy.resource not in resources:
+                    raise FieldError(
+                        ("node_sets", i, "node_policies", j, "resource"),
+                        f"{policy.resource} is no attachment's resource ({', '.join(sorted(resources))}): no pod would use these VFs",
+                    )
 
 
 def _declared(k: _Checks) -> _Declared:
@@ -839,6 +869,25 @@ def _derived_names(c: ClusterConfig, paths: list[tuple[tuple[str | int, ...], tu
     for i, v in enumerate(c.volumes):
         if v.shared or v.existing:
             own("claim", v.namespace, v.name, ("volumes", i, "name"), f"volume {v.name!r}")
+    fabric = c.fabric
+    if fabric is not None and fabric.nad_mode == "operator":
+        rdma = sorted({w.namespace for w in c.pod_specs() if w.transport == "rdma"})
+        for i, a in enumerate(fabric.attachments):
+            for ns in rdma:
+                name = operator_network_name(ns, a.network)
+                own(
+                    "SriovNetwork",
+                    fabric.operator_namespace,
+                    name,
+                    ("fabric", "attachments", i, "network"),
+                    f"network {a.network!r} in {ns}",
+                )
+    for i, node_set in enumerate(c.node_sets):
+        for j, policy in enumerate(node_set.node_policies):
+            for node in node_set.nodes:
+                name = node_policy_name(node_set.name, policy.resource, node)
+                where: FieldPath = ("node_sets", i, "node_policies", j)
+                own("SriovNetworkNodePolicy", fabric.operator_namespace if fabric else "", name, where, f"the policy of {node}")
     for (src, path), w in zip(paths, c.all_workloads(), strict=True):
         label = f"workload {w.name!r}"
         own("Service", w.namespace, f"{w.name}-headless", path + ("name",), label)

@@ -9,6 +9,9 @@
 - `adopt_diff`: what adopting a live object (`oc get -o yaml`) changes, and whether it narrows it:
   rights the live object grants that the stack's declaration takes away. A List (`oc get scc -o yaml`)
   is diffed item by item; the items the stack does not declare are named. Values read as YAML.
+- `operator_replaces` / `operator_deletions`: in nad_mode operator, the NADs made by hand in the stack's projects
+  (the seeds' copies) conflict with what the SR-IOV operator makes there: each is named with the `oc delete` to
+  run before the platform tier's `pulumi up` (import-plan prints them; adopt-diff reports a live one).
 - `rights_report`: per object its tier and the `oc auth can-i` line that says whether you may
   declare it; per read, the line that says whether you may read it, and the fix when it is missing.
 
@@ -24,10 +27,12 @@ import yaml
 from pulumi_kubernetes import _utilities
 
 import stacks
-from components.kube import logical_name, token
+from components.kube import NAD_KIND, logical_name, token
+from components.networks import operator_namespaces
 from components.prerequisites import requirements
 from components.program import layout
 from components.tiers import PLATFORM, PROJECT, can_i, can_i_read, tier_of
+from config.kube import operator_network_name
 from config.stack import ClusterConfig
 
 PROVIDER_TYPE = "pulumi:providers:kubernetes"
@@ -100,6 +105,36 @@ def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: lis
             }
         )
     return {"nameTable": {"kubernetes": provider_urn(stack, config)}, "resources": resources}
+
+
+def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, name: str, served: list[str] | None = None) -> str | None:
+    """Why a NAD in one of the stack's projects must go before the SR-IOV operator makes the project's networks
+    (nad_mode operator), with the command; None for any other object. `served`: operator_namespaces, when known."""
+    fabric = config.fabric
+    if kind != NAD_KIND or fabric is None or namespace not in (operator_namespaces(config) if served is None else served):
+        return None
+    delete = f"`oc delete net-attach-def {name} -n {namespace}`"
+    for a in fabric.attachments:
+        made = operator_network_name(namespace, a.network)
+        if name == made:
+            return (
+                f"the SR-IOV operator makes {namespace}/{made} from the platform tier's SriovNetwork {fabric.operator_namespace}/{made} "
+                f"and overwrites a NAD of that name in place: delete this one first ({delete})"
+            )
+        if name == a.network:
+            return (
+                f"a copy of {a.network}: in nad_mode operator the pods attach {namespace}/{made}, which the SR-IOV operator makes "
+                f"and keeps; nothing keeps this copy in step any more: delete it first ({delete}), once no pod outside the "
+                "stack attaches it"
+            )
+    return None
+
+
+def operator_deletions(config: ClusterConfig) -> list[str]:
+    """`Kind NAMESPACE/NAME: why and how` for each hand-made NAD the operator's networks replace (nad_mode operator)."""
+    served = operator_namespaces(config)
+    found = [(h, operator_replaces(config, h.kind, h.namespace, h.name, served)) for h in config.hand_made]
+    return [f"{h.kind} {h.namespace}/{h.name}: {why}" for h, why in found if why]
 
 
 def plan_summary(plan: dict[str, Any]) -> str:
@@ -246,6 +281,9 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
     if bad:
         raise bad
     declared = _declared(config).get(_ref(live))
+    replaced = operator_replaces(config, *_ref(live))
+    if declared is None and replaced:
+        return f"{_label(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}\n", True
     if declared is None:
         raise stacks.ConfigError(f"{source}: stack {config.name} declares no {_label(live)}: nothing would adopt it")
     lines, narrows = _diff_one(config, live, declared, source)
@@ -273,8 +311,17 @@ def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -
     if not items:
         raise stacks.ConfigError(f"{source}: the List holds no items: nothing to adopt")
     declared = _declared(config)
+    served = operator_namespaces(config)
+    replaced = [(item, why) for item in items if _ref(item) not in declared and (why := operator_replaces(config, *_ref(item), served))]
     ours = [item for item in items if _ref(item) in declared]
-    others = [_label(item) for item in items if _ref(item) not in declared]
+    others = [_label(item) for item in items if _ref(item) not in declared and item not in [r for r, _ in replaced]]
+    if not ours and replaced:
+        lines = [f"{source}: a List of {len(items)} object(s); stack {config.name} adopts none of them.", "", "Delete first:"]
+        lines += [f"  {_label(item)}: {why}" for item, why in replaced]
+        if others:
+            lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
+            lines += [f"  {label}" for label in others]
+        return "\n".join(lines) + "\n", True
     if not ours:
         raise stacks.ConfigError(
             f"{source}: stack {config.name} declares none of the {len(items)} objects of the List: nothing would adopt them ("
@@ -287,6 +334,9 @@ def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -
         one, narrows = _diff_one(config, item, declared[_ref(item)], source)
         lines += ["", *one]
         narrowing = narrowing or narrows
+    if replaced:
+        lines += ["", "Delete first:", *(f"  {_label(item)}: {why}" for item, why in replaced)]
+        narrowing = True
     if others:
         lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
         lines += [f"  {label}" for label in others]

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 
-from config.kube import NETWORKS, RESOURCE_NAME
-from policy.core import Finding, Stack, amount, error, rule
+from config.kube import HOSTNAME, NETWORKS, RESOURCE_NAME, node_policy_name, operator_network_name
+from config.stack import ClusterConfig
+from config.values import MAX_CNI_DEPTH, bounded_json
+from policy.core import Finding, Stack, amount, error, ref, rule, warning
 
 # Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
 GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
@@ -17,12 +19,16 @@ POD_INTERFACES = ("lo", "eth0")
 
 
 def _visible_nads(stack: Stack) -> dict[tuple[str, str], str | None]:
-    """(namespace, name) -> resourceName of every NAD the stack knows exists: its own copies, and
-    the SR-IOV operator's in the fabric's source namespace."""
+    """(namespace, name) -> resourceName of every NAD the stack knows exists: its own copies, the SR-IOV
+    operator's in the fabric's source namespace, and in operator mode the ones it makes in each project that runs
+    RDMA pods from the platform tier's SriovNetworks (a project-tier run renders none of those: the config says)."""
     nads: dict[tuple[str, str], str | None] = {}
     fabric = stack.config.fabric
     for a in fabric.attachments if fabric else []:
         nads[(fabric.nad_source_namespace, a.network)] = a.resource  # type: ignore[union-attr]
+    if fabric is not None and fabric.nad_mode == "operator" and fabric.device_access == "sriov":
+        served = {w.namespace for w in stack.config.pod_specs() if w.transport == "rdma"}
+        nads |= {(ns, operator_network_name(ns, a.network)): a.resource for a in fabric.attachments for ns in served}
     for o in stack.of_kind("NetworkAttachmentDefinition"):
         meta = o.get("metadata") or {}
         nads[(meta.get("namespace") or "default", meta["name"])] = (meta.get("annotations") or {}).get(RESOURCE_NAME)
@@ -187,3 +193,105 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
                         f"NCCL_IB_HCA entries are prefix matches: {listed}",
                         f"write the exact form: {'^' if exclude else ''}={body}",
                     )
+
+
+def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:
+    """Per node set, the most running RDMA pods of the stack that fit on one of its nodes by their GPUs (smallest
+    first): each takes a VF of every attachment's resource on its node. One pass over the pod specs."""
+    first = config.node_sets[0].name
+    shapes: dict[str, list[tuple[int, int]]] = {}
+    for w in config.pod_specs():
+        if w.transport == "rdma" and getattr(w, "state", "running") == "running":
+            shapes.setdefault(w.node_set or first, []).append((w.gpus_per_node, w.nodes))
+    out: dict[str, int] = {}
+    for node_set in config.node_sets:
+        free, count = node_set.gpus_per_node, 0
+        for gpus, pods in sorted(shapes.get(node_set.name, [])):
+            fit = min(pods, free // gpus)
+            count, free = count + fit, free - fit * gpus
+        out[node_set.name] = count
+    return out
+
+
+def _cni_mtu(cni_config: str | None) -> int | None:
+    mtu = bounded_json(cni_config, MAX_CNI_DEPTH).get("mtu") if cni_config else None
+    return mtu if type(mtu) is int else None
+
+
+@rule(
+    "sriov-node-policies",
+    "A node set's SR-IOV node policies (node_sets[].node_policies) make at least as many VFs of each resource per node as "
+    "the running RDMA pods that fit on one node take (one per attachment), give the VFs the MTU the attachments' CNI "
+    "config names, and each selects one node of the set by name (a policy reconfigures and reboots every node it selects).",
+)
+def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
+    config, fabric = stack.config, stack.config.fabric
+    if fabric is None:
+        return
+    if not any(s.node_policies for s in config.node_sets):
+        return
+    per_pod = Counter(a.resource for a in fabric.attachments)
+    mtus = {a.resource: (a.network, m) for a in fabric.attachments if (m := _cni_mtu(a.cni_config)) is not None}
+    per_node = _pods_on_one_node(config)
+    for i, node_set in enumerate(config.node_sets):
+        if not node_set.node_policies:
+            continue
+        pods = per_node[node_set.name]
+        made = Counter[str]()
+        for p in node_set.node_policies:
+            made[p.resource] += p.num_vfs * max(1, len(p.pf_names))
+        for j, p in enumerate(node_set.node_policies):
+            obj = f"SriovNetworkNodePolicy {fabric.operator_namespace}/{node_policy_name(node_set.name, p.resource, node_set.nodes[0])}"
+            need = pods * per_pod[p.resource]
+            if made[p.resource] < need and p.resource not in {q.resource for q in node_set.node_policies[:j]}:
+                yield error(
+                    obj,
+                    "spec.numVfs",
+                    f"each node gets {made[p.resource]} VF(s) of {p.resource}, and {pods} running RDMA pod(s) of the stack fit on one "
+                    f"node, each taking {per_pod[p.resource]}: {need} needed. The last pods stay Pending ('Insufficient {p.resource}')",
+                    f"raise num_vfs to {-(-need // max(1, len(p.pf_names)))} (at most 128 on a ConnectX PF)",
+                    config=("node_sets", i, "node_policies", j, "num_vfs"),
+                )
+            if p.mtu is not None and p.resource in mtus and mtus[p.resource][1] != p.mtu:
+                network, mtu = mtus[p.resource]
+                yield error(
+                    obj,
+                    "spec.mtu",
+                    f"the VFs get MTU {p.mtu}, and network {network}'s CNI config names {mtu}: the pods' interfaces would not carry "
+                    "the frames the fabric is set up for (and a larger MTU than the VF's fails the attachment)",
+                    f"set mtu to {mtu}, or correct the attachment's cni_config",
+                    config=("node_sets", i, "node_policies", j, "mtu"),
+                )
+    named = {n: s.name for s in config.node_sets for n in s.nodes}
+    for o in stack.of_kind("SriovNetworkNodePolicy"):
+        selector = (o.get("spec") or {}).get("nodeSelector") or {}
+        node = selector.get(HOSTNAME)
+        if set(selector) != {HOSTNAME} or node not in named:
+            yield error(
+                ref(o),
+                "spec.nodeSelector",
+                f"it selects {selector or 'every node'}: not one node the stack names. The operator would reconfigure, and "
+                "reboot, every node the selector matches",
+                "select one node of a node set by kubernetes.io/hostname",
+            )
+
+
+@rule(
+    "sriov-node-reboot",
+    "A node set with SR-IOV node policies says why the stack may have the operator drain and reboot its nodes "
+    "(node_reboot_reason, required), printed with every check: applying, changing or removing a policy reboots its node.",
+)
+def sriov_node_reboot(stack: Stack) -> Iterator[Finding]:
+    fabric = stack.config.fabric
+    for i, node_set in enumerate(stack.config.node_sets):
+        if node_set.node_policies and fabric is not None:
+            first = node_policy_name(node_set.name, node_set.node_policies[0].resource, node_set.nodes[0])
+            yield warning(
+                f"SriovNetworkNodePolicy {fabric.operator_namespace}/{first}",
+                "spec.nodeSelector",
+                f"its {len(node_set.node_policies)} SR-IOV node policy(ies) make the operator drain and reboot "
+                f"{', '.join(node_set.nodes)} (one node at a time) whenever one is applied, changed or removed; the stack's "
+                f"node_reboot_reason: {node_set.node_reboot_reason}",
+                "apply them in a maintenance window; leave the VFs to the cluster admin's own policies once they exist",
+                config=("node_sets", i, "node_reboot_reason"),
+            )

@@ -13,7 +13,8 @@ from typing import Any
 
 from config import provenance
 from config.errors import located
-from config.kube import INSTANCE, PRIORITY_CLASS, QUEUE_NAME, SCC_USE_ROLE_PREFIX, ConfigPath
+from config.kube import INSTANCE, PRIORITY_CLASS, QUEUE_NAME, SCC_USE_ROLE_PREFIX, ConfigPath, operator_network_name
+from config.openshift import PLATFORM_NAMESPACES, SRIOV_OPERATOR_KINDS, SRIOV_OPERATOR_NAMESPACE, platform_namespace
 from config.stack import HandMade
 from config.values import OBJECT_MAX, is_label_value, qualified_name_problem
 from policy.core import Finding, PodView, Stack, error, pod_view, ref, rule, warning
@@ -109,6 +110,32 @@ def _texts(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str 
     elif isinstance(value, list):
         for i, v in enumerate(value):
             yield from _texts(v, (*path, i))
+
+
+@rule(
+    "platform-namespaces",
+    "No object the stack declares is in a namespace of the platform (kube-*, openshift, openshift-*, default) or in the "
+    "SR-IOV operator's source namespace: what a stack declares it owns, and `pulumi destroy` deletes it. The one exception: "
+    "SriovNetworks and SriovNetworkNodePolicies in fabric.operator_namespace, which the operator reconciles only there.",
+)
+def platform_namespaces(stack: Stack) -> Iterator[Finding]:
+    fabric = stack.config.fabric
+    source = fabric.nad_source_namespace if fabric else None
+    operator = fabric.operator_namespace if fabric else None
+    for o in stack.objects:
+        ns = (o.get("metadata") or {}).get("namespace")
+        if not ns or not (platform_namespace(ns) or ns == source):
+            continue
+        if o.get("kind") in SRIOV_OPERATOR_KINDS and ns == operator:
+            continue
+        yield error(
+            ref(o),
+            "metadata.namespace",
+            f"{ns!r} is a namespace of the platform ({', '.join(PLATFORM_NAMESPACES)}) or holds the SR-IOV operator's NADs: the "
+            "stack would own the object there, and `pulumi destroy` would delete it from under the cluster. Only SriovNetworks "
+            f"and SriovNetworkNodePolicies go to the operator's namespace ({operator or SRIOV_OPERATOR_NAMESPACE})",
+            "declare the object in one of the stack's own projects",
+        )
 
 
 @rule(
@@ -279,6 +306,15 @@ def _undeclared_because(stack: Stack, h: HandMade) -> tuple[str, bool]:
             return "the stack has no fabric, so no pod attaches an SR-IOV network", False
         if h.name not in {a.network for a in fabric.attachments}:
             return f"fabric.attachments names no network {h.name}", False
+        served = fabric.device_access == "sriov" and fabric.nad_mode == "operator"
+        if served and ns in {w.namespace for w in c.pod_specs() if w.transport == "rdma"}:
+            made = f"{ns}/{operator_network_name(ns, h.name)}"
+            return (
+                f"fabric.nad_mode is operator: the SR-IOV operator makes {made} instead, from the platform tier's SriovNetwork. "
+                f"Delete this copy (`oc delete net-attach-def {h.name} -n {ns}`) once no pod outside the stack uses it, and drop "
+                "the entry",
+                False,
+            )
         if fabric.device_access != "sriov" or fabric.nad_mode != "copy":
             return f"fabric.nad_mode is {fabric.nad_mode} (device_access {fabric.device_access}): the stack makes no NAD copies", False
         return _without_rdma(stack, ns, "the NAD copies")
