@@ -221,7 +221,9 @@ def _add_node(d: dict[str, Any], node_set: str | None) -> None:
         s["count"] = (s.get("count") or 1) + 1
 
 
-@pytest.mark.parametrize("cluster", ["nerc", "barcelona"])
+# Barcelona's project tier: RDMA workloads, NAD copies, a platform tier beside it. NERC's convergence (one tier, TCP)
+# is test_convergence.py's; the same edits on it again took over a minute of the live tier's budget.
+@pytest.mark.parametrize("cluster", ["barcelona"])
 def test_everyday_edits_preview_what_stacks_diff_predicts_and_converge(project: Project, cluster: str) -> None:
     """Each edit: `pulumi preview --diff` changes exactly the objects `python -m stacks diff` reports changed (a Job
     template change held for the next run excepted), and `pulumi up` converges. An up that did not converge shows in
