@@ -365,6 +365,10 @@ def test_adoption_says_delete_the_hand_made_nads_first(plane: ControlPlane, hand
     for name in HAND_MADE:
         assert f"`oc delete net-attach-def {name} -n team-b`" in report, report
     assert "overwrites a NAD of that name in place" in report, report
+    # import-plan's list, from the same NADs recorded as the config's hand_made entries.
+    recorded = [{"kind": "NetworkAttachmentDefinition", "namespace": "team-b", "name": n, "source": "made by hand"} for n in HAND_MADE]
+    deletions = adoption.operator_deletions(stacks.validate({**operator_data(), "hand_made": recorded}, "hand_made"))
+    assert [d.split(":")[0] for d in deletions] == [f"NetworkAttachmentDefinition team-b/{n}" for n in HAND_MADE], deletions
 
 
 @pytest.fixture(scope="module")
