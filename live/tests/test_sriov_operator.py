@@ -3,12 +3,18 @@
 What `nad_mode: operator` relies on, proved with hand-written objects shaped as the stacks would declare them
 (Barcelona's attachment eno5np0: resource `eno5np0rdma`, whereabouts on 10.0.103.0/24, rendered/barcelona/):
 
-- the operator's CRDs (from its Go module, live/sriov.py) accept a SriovNetwork and a SriovNetworkNodePolicy
-  (isRdma, numVfs, nicSelector, netdevice, eth) and refuse malformed ones with their own validation;
+- the operator's CRDs (from its Go module, live/sriov.py) accept every SriovNetwork and SriovNetworkNodePolicy the
+  program renders for a test config (isRdma, numVfs, nicSelector, netdevice, eth) and refuse malformed ones with
+  their own validation;
 - its controller (the operator's reconciler, live/toolchain/sriov/main.go) makes the NAD in the SriovNetwork's
   `networkNamespace`, named as the SriovNetwork, with the config and resourceName annotation pods need; keeps it
   (edits follow, a deleted NAD comes back, a namespace made later gets it); and overwrites a NAD of that name made
   by hand, in place. docs/live.md "SR-IOV operator" gives what the program's adoption advice takes from this.
+
+Then the program itself (section c): that test config (nad_mode operator, two projects) deployed through real
+`pulumi up`s of its two tiers on this plane, seeded as its cluster: the project tier fails before the platform tier
+with the fix; after it, the NADs the controller makes are the ones the project tier's pods name and request the
+resources of; nothing diffs after; adoption's "Delete first" agrees with what the operator does to a hand-made NAD.
 """
 
 from __future__ import annotations
@@ -22,31 +28,61 @@ from typing import Any
 import pytest
 import yaml
 
+import stacks
+from config.kube import NETWORKS, RESOURCE_NAME, operator_network_name
+from config.stack import ClusterConfig
 from live import clusters, sriov, toolchain
 from live.controlplane import ControlPlane
+from live.tests.harness import Project, failure, kubeconfig_of, project_copy, pulumi_env, yaml_config
+from tests import fixtures
+from tests.test_issue28_operator_networks import REASON, with_policies
+from tools import adoption
+from tools.render import run
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 OPERATOR_NS = sriov.NAMESPACE
 V1 = f"{sriov.GROUP}/v1"
 NAD_API = "k8s.cni.cncf.io/v1"
-RESOURCE_NAME = "k8s.v1.cni.cncf.io/resourceName"
 FINALIZER = "netattdef.finalizers.sriovnetwork.openshift.io"  # api/v1/helper.go NETATTDEFFINALIZERNAME
 # Barcelona's NAD for eno5np0, as the stack renders it in copy mode (the seeds' NAD, CLUSTER-FACTS.md).
 BARCELONA_NAD = ROOT / "rendered" / "barcelona" / "nccl-test" / "networkattachmentdefinition-eno5np0-network.yaml"
 IPAM = {"type": "whereabouts", "range": "10.0.103.0/24", "routes": [{"dst": "192.168.77.0/24"}]}
 
 
+# The program's own operator-mode objects (issue 28 part C): a test-owned config, the tests' RoCE fixture in nad_mode
+# operator with node policies (tests/test_issue28_operator_networks.py), named as a committed cluster so that it is
+# deployed through that cluster's two stack files (harness.yaml_config); one RDMA workload in each of two projects.
+CLUSTER = "barcelona"
+IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3@sha256:f2121948025691ba15f702877b9ffdb358b51c5db1105010c1d29646e9189f25"
+
+
+def operator_data() -> dict[str, Any]:
+    d = fixtures.roce()
+    with_policies(d)
+    for key in ("images", "scripts", "existing", "bandwidth_checks", "volumes"):
+        d.pop(key)
+    rdma = {"nodes": 1, "gpus_per_node": 4, "transport": "rdma", "service_account": "trainer", "image": IMAGE, "memory": "64Gi"}
+    d.update(name=CLUSTER, workloads=[{**rdma, "name": "dev", "namespace": "team-a", "user": "ada"},
+                                      {**rdma, "name": "solo", "namespace": "team-b", "user": "bob", "node_set": "spare"}])  # fmt: skip
+    d["accepted_warnings"] = [{"rule": "sriov-node-reboot", "object": "SriovNetworkNodePolicy *", "reason": REASON}]
+    return d
+
+
+def operator_config() -> ClusterConfig:
+    return stacks.validate(operator_data(), "the live tier's operator-mode config")
+
+
 @pytest.fixture(scope="module")
 def plane(tools: dict[str, Path | str], sriov_tools: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ControlPlane]:
-    """A bare control plane with the NAD CRD (as the clusters have it, ../shared/schemas) and the operator's CRDs."""
-    nad_crd = next(path for path, _, plural in clusters.CRDS if plural == "network-attachment-definitions")
-    if not nad_crd.is_file():
-        pytest.skip(f"../shared/schemas is absent ({nad_crd}): the NAD CRD comes from there")
-    p = ControlPlane("sriov", tmp_path_factory.mktemp("sriov"), {n: Path(tools[n]) for n in toolchain.LEVEL1}).start()
+    """One control plane for the module, named and seeded as the test config's cluster (its context is the one the
+    stack files name), with the clusters' CRDs (the NAD's from ../shared/schemas) and the operator's."""
+    if not clusters.SHARED_SCHEMAS.is_dir():
+        pytest.skip(f"../shared/schemas is absent ({clusters.SHARED_SCHEMAS}): the SCC and NAD CRDs come from there")
+    p = ControlPlane(CLUSTER, tmp_path_factory.mktemp("sriov"), {n: Path(tools[n]) for n in toolchain.LEVEL1}).start()
     try:
-        p.apply(yaml.safe_load(nad_crd.read_text()))
-        p.wait_crd("k8s.cni.cncf.io", "network-attachment-definitions")
+        clusters.install_crds(p)
         sriov.install_crds(p, sriov_tools)
+        clusters.seed(p, operator_config())
         for ns in (OPERATOR_NS, "proj-a", "proj-b"):
             sriov.ensure_namespace(p, ns)
         yield p
@@ -121,13 +157,16 @@ def test_every_crd_of_the_operator_is_served(plane: ControlPlane, sriov_tools: P
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("obj", [network("proj-a-eno5np0", "proj-a"), node_policy()], ids=["SriovNetwork", "SriovNetworkNodePolicy"])
-def test_what_a_stack_declares_is_accepted(plane: ControlPlane, obj: dict[str, Any]) -> None:
-    status, body = dry_run(plane, obj)
-    assert status == 201, f"the API server refuses a {obj['kind']} a stack would declare: {status} {body}"
-    # The CRDs' defaults a stack need not state (the rendered NAD then carries "logLevel":"info").
-    defaults = {"SriovNetwork": {"logLevel": "info"}, "SriovNetworkNodePolicy": {"deviceType": "netdevice"}}[obj["kind"]]
-    assert {k: body["spec"].get(k) for k in defaults} == defaults
+def test_every_sriov_object_the_program_renders_is_accepted(plane: ControlPlane) -> None:
+    """The platform tier's SriovNetworks (one per attachment and project) and SriovNetworkNodePolicies (one per
+    resource and node) of the test config, as `python -m stacks render` gives them, against the operator's CRDs."""
+    ours = [o for o in run(operator_config(), "platform").objects() if o["kind"] in ("SriovNetwork", "SriovNetworkNodePolicy")]
+    assert [o["kind"] for o in ours].count("SriovNetwork") == 4 and len(ours) == 12
+    verdicts = {f"{o['kind']} {o['metadata']['name']}": dry_run(plane, o) for o in ours}
+    refused = {what: f"{status} {body.get('message')}" for what, (status, body) in verdicts.items() if status != 201}
+    assert not refused, f"the API server refuses what the program renders: {refused}"
+    # The CRD's default a stack need not state: the NAD the operator renders carries "logLevel":"info".
+    assert {body["spec"].get("logLevel") for what, (_, body) in verdicts.items() if what.startswith("SriovNetwork ")} == {"info"}
 
 
 MALFORMED = [
@@ -268,3 +307,107 @@ def test_deleting_the_sriov_network_removes_its_nad_and_waits_for_the_operator(p
     for name, project in (("proj-a-eno5np0", "proj-a"), ("proj-b-eno5np0", "proj-b")):
         wait_for(plane, nad_path(project, name), lambda n: n is None, f"the NAD in {project} removed")
         wait_for(plane, network_path(name), lambda n: n is None, f"the SriovNetwork {name} gone")
+
+
+# --- (c) the program's own objects through real `pulumi up`s, with the operator's controller ------------------------
+# The platform tier declares the SriovNetworks (and node policies), the controller makes each project's NAD, the
+# project tier reads it and its pods attach it. Five Pulumi runs in all: one preview that fails, two ups, two
+# previews that must be empty.
+
+RDMA_PROJECTS = ("team-a", "team-b")
+# A hand-made NAD in team-b before the platform tier's up (issue 28 "Adoption"): one of the operator's name, and a
+# copy-mode copy (the seeds' kind), both carrying the copy's config.
+HAND_MADE = (operator_network_name("team-b", "port1-network"), "port1-network")
+
+
+@pytest.fixture(scope="module")
+def project(plane: ControlPlane, pulumi_tools: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Project:
+    work = tmp_path_factory.mktemp("sriov-pulumi")
+    (work / "state").mkdir()
+    env = pulumi_env([p.parent for p in pulumi_tools.values()], kubeconfig_of([plane], work / "kubeconfig"), work / "state", work / "home")
+    project = Project(project_copy(work / "project"), env, {CLUSTER: plane})
+    yaml_config(project, CLUSTER, operator_data())
+    return project
+
+
+def expected_nads(config: ClusterConfig) -> dict[tuple[str, str], Any]:
+    """(project, NAD name) -> the attachment whose SriovNetwork makes it, for every RDMA project and attachment."""
+    assert config.fabric is not None
+    return {(ns, operator_network_name(ns, a.network)): a for ns in RDMA_PROJECTS for a in config.fabric.attachments}
+
+
+def test_the_project_tier_before_the_platform_tier_fails_naming_the_platform_stack(plane: ControlPlane, project: Project) -> None:
+    assert plane.get(nad_path("team-a", operator_network_name("team-a", "port1-network"))) is None
+    preview = project.drive(CLUSTER, "preview")
+    assert not preview["ok"], "the project tier's preview passed with no NAD of the operator's"
+    text = "\n".join(preview["diagnostics"]) + preview.get("error", "")
+    assert "team-a/team-a-port1-network" in text and f"pulumi up -s {CLUSTER}-platform" in text, text[-3000:]
+    assert "Traceback" not in text
+
+
+@pytest.fixture(scope="module")
+def hand_made(plane: ControlPlane) -> dict[str, str]:
+    """The hand-made NADs in team-b, made before the platform tier's up; name -> uid."""
+    made: dict[str, str] = {}
+    for name in HAND_MADE:
+        copy = yaml.safe_load(BARCELONA_NAD.read_text())
+        copy["metadata"].update(name=name, namespace="team-b")
+        made[name] = plane.apply(copy)["metadata"]["uid"]
+    return made
+
+
+def test_adoption_says_delete_the_hand_made_nads_first(plane: ControlPlane, hand_made: dict[str, str]) -> None:
+    """adopt-diff of `oc get net-attach-def -n team-b -o yaml`: both under "Delete first", the one of the operator's
+    name because the operator overwrites it in place (what the next test sees it do)."""
+    listed = plane.get(f"/apis/{NAD_API}/namespaces/team-b/network-attachment-definitions")
+    report, narrows = adoption.adopt_diff(operator_config(), {**listed, "kind": "List"}, "live.yaml")
+    assert narrows and "Delete first:" in report
+    for name in HAND_MADE:
+        assert f"`oc delete net-attach-def {name} -n team-b`" in report, report
+    assert "overwrites a NAD of that name in place" in report, report
+    # import-plan's list, from the same NADs recorded as the config's hand_made entries.
+    recorded = [{"kind": "NetworkAttachmentDefinition", "namespace": "team-b", "name": n, "source": "made by hand"} for n in HAND_MADE]
+    deletions = adoption.operator_deletions(stacks.validate({**operator_data(), "hand_made": recorded}, "hand_made"))
+    assert [d.split(":")[0] for d in deletions] == [f"NetworkAttachmentDefinition team-b/{n}" for n in HAND_MADE], deletions
+
+
+@pytest.fixture(scope="module")
+def platform_up(project: Project, controller: sriov.Controller, hand_made: dict[str, str]) -> dict[str, Any]:
+    up = project.drive(f"{CLUSTER}-platform", "up")
+    assert up["ok"], failure(up)
+    return up
+
+
+def test_the_platform_tier_makes_each_projects_nads_as_the_pods_need_them(plane: ControlPlane, platform_up: dict[str, Any],
+                                                                       hand_made: dict[str, str]) -> None:  # fmt: skip
+    for (ns, name), att in expected_nads(operator_config()).items():
+        nad = wait_for(plane, nad_path(ns, name), lambda n: n and "mtu" not in config_of(n), f"the operator's NAD {ns}/{name}")
+        assert nad["metadata"]["annotations"] == {RESOURCE_NAME: att.resource}
+        # The attachment's CNI config as the operator renders it: no "mtu" (the node policy sets the VF's), its logLevel.
+        want = {k: v for k, v in json.loads(att.cni_config).items() if k != "mtu"}
+        assert config_of(nad) == {**want, "name": name, "logLevel": "info"}
+    # Adoption: the operator took the NAD of its name over in place; it leaves the copy as it was, kept by nothing.
+    taken = plane.get(nad_path("team-b", HAND_MADE[0]))
+    assert taken["metadata"]["uid"] == hand_made[HAND_MADE[0]] and not taken["metadata"].get("labels")
+    copy = plane.get(nad_path("team-b", HAND_MADE[1]))
+    assert copy["metadata"]["uid"] == hand_made[HAND_MADE[1]] and "mtu" in config_of(copy)
+
+
+def test_the_project_tier_then_deploys_pods_that_attach_exactly_those_nads(plane: ControlPlane, project: Project,
+                                                                         platform_up: dict[str, Any]) -> None:  # fmt: skip
+    up = project.drive(CLUSTER, "up")
+    assert up["ok"], failure(up)
+    config = operator_config()
+    nads = expected_nads(config)
+    for w in config.workloads:
+        template = plane.get(f"/apis/apps/v1/namespaces/{w.namespace}/statefulsets/{w.name}")["spec"]["template"]
+        refs = template["metadata"]["annotations"][NETWORKS].split(",")
+        mine = {name: a for (ns, name), a in nads.items() if ns == w.namespace}
+        assert refs == [f"{w.namespace}/{name}@{a.interface}" for name, a in mine.items()]
+        limits = template["spec"]["containers"][0]["resources"]["limits"]
+        for name in mine:
+            resource = plane.get(nad_path(w.namespace, name))["metadata"]["annotations"][RESOURCE_NAME]
+            assert limits.get(resource) == "1", f"{w.name} does not request {resource}, which {name} names: {limits}"
+    for stack in (f"{CLUSTER}-platform", CLUSTER):
+        again = project.drive(stack, "preview", "--expect-no-changes")
+        assert again["ok"], f"a second preview of {stack} has changes: " + failure(again)
