@@ -278,12 +278,13 @@ def test_two_workloads_that_do_not_fit_together_one_runs_whole_the_other_waits_w
         "all 3 pods of workloads[two] are made and held by Kueue", lambda: len(waiting_whole(q.plane, NAMESPACE, of_workload("two"))) == 3
     )
 
-    def says_it_waits() -> tuple[int, str] | None:
-        code, line = status_line(q, tools, "two")
-        return (code, line) if "waiting in queue" in line else None
+    def refused() -> str:
+        uid = sts_uid(q.plane, "two")
+        return str(condition(workload_of(q.plane, NAMESPACE, uid) if uid else None, "QuotaReserved").get("message") or "")
 
-    code, line = until("`stacks status` says workloads[two] waits for quota", says_it_waits)
-    time.sleep(2)  # it stays so: the waiting one gets no pod placed
+    until("Kueue says why workloads[two] waits", refused)
+    code, line = status_line(q, tools, "two")  # `stacks status` reads what Kueue said: once is enough
+    # It stays so (`status` took seconds): the waiting one gets no pod placed.
     assert len(running_whole(q.plane, NAMESPACE, of_workload("one"), 2)) == 2, "the first still runs whole"
     assert len(waiting_whole(q.plane, NAMESPACE, of_workload("two"))) == 3, "no pod of the waiting workload is placed"
     assert not sts_admitted(q.plane, "two")
