@@ -89,7 +89,8 @@ def nodes(config: ClusterConfig) -> list[dict[str, Any]]:
             GPU: str(s.gpus_per_node),
             **vfs(config, s.gpus_per_node),
         }
-        labels = {"node-role.kubernetes.io/worker": "", NODE_SET: s.name, **config.gpu_node_selector}
+        # The set's own labels too: its pods select them (and a queued cluster's ResourceFlavor adds them to its pods).
+        labels = {"node-role.kubernetes.io/worker": "", NODE_SET: s.name, **config.gpu_node_selector, **s.labels}
         out += [node(n, labels, resources, taints) for n in names]
     out.append(node(WORKER, {"node-role.kubernetes.io/worker": ""}, base, []))
     out.append(
