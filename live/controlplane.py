@@ -147,9 +147,7 @@ class ControlPlane:
                 "--node-lease-duration-seconds=40",
             ])  # fmt: skip
         threading.Thread(target=self._provision_forever, name=f"provisioner-{self.name}", daemon=True).start()
-        self.wait_for(
-            lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout, "the controller-manager"
-        )
+        self.wait_for(lambda: self.get("/api/v1/namespaces/default/serviceaccounts/default") is not None, timeout, "the controller-manager")
         return self
 
     def make_nodes(self, nodes: list[dict[str, Any]], timeout: float = 60) -> None:

@@ -619,8 +619,7 @@ class TestStatus:
         )
         assert dev.queue is not None and dev.queue.admission == "admitted" and dev.ready == 1
         assert dev.reasons[0] == (
-            "admitted by queue gpu; Kueue evicts it and queues it again if its pods are not all Ready within 5 minutes "
-            "(waitForPodsReady)"
+            "admitted by queue gpu; Kueue evicts it and queues it again if its pods are not all Ready within 5 minutes (waitForPodsReady)"
         )
         wl["status"]["conditions"].append(condition("PodsReady", "True"))
         pods[1] = pod(objs["dev"], 1, "node-b")
