@@ -79,6 +79,10 @@ clean:
 # The live tier (docs/live.md): builds the real control plane, Pulumi CLI and kubernetes provider from the Go
 # module proxy once (cached outside the clone, keyed by their pins), runs them on loopback, and drives real
 # kubectl and pulumi against every committed stack. Needs Go; the README's two commands do not.
+# Two test modules at a time (`-n 2 --dist loadfile`: each module whole on one worker, with its own control planes):
+# the tier waits on Pulumi runs and controllers more than it computes (one module at a time used 1.25 of the two
+# cores on average). Not `loadgroup`: pytest-xdist 3.8 cannot group under pytest 9 (it renames item._nodeid, which
+# pytest 9 no longer reads).
 test-live: $(DEV_STAMP)
 	$(PY) -m live.toolchain
-	$(PY) -m pytest -q -rs -p no:cacheprovider live/tests
+	$(PY) -m pytest -q -rs -p no:cacheprovider -n 2 --dist loadfile live/tests

@@ -11,8 +11,10 @@ operator's controller (test_sriov_operator.py).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -121,6 +123,18 @@ def pytest_runtest_teardown(item: pytest.Item) -> None:
     if _LAST_USER and item is _LAST_USER[0]:
         for p in _SESSION_PLANES:
             p.stop()  # a later test that asks for a plane gets it started again (Planes.__call__)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """A worker of `-n 2` hands its runs' timings to the controller, which prints them (pytest_testnodedown)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["timings"] = json.dumps(TIMINGS)
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    TIMINGS.extend(tuple(t) for t in json.loads(getattr(node, "workeroutput", {}).get("timings", "[]")))
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
