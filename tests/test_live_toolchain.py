@@ -309,7 +309,7 @@ def test_a_failed_step_of_several_binaries_is_built_again_one_at_a_time(fake_go:
     why = str(got["y"])
     log = toolchain.module_dir("alpha") / "build.log"
     assert why.startswith("y could not be built") and f"log {log}" in why and "example.com/cmd/y: undefined: compile error" in why
-    assert "go build -trimpath -ldflags -s -w -X example.com/v.Version=1 -o" in log.read_text()
+    assert "go build -trimpath -gcflags=all=-dwarf=false -ldflags -s -w -X example.com/v.Version=1 -o" in log.read_text()
 
 
 def test_a_failed_download_fails_its_modules_binaries_with_its_reason(fake_go: Path, monkeypatch: pytest.MonkeyPatch) -> None:
