@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -666,7 +667,7 @@ def refused(config: ClusterConfig, s: Subject, message: str) -> str:
                 "its grant is the platform tier's (`pulumi up` of the platform stack)"
                 if config.security.grant
                 else f"the stack does not grant it ({where(config, ('security', 'grant'))}): a cluster admin runs "
-                f"`oc adm policy add-scc-to-user {scc} -z {w.service_account} -n {w.namespace}`"
+                f"`{shlex.join(['oc', 'adm', 'policy', 'add-scc-to-user', scc, '-z', w.service_account, '-n', w.namespace])}`"
             )
             who = f"service account {w.service_account} may not use the SCC {scc} ({where(config, scc_path)}; {sa})"
             return f"the SCC admission refuses the pods: {who}: {grant}"
@@ -716,7 +717,7 @@ def container_reason(config: ClusterConfig, s: Subject, pod: Mapping[str, Any]) 
             built = next((b for b in config.images if b.reference == image), None)
             build = (
                 f"; it is built by {where(config, ('images', config.images.index(built)))}: has its build finished? "
-                f"`oc get builds -n {built.namespace}`"
+                f"`{shlex.join(['oc', 'get', 'builds', '-n', built.namespace])}`"
                 if built
                 else ""
             )

@@ -300,9 +300,11 @@ def _read_header(line: str, header: Run, out: Results) -> None:
 # --- NCCL's INFO lines ---------------------------------------------------------------------------
 
 _NCCL_INFO = re.compile(r"NCCL INFO (.*)$")
-_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")  # Using network IB | IBext_v8 | Socket
+# Each pattern on a log's text is linear in the line: a log holds whatever a process wrote (a lazy group before `\s*$`
+# rescans a run of spaces at every step; a pattern `findall` tries at every position must not rescan a run of letters).
+_USING_NETWORK = re.compile(r"^Using network (.+)$")  # Using network IB | IBext_v8 | Socket (the message is stripped)
 _NET_IB_USING = re.compile(r"^NET/IB ?: Using (.*)$")  # [0]mlx5_6:1/RoCE [1]... [RO]; OOB ...
-_IB_PORT = re.compile(r"([A-Za-z0-9_.\-]+:\d+/(?:IB|RoCE))")
+_IB_PORT = re.compile(r"(?<![A-Za-z0-9_.\-])([A-Za-z0-9_.\-]+:\d+/(?:IB|RoCE))")  # from the start of a name only
 _NET_IB_NONE = re.compile(r"^NET/IB ?: No device found")
 _NET_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)$")  # [0]eth0:10.0.0.1<0>
 _SOCKET_IFACE = re.compile(r"\[\d+\]([^\s\[]+)")
