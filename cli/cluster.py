@@ -14,7 +14,7 @@ from typing import Any
 
 import stacks
 from config.text import escaped, escaped_lines
-from tools import adoption, drift, recovery
+from tools import adoption, drift, kubectl, recovery
 
 
 def cmd_import_plan(args: argparse.Namespace) -> int:
@@ -73,10 +73,14 @@ def cmd_drift(args: argparse.Namespace) -> int:
 
 
 def live_objects(file: str) -> list[dict[str, Any]]:
+    """The objects of a saved `oc get ... -o yaml` (or json), each of the shape the tools read (tools/kubectl.py)."""
     data = stacks.read_yaml(Path(file))
     live = data.get("items", []) if isinstance(data, dict) and str(data.get("kind", "")).endswith("List") else [data]
-    if not all(isinstance(o, dict) and isinstance(o.get("metadata"), dict) for o in live):
-        raise stacks.ConfigError(f"{file}: not Kubernetes objects (the output of `oc get ... -o yaml`)")
+    if not isinstance(live, list):
+        raise stacks.ConfigError(f"{escaped(file)}: items of the List is not a list: not the output of `oc get ... -o yaml`")
+    kubectl.check(live, escaped(file))
+    if not all(isinstance(o.get("metadata"), dict) for o in live):
+        raise stacks.ConfigError(f"{escaped(file)}: not Kubernetes objects (the output of `oc get ... -o yaml`)")
     return live
 
 

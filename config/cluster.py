@@ -213,6 +213,15 @@ class NodeSet(Strict):
     """Required with node_policies: why the stack may have the operator drain and reboot these nodes (printed by every
     check). Each new or changed policy reboots every node it selects, one at a time."""
 
+    @field_validator("nodes", mode="before")
+    @classmethod
+    def _lowercase(cls, value: Any) -> Any:
+        # Said of the list, before each name's grammar (NodeName): the kubelet registers the host's name lowercased.
+        for name in value if isinstance(value, list) else []:
+            if isinstance(name, str) and name != name.lower() and not node_name_problem(name.lower()):
+                raise ValueError(node_name_problem(name))
+        return value
+
     @model_validator(mode="after")
     def _named_or_counted(self) -> NodeSet:
         if bool(self.nodes) == (self.count is not None):

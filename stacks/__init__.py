@@ -280,6 +280,7 @@ def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, 
 def load(name: str) -> ClusterConfig:
     """The config `pulumi up` deploys for stack NAME: the YAML file its stack files name in
     gpu-training:configFile, else its module in clusters/."""
+    check_stack_name(name, "STACK")
     known = names()
     if name not in known:
         shown = ", ".join(known) or "none"

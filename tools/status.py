@@ -927,13 +927,13 @@ def verdict_of(log: str) -> str | None:
     if not starts:
         return None
     first = starts[-1]
-    kept = [lines[first].strip()]
+    kept = [_cut(lines[first])]  # a log line holds whatever the container wrote: cut to a line's worth
     for line in lines[first + 1 :]:
         if not line.startswith("  "):
             break
         text = line.strip()
         if text.startswith(("measured:", "FAIL:")):
-            kept.append(text)
+            kept.append(_cut(text))
     return "; ".join(kept)
 
 

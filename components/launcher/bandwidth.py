@@ -177,6 +177,16 @@ class Results:
         return [r for r in self.rows if r.size == top]
 
 
+MAX_LINE = 4096
+"""Characters of a log line that are read: a table row or an NCCL INFO line is a few hundred; a process may write
+megabytes on one line, and no pattern runs on more than this."""
+
+
+def log_lines(text: str) -> List[str]:
+    """The lines of a log, each cut at MAX_LINE."""
+    return [line[:MAX_LINE] for line in text.splitlines()]
+
+
 def strip_prefix(line: str) -> str:
     return _LINE_PREFIX.sub("", line.rstrip("\r\n"), count=1)
 
@@ -222,7 +232,7 @@ def parse_results(text: str) -> Results:
     out = Results()
     columns: List[str] = []
     header = Run()  # what the lines before the next table say about it
-    for raw in text.splitlines():
+    for raw in log_lines(text):
         line = strip_prefix(raw).strip()
         if line.startswith("#"):
             avg = _AVG_BUSBW.match(line)
@@ -360,7 +370,7 @@ def _add_unique(items: List[str], new: Sequence[str]) -> None:
 
 def parse_nccl(text: str) -> NcclNet:
     net = NcclNet()
-    for raw in text.splitlines():
+    for raw in log_lines(text):
         match = _NCCL_INFO.search(raw)
         if not match:
             continue
