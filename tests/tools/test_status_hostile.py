@@ -126,8 +126,8 @@ class TestOwnership:
         objs = declared(config, generation="2")
         former = declared(config, generation="1")["dev"]
         admitted = kueue_workload(former, condition("QuotaReserved", "True"), condition("Admitted", "True"))
-        waiting = kueue_workload(objs["dev"], condition("QuotaReserved", "False", "Pending", "couldn't assign flavors to pod set main: "
-                                                         "insufficient unused quota for nvidia.com/gpu in flavor roce-main, 4 more needed"))  # fmt: skip
+        short = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor roce-main, 4 more needed"
+        waiting = kueue_workload(objs["dev"], condition("QuotaReserved", "False", "Pending", short))
         order = [admitted, waiting] if old_first else [waiting, admitted]
         dev = of(run(config, *objs.values(), *order), "dev")
         assert dev.queue is not None and dev.queue.admission == "waiting" and dev.queue.workload == waiting["metadata"]["name"]
@@ -333,7 +333,8 @@ def test_an_answer_of_oc_that_is_no_list_of_objects_is_one_error(tmp_path: Path,
 MALFORMED = [
     ("a 400-digit quantity", lambda o: _node(o)["status"]["allocatable"].update({"nvidia.com/gpu": "9" * 400}),
      "status.allocatable[nvidia.com/gpu] is 400 characters long, not a quantity"),
-    ("a negative count", lambda o: o["train-r1"].update(status={"succeeded": -(10**13)}), "status.succeeded is -10000000000000, not a count"),
+    ("a negative count", lambda o: o["train-r1"].update(status={"succeeded": -(10**13)}),
+     "status.succeeded is -10000000000000, not a count"),
     ("a huge count", lambda o: o["train-r1"].update(status={"succeeded": 10**13}), "status.succeeded is 10000000000000, not a count"),
     ("a count as text", lambda o: o["dev"].update(spec={**o["dev"]["spec"], "replicas": "2"}), "spec.replicas is text, not a count"),
     ("labels as a list", lambda o: _pod(o)["metadata"].update(labels=["a"]), "metadata.labels is a list, not a mapping"),
@@ -342,7 +343,8 @@ MALFORMED = [
     ("a condition as text", lambda o: _pod(o)["status"].update(conditions=["Ready"]), "status.conditions[0] is text, not a mapping"),
     ("an exit code as text", lambda o: _pod(o)["status"]["containerStatuses"][0].update(state={"terminated": {"exitCode": "1"}}),
      "exitCode is text, not a whole number"),
-    ("restarts as a number", lambda o: _pod(o)["status"]["containerStatuses"][0].update(restartCount=1.5), "restartCount is a number, not a count"),
+    ("restarts as a number", lambda o: _pod(o)["status"]["containerStatuses"][0].update(restartCount=1.5),
+     "restartCount is a number, not a count"),
     ("taints as a mapping", lambda o: _node(o)["spec"].update(taints={"k": "v"}), "spec.taints is a mapping, not a list"),
     ("an event about text", lambda o: o["event"].update(involvedObject="dev-0"), "involvedObject is text, not a mapping"),
     ("metadata as a list", lambda o: _pod(o).update(metadata=[]), "metadata is a list, not a mapping"),
