@@ -161,7 +161,7 @@ def _words(kind: str, path: str) -> str:
 def _entry(value: Any) -> str:
     """An entry added to a named list: `HAND=1` for an env variable, else the entry (escaped: an env value added by
     hand holds whatever its writer chose)."""
-    if isinstance(value, dict) and set(value) <= {"name", "value"} and "value" in value:
+    if isinstance(value, dict) and set(value) == {"name", "value"}:
         return _shown(f"{value['name']}={value['value'] if isinstance(value['value'], str) else json.dumps(value['value'])}")
     return _shown(value)
 
