@@ -177,9 +177,10 @@ class Results:
         return [r for r in self.rows if r.size == top]
 
 
-MAX_LINE = 4096
-"""Characters of a log line that are read: a table row or an NCCL INFO line is a few hundred; a process may write
-megabytes on one line, and no pattern runs on more than this."""
+MAX_LINE = 64 * 1024
+"""Characters of a log line that are read: a table row or an NCCL INFO line is a few hundred (a row whose number has
+thousands of digits is still read whole, and refused as no number); a process may write megabytes on one line, and no
+pattern runs on more than this."""
 
 
 def log_lines(text: str) -> List[str]:
