@@ -118,3 +118,16 @@ def test_a_stack_named_on_the_command_line_is_held_to_the_grammar(
     assert main([*command, "lab;touch PWNED"]) == 2
     err = capsys.readouterr().err
     assert "error: STACK: the stack name 'lab;touch PWNED' holds ';'" in err, err
+
+
+def test_a_kube_context_is_listed_escaped_and_passed_raw_in_json(lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # A context's name is free text in a kubeconfig: the table shows it escaped (a tab would shift its columns, an escape
+    # sequence act on the terminal); the JSON the workflow reads keeps it, and the workflow passes it through `env:`.
+    context = "lab\tprod\x1b[2J"
+    (lab / "Pulumi.lab.yaml").write_text(
+        yaml.safe_dump({"config": {"gpu-training:configFile": "lab.yaml", "kubernetes:context": context}}), encoding="utf-8"
+    )
+    assert main(["list", "--pulumi-stacks"]) == 0
+    assert capsys.readouterr().out.splitlines()[1] == "lab\tlab\tall\tlab\\tprod\\x1b[2J"
+    assert main(["list", "--pulumi-stacks", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)[0]["context"] == context
