@@ -170,7 +170,7 @@ class TestCniNumbers:
 
 # --- C: bandwidth-report needs the validation it asked for --------------------------------------------------------------
 
-ROCE = (Path(__file__).with_name("bandwidth_logs") / "nccl_tests_roce.log").read_text(encoding="utf-8")
+ROCE = (Path(__file__).parent / "launcher" / "bandwidth_logs" / "nccl_tests_roce.log").read_text(encoding="utf-8")
 ROW = re.compile(r"^( +[0-9]+ +[0-9]+ +float .*)$", re.MULTILINE)
 OK_TRAILER = "# Out of bounds values : 0 OK"
 

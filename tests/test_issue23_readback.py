@@ -29,7 +29,7 @@ import stacks
 from cli.main import main
 from tests import fixtures
 from tests.helpers import rendered_fixture
-from tests.test_launcher import LAUNCHER_FILE, L, contract_env, fake
+from tests.launcher.test_launcher import LAUNCHER_FILE, L, contract_env, fake
 from tools import diff
 from tools.render import run as render_run
 from tools.writer import MAX_READ, WriteError, write
@@ -321,7 +321,7 @@ class TestAdoptDiff:
 
 # --- bandwidth-report ------------------------------------------------------------------------------------------
 
-MPIRUN_TWO_HOSTS = (Path(__file__).with_name("bandwidth_logs") / "made_up_mpirun_two_hosts.log").read_text(encoding="utf-8")
+MPIRUN_TWO_HOSTS = (Path(__file__).parent / "launcher" / "bandwidth_logs" / "made_up_mpirun_two_hosts.log").read_text(encoding="utf-8")
 LAST_ROW = next(line for line in MPIRUN_TWO_HOSTS.splitlines() if " 1073741824 " in line and "float" in line)
 PREFIX, ROW = LAST_ROW.split(":", 1)[0] + ":", LAST_ROW.split(":", 1)[1]
 

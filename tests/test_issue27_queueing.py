@@ -34,7 +34,7 @@ from config.stack import ClusterConfig
 from config.values import quantity_value
 from tests import fixtures
 from tests.helpers import ROOT, find, pod_spec
-from tests.test_status import declared, node, pod
+from tests.tools.test_status import declared, node, pod
 from tools import status
 from tools.diff import consequence, diff_trees
 from tools.render import Rendering, run

@@ -25,8 +25,8 @@ from typing import Any
 import pytest
 
 from tests.helpers import container, find, rendered_fixture
-from tests.test_launcher import LAUNCHER_FILE, MIB, REPORT_DIR, L, contract_env, fake, kernel, memlock_facts, plan_for, tcp_env
-from tests.test_launcher_hardening import _python38, run_bounded
+from tests.launcher.test_launcher import LAUNCHER_FILE, MIB, REPORT_DIR, L, contract_env, fake, kernel, memlock_facts, plan_for, tcp_env
+from tests.launcher.test_launcher_hardening import _python38, run_bounded
 
 BASE_PATH = os.environ.get("PATH", "/usr/bin:/bin")
 

@@ -14,7 +14,18 @@ from collections.abc import Iterator, Sequence
 
 import pytest
 
-from tests.test_launcher import EIGHT_MIB_LIMIT, LAUNCHER_FILE, MIB, L, capsh_drop, contract_env, fake, kernel, memlock_facts, plan_for
+from tests.launcher.test_launcher import (
+    EIGHT_MIB_LIMIT,
+    LAUNCHER_FILE,
+    MIB,
+    L,
+    capsh_drop,
+    contract_env,
+    fake,
+    kernel,
+    memlock_facts,
+    plan_for,
+)
 
 SEED_SCRIPT = """#!/bin/bash
 # lm-train.sh, as seed 000 left it: SYS_RESOURCE was meant to make this work.

@@ -638,7 +638,7 @@ def test_render_refuses_a_folder_it_did_not_write(tmp_path: Path, capsys: pytest
 
 def test_render_replaces_only_its_own_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """A render replaces the folder whole, so a file of the user's in it is refused, not carried along
-    (tests/test_render_safety.py has the other cases)."""
+    (tests/tools/test_render_safety.py has the other cases)."""
     config = write(tmp_path, fixtures.tcp())
     out = tmp_path / "out"
     assert run(["render", "--config", str(config), "--out", str(out)], capsys)[0] == 0

@@ -31,7 +31,7 @@ import pytest
 
 from tests.helpers import free_port
 
-ROOT = pathlib.Path(__file__).resolve().parents[1]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 LAUNCHER_FILE = ROOT / "components" / "launcher" / "launcher.py"
 MIB = 1024 * 1024
 

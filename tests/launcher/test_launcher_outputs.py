@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_launcher import L, contract_env, fake, plan_for, run_launcher, tcp_env
+from tests.launcher.test_launcher import L, contract_env, fake, plan_for, run_launcher, tcp_env
 
 HOSTS = "ml-dev-env-0.ml-dev-env-headless.nccl-test.svc.cluster.local,ml-dev-env-1.ml-dev-env-headless.nccl-test.svc.cluster.local"
 

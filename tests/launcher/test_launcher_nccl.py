@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.test_launcher import L, contract_env, fake, plan_for, run_launcher, tcp_env
+from tests.launcher.test_launcher import L, contract_env, fake, plan_for, run_launcher, tcp_env
 
 # What ml-dev-env's BuildConfig bakes into the image (CLUSTER-FACTS.md).
 IMAGE_NCCL = {

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 
 import pytest
 
-from tests.test_launcher import (
+from tests.launcher.test_launcher import (
     LAUNCHER_FILE,
     MIB,
     L,
