@@ -1,5 +1,5 @@
 """Generated stacks of a given size, for the scale curve of `make bench` and the timing test of the largest stack the
-config model accepts (tests/test_issue23_scale.py).
+config model accepts (tests/config/test_bounds.py, tests/cli/test_check.py).
 
 A stack here is what a large site would write: RDMA workloads over SR-IOV with per-pod claims, a TCP variant of every
 fourth, Jobs among them, spread over namespaces, on GPU nodes counted (`count`) or named in pinned sets. As many

@@ -34,6 +34,14 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
 
 
+@pytest.fixture(autouse=True)
+def _module_loading_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Pulumi program's gate switches this process to spawning stack modules instead of forking them (policy/gate.py
+    sets stacks.SPAWN_MODULES, for the language host's gRPC threads); a test that runs the gate in process must not leave
+    the rest of the suite, whatever runs after it, loading modules another way (a fork test would then fork nothing)."""
+    monkeypatch.setattr(stacks, "SPAWN_MODULES", stacks.SPAWN_MODULES)
+
+
 @pytest.fixture(params=stacks.names())
 def stack_rendering(request: pytest.FixtureRequest) -> Rendering:
     """Each committed stack, rendered once per session."""

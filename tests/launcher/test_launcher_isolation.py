@@ -1,4 +1,4 @@
-"""What stops the container or the launcher before it can say why (issue 19):
+"""What stops the container or the launcher before it can say why:
 
 - the user's Python environment: the pod starts the launcher isolated (`python3 -I`); what would still
   break the command it execs is refused (PYTHONHOME, a `$PATH` Kubernetes never expanded), the rest of

@@ -1,4 +1,4 @@
-"""The `capacity` rule where the real scheduler disagreed with it (issue 26: live/tests/test_differential.py runs 200
+"""The `capacity` rule where the real scheduler disagreed with it (live/tests/test_differential.py runs 200
 seeded configs through both; docs/live.md lists the disagreements). Each case here is one found live, rebuilt from
 the tests' own fixtures, and its neighbours: what must stay as it was.
 

@@ -1,9 +1,9 @@
-"""Issue 23, part 2: a cluster module is user code, and it is contained. Whatever one module does (exits, loops,
-prints, changes the program) stays in the child process that runs it: checking or rendering one stack never
-depends on another's module, and a misbehaving module is reported by its file and line, never passes a check.
-What a module returns is validated as data, as a YAML config is; the stack files' names and tiers are checked;
-the Python mistakes of a YAML writer get a hint in the stack file's words; and one broken stack stops only itself
-in `render --all` and `check --all`.
+"""A cluster module is user code, and it is contained. Whatever one module does (exits, loops, prints, changes the
+program) stays in the child process that runs it: checking or rendering one stack never depends on another's module,
+and a misbehaving module is reported by its file and line, never passes a check. What a module returns is validated as
+data, as a YAML config is; the stack files' names and tiers are checked; the Python mistakes of a YAML writer get a
+hint in the stack file's words, with the whole value in the fix; and one broken stack stops only itself in
+`render --all` and `check --all`.
 
 Every case runs on a project folder of the test's own (the real clusters/ stays untouched).
 """
@@ -471,6 +471,54 @@ def test_a_yaml_writers_python_mistake_gets_a_hint_in_the_stack_files_words(
     assert kind in message and hint in message, message
 
 
+# The whole value in the fix: brackets kept whole, a dashed word whole (HABIT_MODULE's namespaces and Workload( are on
+# GOOD's lines).
+HABIT_MODULE = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
+{before}
+CONFIG = ClusterConfig(
+    name="scratch",
+    description="x",
+    gpu_model="H100",
+    node_sets=[NodeSet(name="n", count=2, gpus_per_node=4)],
+    {namespaces}
+    security=Security(service_accounts=[ServiceAccount(name="sa", namespace="ns")]),
+    workloads=[
+        Workload(name="h-kim", namespace="ns", user="u", image="quay.io/a/b:1", service_account="sa",
+                 gpus_per_node=4, transport="tcp", nodes=2{extra}),
+    ],
+)
+"""
+
+# (before CONFIG, the namespaces line, extra arguments of the Workload, the line named, the hint)
+HABITS: dict[str, tuple[str, str, str, int, str]] = {
+    "a list as a YAML value": ('NS = "ns"', "namespaces:[NS],", "", NAMESPACES_LINE, "use `namespaces=[NS]`"),
+    "a list with spaces": ('NS = "ns"', "namespaces: [NS, 'b'],", "", NAMESPACES_LINE, "use `namespaces=[NS, 'b']`"),
+    "a call as a YAML value": (
+        "", 'namespaces=["ns"],', ", env: dict(A='1, 2')", WORKLOAD_LINE + 1, "use `env=dict(A='1, 2')`"
+    ),
+    "a mapping as a YAML value": ("", 'namespaces=["ns"],', ', env: {"A": "1"}', WORKLOAD_LINE + 1, 'use `env={"A": "1"}`'),
+    "a dashed word": ("NS = nccl-test", 'namespaces=[NS],', "", 2, 'if it is text, quote it: `NS="nccl-test"`'),
+    "a word of three parts": ("NS = team-a-dev", 'namespaces=[NS],', "", 2, 'quote it: `NS="team-a-dev"`'),
+    "a dashed word in a list": ("", "namespaces=[nccl-test],", "", NAMESPACES_LINE, 'if it is text, quote it: `"nccl-test"`'),
+    "a dashed keyword value": ("", 'namespaces=["ns"],', ", image_pull=never-pull", WORKLOAD_LINE + 1, '`image_pull="never-pull"`'),
+    "a plain word still": ("", 'namespaces=["ns"],', ", image_pull=running", WORKLOAD_LINE + 1, '`image_pull="running"`'),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", HABITS)
+def test_a_yaml_habit_gets_the_whole_value_in_its_fix(case: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before, namespaces, extra, line, hint = HABITS[case]
+    monkeypatch.setattr(project_folder, "ROOT", tmp_path)
+    (tmp_path / stacks.CLUSTERS).mkdir()
+    text = HABIT_MODULE.format(before=before, namespaces=namespaces, extra=extra)
+    (tmp_path / stacks.CLUSTERS / "scratch.py").write_text(text, encoding="utf-8")
+    with pytest.raises(stacks.ConfigError) as err:
+        stacks.load("scratch")
+    message = str(err.value)
+    assert message.startswith(f"clusters/scratch.py:{line}: ") and "Traceback" not in message, message
+    assert hint in message, message
+
+
 # --- one broken stack stops only itself -------------------------------------------------------------------
 
 
@@ -556,5 +604,5 @@ def test_modules_load_in_a_process_with_grpc_threads_like_the_pulumi_program(spa
 
 
 def test_cases_per_class() -> None:
-    print("\nissue 23 containment cases per class: " + "; ".join(f"{k} {v}" for k, v in CASES.items()))
+    print("\ncontainment cases per class: " + "; ".join(f"{k} {v}" for k, v in CASES.items()))
     assert all(v >= 3 for v in CASES.values()), CASES

@@ -1,6 +1,7 @@
-"""Defects an audit of issue 23 found in the merged work, each reproduced as the audit did it (on a project of the
-test's own): a module that reaches into the child's machinery, a module that forges the child's answer, stack files
-whose settings would be silently dropped, and a committed stack that cannot be compared with."""
+"""What the child that runs a stack module answers, and only that, is taken: a module that reaches into the child's
+machinery or writes an answer of its own is reported by its file, never taken; an answer of the wrong shape is one clear
+error; a stack file whose settings would be silently dropped is an error; and a committed stack that cannot be checked
+to compare with is said. Each case is reproduced as the audit that found it did it, on a project of the test's own."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Commands that must never lose or half-write a file (issue 19).
+"""Commands that must never lose or half-write a file.
 
 `render` replaces DIR/<stack>/ whole: written beside it, swapped in with one atomic exchange, so a kill at
 any moment leaves the old render or the new one, each agreeing with its manifest (sha256 per file). It
