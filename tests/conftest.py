@@ -20,10 +20,17 @@ import pytest
 # compiles all the test modules again (1.5 s a worker). The program's modules imported below are cached the same way.
 sys.dont_write_bytecode = False
 
+from hypothesis import settings  # noqa: E402
+
 import stacks  # noqa: E402
 from config import project  # noqa: E402
 from tests.helpers import rendered_stack  # noqa: E402
 from tools.render import Rendering  # noqa: E402
+
+# No test has a deadline: hypothesis's default fails an example that takes 200 ms, which a loaded machine can make any
+# example take. The work a test must bound is counted instead (docs/architecture.md, "Where tests live").
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 # The longest tests (the recipes about 10 s of CPU, the properties 3 s) start first: `make test` runs the suite on a
 # worker per core (pytest-xdist), and one of them started last would leave the other workers idle while it runs.

@@ -16,7 +16,6 @@ import resource
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 
 import pytest
@@ -41,8 +40,9 @@ def _limit_address_space() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (ADDRESS_SPACE_LIMIT, ADDRESS_SPACE_LIMIT))
 
 
-def run_bounded(env: dict[str, str], *args: str, timeout: float = 15) -> subprocess.CompletedProcess[str]:
-    """The launcher's command line; a hang raises TimeoutExpired, an endless read hits RLIMIT_AS."""
+def run_bounded(env: dict[str, str], *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """The launcher's command line; a hang raises TimeoutExpired (a minute: only a hang takes that long, however loaded
+    the machine), an endless read hits RLIMIT_AS."""
     full_env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **env}
     return subprocess.run(
         [sys.executable, str(LAUNCHER_FILE), *args],
@@ -104,9 +104,7 @@ HOSTILE = ["fifo", "dev-zero", "huge", "garbage", "loop"]
 def test_hostile_state_file_is_unknown_not_a_hang(tmp_path: pathlib.Path, make: str) -> None:
     root = one_port_tree(tmp_path)
     replace_with(port_dir(root) / "state", make)
-    started = time.monotonic()
-    result = run_bounded(small_pin_env(), "--print-env", "--sysfs-root", str(root))
-    assert time.monotonic() - started < 10
+    result = run_bounded(small_pin_env(), "--print-env", "--sysfs-root", str(root))  # a hang fails it: TimeoutExpired
     assert_clean(result, 2)
     # The only port's state is unknown, so it is not ACTIVE: the pod stops and says what it saw.
     assert "no ACTIVE RDMA port" in result.stderr

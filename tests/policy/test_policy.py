@@ -445,9 +445,8 @@ def test_pods_that_may_share_nodes_are_placed_one_by_one() -> None:
 
 
 def test_placement_decides_a_large_pinned_stack_quickly() -> None:
-    # 20 workloads over 16 nodes in four pinned sets, 96 of 128 GPUs (an exact solver agrees it fits).
-    import time
-
+    # 20 workloads over 16 nodes in four pinned sets, 96 of 128 GPUs (an exact solver agrees it fits). Quickly: within two
+    # steps of the search per group (24 measured), which it counts against its budget, so no machine's load can fail it.
     from policy.placement import Group, place
 
     nodes = {f"n{i}": 8 for i in range(16)}
@@ -455,9 +454,8 @@ def test_placement_decides_a_large_pinned_stack_quickly() -> None:
     shapes = [(4, 2), (2, 4), (1, 5), (2, 2), (1, 3)]  # (pods, GPUs per pod)
     groups = [Group(f"w{j}", *shapes[j % 5], sets[j % 4], spread=True) for j in range(16)]
     groups += [Group(f"u{j}", 1, 1, tuple(nodes), spread=True) for j in range(4)]
-    start = time.monotonic()
-    result = place(nodes, groups)
-    assert result.placed and time.monotonic() - start < 5
+    result = place(nodes, groups, budget=2 * len(groups))
+    assert result.placed and not result.exhausted
     too_many = place(nodes, [*groups, Group("extra", 4, 8, sets[0], spread=True)])
     assert not too_many.placed and not too_many.exhausted
 
