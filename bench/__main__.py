@@ -1,7 +1,7 @@
 """`python -m bench`: wall time to render each stack and synthetic stacks of 25/50/100 workloads,
 next to the time a fresh interpreter takes to `import pulumi_kubernetes` alone; `check` of generated stacks of
-10/50/200 workloads on 16/512/4,096 nodes up to the largest the config's bounds accept (bench/scale.py); the phases
-of `make test`.
+10/50/200 workloads on 16/512/4,096 nodes up to the largest the config's bounds accept, and the placement search on
+large stacks (bench/scale.py), each also as a multiple of that import; the phases of `make test`.
 
 Two views, because `pulumi preview` pays both:
 - end to end: a fresh `python -m stacks render --all` process (interpreter, imports, program, YAML);
@@ -90,7 +90,7 @@ def main() -> int:
         f"({per[100] / per[25]:.2f}x; 1.0 is linear)"
     )
     print()
-    print_scale()
+    print_scale(imp)
     print()
     loop = edit_loop()
     print("the edit loop, `make test` warm (its phases in fresh processes, once each; goal: 30 s on a quiet 2-core machine):")
@@ -100,15 +100,19 @@ def main() -> int:
     return 0
 
 
-def print_scale() -> None:
+def print_scale(imp: float) -> None:
     """The scale curve (bench/scale.py): `check` of generated stacks up to the largest the bounds accept, in process, then
-    the largest in a fresh process as a user runs it."""
+    the largest in a fresh process as a user runs it; the placement search on the large stacks the tests count the steps
+    of. Each time also as a multiple of `imp`, a fresh `import pulumi_kubernetes` measured in the same run: the machine's
+    speed and load weigh on both alike (the tests bound this work by counting, never by seconds)."""
+    print(f"reference: import pulumi_kubernetes, fresh interpreter: {imp * 1000:.0f} ms")
     print("check of generated stacks, in process (medians of 3; the render under mocks, which check skips, once, beside it):")
     head = f"{'stack':<22}{'templates':>10}{'nodes':>7}{'objects':>9}{'validate ms':>13}{'preflight ms':>14}{'check ms':>10}"
-    print(f"{head}{'CPU ms':>8}{'render ms':>11}")
+    print(f"{head}{'x import':>10}{'CPU ms':>8}{'render ms':>11}")
     for name, templates, nodes, objects, validated, preflight, cpu, rendered in scale.curve():
         row = f"{name:<22}{templates:>10}{nodes:>7}{objects:>9}{validated * 1000:>13.0f}{preflight * 1000:>14.0f}"
-        print(f"{row}{(validated + preflight) * 1000:>10.0f}{cpu * 1000:>8.0f}{rendered * 1000:>11.0f}")
+        check = validated + preflight
+        print(f"{row}{check * 1000:>10.0f}{check / imp:>10.2f}{cpu * 1000:>8.0f}{rendered * 1000:>11.0f}")
     # End to end: interpreter, imports, the YAML file read with its lines, the preflight, the report.
     path = Path(tempfile.mkdtemp()) / "largest.yaml"
     path.write_text(yaml.safe_dump(scale.largest(), sort_keys=False), encoding="utf-8")
@@ -119,10 +123,15 @@ def print_scale() -> None:
         after = resource.getrusage(resource.RUSAGE_CHILDREN)
         walls.append(time.perf_counter() - start)
         cpus.append(after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
+    wall = statistics.median(walls)
     print(
-        f"python -m stacks check --config LARGEST.yaml, fresh process (medians of 5): {statistics.median(walls) * 1000:.0f} ms, "
+        f"python -m stacks check --config LARGEST.yaml, fresh process (medians of 5): {wall * 1000:.0f} ms = {wall / imp:.2f}x import, "
         f"CPU {statistics.median(cpus) * 1000:.0f} ms (goal: under 2 s)"
     )
+    print("the placement search on large stacks (tests/policy/test_placement.py counts its steps; medians of 5):")
+    print(f"{'case':<34}{'groups':>7}{'steps':>7}{'ms':>8}{'x import':>10}")
+    for name, groups, steps, seconds in scale.placement_times():
+        print(f"{name:<34}{groups:>7}{steps:>7}{seconds * 1000:>8.1f}{seconds / imp:>10.3f}")
 
 
 def edit_loop() -> list[tuple[str, float]]:
@@ -145,6 +154,6 @@ def edit_loop() -> list[tuple[str, float]]:
 
 if __name__ == "__main__":
     if sys.argv[1:] == ["scale"]:  # the scale curve alone: `python -m bench scale`
-        print_scale()
+        print_scale(fresh([[sys.executable, "-c", "import pulumi_kubernetes"]], 5)[0])
         sys.exit(0)
     sys.exit(main())

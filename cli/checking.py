@@ -27,7 +27,7 @@ def preflight(
     """The rules over a rendering (`render`), each finding located in the config by the provenance layout() carries
     (the entry each object is rendered from), as the Pulumi program's preflight does (__main__.py). Without a rendering
     (`check`), over the objects layout() declares, as that preflight reads them: the same objects the components register
-    (tests/test_program.py, tests/test_properties.py), without the mock runtime, which is most of a render's time and
+    (tests/components/test_program.py, tests/test_properties.py), without the mock runtime, which is most of a render's time and
     would be most of a large stack's check (docs/performance.md, "Scale"). `others`: the stacks compared with (default:
     the project's others)."""
     whole = layout(config)
