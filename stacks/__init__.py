@@ -16,6 +16,7 @@ from stacks import _process  # noqa: F401
 
 # isort: split
 
+import difflib
 import importlib.util
 import io
 import linecache
@@ -458,6 +459,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         del sys.modules[loaded]
     os._exit = _exit_at_its_line  # this process is the child: an os._exit in the module is reported with its line
     token = IN_STACK_MODULE.set(True)
+    defined: dict[str, Any] = {}  # the module's globals, once it runs: the names a mistyped one may be meant as
     deferred: list[ModelError] = []
     reported = DEFERRED.set(deferred)
     try:
@@ -465,6 +467,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         if spec is None or spec.loader is None:
             return {"error": f"{source}: not a Python module"}
         module = importlib.util.module_from_spec(spec)
+        defined = module.__dict__
         sys.modules[spec.name] = module  # as an import would: a dataclass in the module looks its module up
         # Compiled from the file as it is now, not from a cached .pyc: a cache is trusted by the file's mtime and size,
         # which an edit within the same clock tick (a test, a script) leaves as they were.
@@ -497,7 +500,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         }
     except BaseException as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
         at = _user_line(err.__traceback__, path) or source
-        hint = _name_hint(err, at) if isinstance(err, NameError) else ""
+        hint = _name_hint(err, at, defined) if isinstance(err, NameError) else ""
         said = ": ".join(part for part in (type(err).__name__, _text(err), hint) if part)
         return {"error": f"{at}: the stack module failed: {said}"}
     finally:
@@ -582,8 +585,9 @@ def _argument(text: str) -> str:
     return text.strip()
 
 
-def _name_hint(err: NameError, at: str) -> str:
-    """A bare word the module uses as a value: `true`, `null`, or text written without quotes."""
+def _name_hint(err: NameError, at: str, defined: dict[str, Any]) -> str:
+    """A bare word the module uses as a value: a mistyped name the module defines (`H_KIM` for `H_KIM_NS`), `true`,
+    `null`, or text written without quotes."""
     name = getattr(err, "name", None)
     if not isinstance(name, str):
         return ""
@@ -596,6 +600,19 @@ def _name_hint(err: NameError, at: str) -> str:
     # `nccl-test` unquoted is `nccl - test` to Python, which names only `nccl`: the text is the whole dashed word.
     dashed = re.search(rf"(?<![\w.'\"-]){re.escape(name)}(?:-\w+)+", text)
     word = dashed.group(0) if dashed else name
+    quote = _quote_hint(name, word, keyword, text)
+    # The names the module defines first: a constant or an import mistyped is likelier than text left unquoted (a
+    # dashed word is text).
+    close = [] if dashed else difflib.get_close_matches(name, [n for n in defined if not n.startswith("__")], n=3, cutoff=0.6)
+    if not close:
+        return quote
+    module = getattr(defined.get("__spec__"), "origin", None) or ""
+    assigned = provenance.assignments(module) if module else {}
+    meant = " or ".join(f"`{c}`" + (f" ({provenance.shown((module, assigned[c]))})" if c in assigned else "") for c in close)
+    return f"did you mean {meant}, which the module defines? Else, {quote}"
+
+
+def _quote_hint(name: str, word: str, keyword: re.Match[str] | None, text: str) -> str:
     if keyword:
         return f'if it is text, quote it: `{keyword.group(1)}="{word}"`'
     if re.search(rf"\b{re.escape(name)}\s*:", text):
