@@ -103,6 +103,11 @@ class Finding:
         text = " ".join(f"{prefix}{self._head()}: {self.brief} (-v says why)".split())
         return textwrap.wrap(text, width=width, subsequent_indent=INDENT, break_long_words=True, break_on_hyphens=False)
 
+    def stated(self, prefix: str = "", width: int = WIDTH) -> list[str]:
+        """What is wrong and where, without the fix (a warning `render` passes on; `check` gives the fix), wrapped."""
+        text = " ".join(f"{prefix}{self._head()}: {self.message}".split())
+        return textwrap.wrap(text, width=width, subsequent_indent=INDENT, break_long_words=True, break_on_hyphens=False)
+
     def wrapped(self, prefix: str = "", width: int = WIDTH) -> list[str]:
         """The finding for a terminal, each line at most `width` characters: `prefix` + line() where that fits;
         else severity, rule, object, field and message wrapped, then `Fix: ...` and the stack's `[accepted: ...]`
