@@ -6,7 +6,7 @@ written (a module, or its YAML dump). Two sources:
 - a stack module: each model its code builds remembers the line of the call that built it (`remember`), the
   call as the file writes it: a helper function's line is skipped for the line that calls the helper, a
   comprehension's line is kept (it is where the entries are written);
-- a YAML file: the line of every key and list item, read from the parsed node tree (`yaml_lines`), registered
+- a YAML file: the line of every key and list item, read with the file (stacks.read_yaml_lines), registered
   for the config validated from it (`register_yaml`).
 A stack module runs in a child process (stacks.load_module): there `calls(config)` collects the line of each model's
 call by config path, and the parent registers that map (`register_calls`) for the config it validates from the
@@ -22,8 +22,6 @@ import sys
 import weakref
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from config import project
 
@@ -79,25 +77,6 @@ def source_line(model: Any) -> tuple[str, int] | None:
     if known is None or known[0]() is not model:
         return None
     return known[1], known[2]
-
-
-def yaml_lines(node: yaml.Node | None) -> dict[Path_, int]:
-    """The line (1-based) of every key and list item of a parsed YAML document, by config path."""
-    out: dict[Path_, int] = {}
-    stack: list[tuple[yaml.Node, Path_]] = [(node, ())] if node is not None else []
-    while stack:
-        current, path = stack.pop()
-        if isinstance(current, yaml.MappingNode):
-            for key, value in current.value:
-                if isinstance(key, yaml.ScalarNode):
-                    child = (*path, key.value)
-                    out[child] = key.start_mark.line + 1
-                    stack.append((value, child))
-        elif isinstance(current, yaml.SequenceNode):
-            for i, item in enumerate(current.value):
-                out[(*path, i)] = item.start_mark.line + 1
-                stack.append((item, (*path, i)))
-    return out
 
 
 def register_yaml(config: Any, file: str, lines: dict[Path_, int]) -> None:

@@ -668,7 +668,7 @@ def validate(
     calls: dict[provenance.Path_, tuple[str, int]] | None = None,
 ) -> ClusterConfig:
     """Validate plain data (parsed YAML, or a stack module's dumped CONFIG) as a ClusterConfig; `source` names it in
-    errors, and `lines` (the line of each key, provenance.yaml_lines) or `calls` (the line of each model's call,
+    errors, and `lines` (the line of each key, read_yaml_lines) or `calls` (the line of each model's call,
     provenance.calls) start each error with its line and stay with the config for the preflight's findings."""
 
     def line_of(loc: provenance.Path_) -> str:  # `FILE:N`, the form editors link
@@ -735,24 +735,10 @@ _YAML11_SURPRISE = re.compile(r"[-+]?(0[0-7_]+|[1-9][0-9_]*(:[0-5]?[0-9])+)")
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """SafeLoader that refuses duplicate keys (YAML lets the last one win silently, so a stray second
-    `workloads: []` would empty a stack) and keys that are not text (`1:`, `null:`, `? [a]`: no field or name
-    is one, and YAML 1.1 reads `on:` or `no:` as booleans)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[str, Any] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, str):
-                shown = repr(key_node.value) if isinstance(key_node, yaml.ScalarNode) else f"of type {type(key).__name__}"
-                fix = f'quote it ("{key_node.value}": ...)' if isinstance(key_node, yaml.ScalarNode) else "a key is a name"
-                raise yaml.constructor.ConstructorError(None, None, f"the key {shown} is not text: {fix}", key_node.start_mark)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (YAML keeps only the last one)", key_node.start_mark
-                )
-            seen[key] = True
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+    """SafeLoader's resolver and constructors with the changes below. `_compose` drives it event by event and refuses
+    duplicate keys there (YAML lets the last one win silently, so a stray second `workloads: []` would empty a stack) and
+    keys that are not text (`1:`, `null:`, `? [a]`: no field or name is one, and YAML 1.1 reads `on:` or `no:` as
+    booleans)."""
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
         text = str(self.construct_scalar(node))
@@ -835,30 +821,6 @@ def _yaml_error(path: Path | str, err: yaml.YAMLError) -> ConfigError:
     return ConfigError(f"{path}{where}: not valid YAML: {problem}")
 
 
-def _bounded(path: Path | str, text: str, limits: Limits = CONFIG_LIMITS) -> None:
-    """Refuse nesting, size and aliases before anything is built from the text: the event stream is
-    read iteratively, so a file nested 100,000 deep cannot exhaust the stack (libyaml's composer would
-    crash the process on it)."""
-    depth = nodes = 0
-    try:
-        for event in yaml.parse(text, Loader=_Loader):
-            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
-            if isinstance(event, yaml.AliasEvent):
-                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in {limits.what}")
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > limits.max_depth:
-                    raise ConfigError(f"{path}:{line}: nested more than {limits.max_depth} levels deep")
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-            if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                nodes += 1
-                if nodes > limits.max_values:
-                    raise ConfigError(f"{path}: more than {limits.max_values} values: not {limits.what}")
-    except yaml.YAMLError as err:
-        raise _yaml_error(path, err) from None
-
-
 def _check_text(data: Any, path: Path | str, where: str = "") -> None:
     """Every string is valid Unicode text: a JSON-style escape like "\\ud800" yields a lone surrogate,
     which no API server accepts."""
@@ -882,9 +844,9 @@ def read_yaml(path: Path, limits: Limits = CONFIG_LIMITS) -> Any:
 
 
 def read_yaml_lines(path: Path) -> tuple[Any, dict[provenance.Path_, int]]:
-    """read_yaml, and the line of every key and list item (provenance.yaml_lines)."""
-    data, node = _compose(read_text(path), path, CONFIG_LIMITS)
-    return data, provenance.yaml_lines(node)
+    """read_yaml, and the line (1-based) of every key and list item by config path, read in the same pass."""
+    data, lines = _compose(read_text(path), path, CONFIG_LIMITS, lines=True)
+    return data, lines
 
 
 def parse_yaml(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
@@ -893,12 +855,105 @@ def parse_yaml(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
     return _compose(text, source, limits)[0]
 
 
-def _compose(text: str, path: Path | str, limits: Limits) -> tuple[Any, yaml.Node | None]:
-    _bounded(path, text, limits)
+_MAP, _SEQ, _STR = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"
+_NO_KEY = object()
+
+
+def _compose(text: str, path: Path | str, limits: Limits, lines: bool = False) -> tuple[Any, dict[provenance.Path_, int]]:
+    """The data of a single-document YAML text, as _Loader constructs it, built in one pass over libyaml's events: no
+    node tree (libyaml's composer recurses in C, so a file nested 100,000 deep would crash the process; the events are
+    read iteratively, and nesting, size and aliases are refused as they come, before anything deep is built). With
+    `lines`, the line of every key and list item by config path. Each scalar is resolved and constructed as the loader
+    does (its implicit tag, a resolution kept per text: a config repeats its keys thousands of times), and each mapping
+    refuses what _Loader.construct_mapping refuses (keys that are not text, duplicates)."""
     loader = _Loader(text)
+    constructors = loader.yaml_constructors
+    resolved: dict[str, str] = {}
+    at: dict[provenance.Path_, int] = {}
+    root: Any = None
+    # One frame per open mapping or sequence: [container, its config path, the key waiting for its value]
+    stack: list[list[Any]] = []
+    depth = values = documents = 0
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is yaml.ScalarEvent or kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                values += 1
+                if values > limits.max_values:
+                    raise ConfigError(f"{path}: more than {limits.max_values} values: not {limits.what}")
+                mark = event.start_mark
+                frame = stack[-1] if stack else None
+                key_wanted = frame is not None and type(frame[0]) is dict and frame[2] is _NO_KEY
+                if kind is yaml.ScalarEvent:
+                    tag = event.tag
+                    if tag is None or tag == "!":
+                        if event.implicit[0]:
+                            tag = resolved.get(event.value)
+                            if tag is None:
+                                tag = resolved[event.value] = loader.resolve(yaml.ScalarNode, event.value, (True, False))
+                        else:
+                            tag = _STR
+                    if tag == _STR:
+                        value: Any = event.value
+                    else:
+                        node = yaml.ScalarNode(tag, event.value, mark, event.end_mark, event.style)
+                        value = (constructors.get(tag) or constructors[None])(loader, node)
+                    if key_wanted:
+                        if not isinstance(value, str):
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f'the key {event.value!r} is not text: quote it ("{event.value}": ...)', mark
+                            )
+                        if value in frame[0]:  # type: ignore[index]
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"duplicate key {value!r} (YAML keeps only the last one)", mark
+                            )
+                        frame[2] = value  # type: ignore[index]
+                        if lines:
+                            at[(*frame[1], event.value)] = mark.line + 1  # type: ignore[index]
+                        continue
+                else:
+                    if key_wanted:
+                        what = "dict" if kind is yaml.MappingStartEvent else "list"
+                        raise yaml.constructor.ConstructorError(None, None, f"the key of type {what} is not text: a key is a name", mark)
+                    depth += 1
+                    if depth > limits.max_depth:
+                        raise ConfigError(f"{path}:{mark.line + 1}: nested more than {limits.max_depth} levels deep")
+                    tag = event.tag
+                    default = _MAP if kind is yaml.MappingStartEvent else _SEQ
+                    if tag is not None and tag != "!" and tag != default:  # !!set, !!omap, or a tag no constructor has
+                        made = (yaml.MappingNode if kind is yaml.MappingStartEvent else yaml.SequenceNode)(tag, [], mark, mark)
+                        (constructors.get(tag) or constructors[None])(loader, made)
+                    value = {} if kind is yaml.MappingStartEvent else []
+                # The value in its container (or the document itself), and the line of a list item.
+                if frame is None:
+                    root = value
+                    child: provenance.Path_ = ()
+                elif type(frame[0]) is dict:
+                    child = (*frame[1], frame[2])
+                    frame[0][frame[2]] = value
+                    frame[2] = _NO_KEY
+                else:
+                    child = (*frame[1], len(frame[0]))
+                    if lines:
+                        at[child] = mark.line + 1
+                    frame[0].append(value)
+                if kind is not yaml.ScalarEvent:
+                    stack.append([value, child, _NO_KEY])
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                depth -= 1
+                stack.pop()
+            elif kind is yaml.AliasEvent:
+                line = event.start_mark.line + 1 if event.start_mark is not None else "?"
+                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in {limits.what}")
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise yaml.composer.ComposerError(
+                        "expected a single document in the stream", None, "but found another document", event.start_mark
+                    )
+            elif kind is yaml.StreamEndEvent:
+                break
     except yaml.YAMLError as err:
         raise _yaml_error(path, err) from None
     except (ValueError, RecursionError, MemoryError) as err:
@@ -906,8 +961,8 @@ def _compose(text: str, path: Path | str, limits: Limits) -> tuple[Any, yaml.Nod
         raise ConfigError(f"{path}: a value cannot be read: {err}") from None
     finally:
         loader.dispose()
-    _check_text(data, path)
-    return data, node
+    _check_text(root, path)
+    return root, at
 
 
 def parse_json(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
