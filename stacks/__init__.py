@@ -650,15 +650,20 @@ def load_committed(name: str, ref: str) -> ClusterConfig | None:
         return _load_path(name, Path(tmp) / f"{name}.py")  # in a child, as the working tree's module is
 
 
-def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
-    """Where the loader kept a YAML 1.1 number reading (Yaml11Number), and which."""
-    if isinstance(data, Yaml11Number):
-        return [(loc, data)]
-    if isinstance(data, dict):
-        return [hit for k, v in data.items() for hit in _yaml11_numbers(v, (*loc, str(k)))]
-    if isinstance(data, list):
-        return [hit for i, v in enumerate(data) for hit in _yaml11_numbers(v, (*loc, i))]
-    return []
+def _yaml11_numbers(data: Any) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
+    """Where the loader kept a YAML 1.1 number reading (Yaml11Number), and which, in the file's order. A walk without
+    recursion that looks into containers only: a config is mostly strings."""
+    found: list[tuple[tuple[str | int, ...], Yaml11Number]] = []
+    todo: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while todo:
+        node, loc = todo.pop()
+        if type(node) is Yaml11Number:
+            found.append((loc, node))
+        elif type(node) is dict:
+            todo.extend(reversed([(v, (*loc, str(k))) for k, v in node.items() if type(v) is not str]))
+        elif type(node) is list:
+            todo.extend(reversed([(v, (*loc, i)) for i, v in enumerate(node) if type(v) is not str]))
+    return found
 
 
 def validate(
@@ -683,7 +688,7 @@ def validate(
         raise ConfigError(f"{source}: the top level must be a mapping of fields, got {type(data).__name__}")
     surprises = [
         f"{located(loc, data) or 'the file'} ({line_of(loc)}): {value.problem()}".replace(" ()", "")
-        for loc, value in _yaml11_numbers(data, ())
+        for loc, value in _yaml11_numbers(data)
     ]
     if surprises:
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in surprises))
