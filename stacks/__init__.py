@@ -687,8 +687,7 @@ def validate(
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of fields, got {type(data).__name__}")
     surprises = [
-        f"{located(loc, data) or 'the file'} ({line_of(loc)}): {value.problem()}".replace(" ()", "")
-        for loc, value in _yaml11_numbers(data)
+        f"{located(loc, data) or 'the file'} ({line_of(loc)}): {value.problem()}".replace(" ()", "") for loc, value in _yaml11_numbers(data)
     ]
     if surprises:
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in surprises))
