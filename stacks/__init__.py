@@ -17,6 +17,7 @@ from stacks import _process  # noqa: F401
 # isort: split
 
 import difflib
+import functools
 import importlib.util
 import io
 import linecache
@@ -361,6 +362,33 @@ def preload(wanted: list[str]) -> None:
             continue
 
 
+_STARTED: dict[Path, tuple[str, _child.Started]] = {}
+"""The modules `prefetch` started, by path, with the text they run: load_module takes their answers."""
+
+
+def prefetch(wanted: list[str]) -> None:
+    """Start the modules of these stacks now, each in a child of its own under the time limit, and return at once: a
+    command that loads several stacks (render, check) lets them run while it imports the program (pulumi, the
+    components), which they do not need, on the machine's other core. load_module collects each answer, and runs a
+    module edited since again. A stack deployed from a YAML file (gpu-training:configFile) is not started."""
+    if SPAWN_MODULES or isinstance(MODULE_TIME_LIMIT, str) or not hasattr(os, "fork"):
+        return
+    for name in wanted:
+        path = project.ROOT / CLUSTERS / f"{name}.py"
+        try:
+            if config_file_of(name)[0]:
+                continue
+            version = read_text(path)
+        except ConfigError:  # its own load reports it
+            continue
+        cached = _LOADED.get(path)
+        if path in _STARTED or cached is not None and cached[0] == version:
+            continue
+        started = _child.start(functools.partial(_run_module, name, path))
+        if isinstance(started, _child.Started):
+            _STARTED[path] = (version, started)
+
+
 def load_module(name: str) -> ClusterConfig:
     """A stack's module, run as user code: in a child process with a time limit (stacks/_child.py), so nothing it
     does (an exit, an endless loop, a print, a change to the program's state) reaches this process; only its
@@ -376,17 +404,25 @@ def load_module(name: str) -> ClusterConfig:
     cached = _LOADED.get(path)
     if cached is not None and cached[0] == version:
         return cached[1]
-    config = _load_path(name, path)
+    started = _STARTED.pop(path, None)
+    if started is not None and started[0] != version:  # edited since it was started: its answer is not this text's
+        _child.abandon(started[1])
+        started = None
+    config = _load_path(name, path, started[1] if started else None)
     _LOADED[path] = (version, config)
     return config
 
 
-def _load_path(name: str, path: Path) -> ClusterConfig:
-    """Run the module at `path` as stack NAME in a child (stacks/_child.py), and validate the config it answers."""
+def _load_path(name: str, path: Path, started: _child.Started | None = None) -> ClusterConfig:
+    """Run the module at `path` as stack NAME in a child (stacks/_child.py), or take the answer of the child `prefetch`
+    started, and validate the config it answers."""
     if isinstance(MODULE_TIME_LIMIT, str):
         raise ConfigError(MODULE_TIME_LIMIT)
     spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(project.ROOT), name, str(path)]
-    answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
+    if started is not None:
+        answer, died = _child.finish(started, MODULE_TIME_LIMIT)
+    else:
+        answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
     if died.startswith("was killed") and not SPAWN_MODULES:
         # A crash of a forked child can be the fork's (a library's threads, state no fork can copy): once more, in a
         # fresh interpreter, before it is the module's.
