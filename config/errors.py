@@ -199,10 +199,16 @@ def _grouped(entries: list[Entry]) -> list[str]:
             out.append(line)
             continue
         ((name, at), text), used = groups[int(line[1:])]
+        used = sorted(used, key=_in_file_order)
         shown = [f"{u.where} at {u.written}" if u.written else u.where for u in used[:SHOWN_USES]]
         more = f" and {len(used) - SHOWN_USES} more" if len(used) > SHOWN_USES else ""
         out.append(f"{name} ({at}): {text} (the value of {name} in {', '.join(shown)}{more})")
     return list(dict.fromkeys(out))
+
+
+def _in_file_order(entry: Entry) -> tuple[str, int]:
+    file, _, line = entry.written.rpartition(":")
+    return (file, int(line)) if line.isdigit() else (entry.written, 0)
 
 
 class ModelError(Exception):
