@@ -151,12 +151,14 @@ def main(argv: list[str] | None = None) -> int:
     # The one import the command line puts off until a command runs: its group's module, which imports at its top what
     # the command needs. So `list` loads no more than the loader, and `check` not the mock runtime nor the cluster tools:
     # importing pulumi and the renderer (most of a second) is paid by the commands that use them only.
-    command = getattr(importlib.import_module(f"cli.{group}"), name)
     try:
+        command = getattr(importlib.import_module(f"cli.{group}"), name)
         return int(command(args))
     except stacks.ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    finally:
+        stacks.forget_prefetched()
 
 
 def run() -> None:

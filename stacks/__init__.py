@@ -389,6 +389,14 @@ def prefetch(wanted: list[str]) -> None:
             _STARTED[path] = (version, started)
 
 
+def forget_prefetched() -> None:
+    """End and reap the children `prefetch` started whose modules were never loaded (the command stopped first, or did
+    not need them): none outlives the command that started it."""
+    while _STARTED:
+        _, (_, started) = _STARTED.popitem()
+        _child.abandon(started)
+
+
 def load_module(name: str) -> ClusterConfig:
     """A stack's module, run as user code: in a child process with a time limit (stacks/_child.py), so nothing it
     does (an exit, an endless loop, a print, a change to the program's state) reaches this process; only its

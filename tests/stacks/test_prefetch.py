@@ -108,3 +108,10 @@ def test_an_abandoned_child_is_ended_and_reaped() -> None:
     assert isinstance(started, _child.Started) and started.pid in _process.CHILDREN
     _child.abandon(started)
     assert started.pid not in _process.CHILDREN and no_child_left()
+
+
+def test_a_command_that_stops_before_its_loads_leaves_no_child(project: Callable[..., Path], capsys: pytest.CaptureFixture[str]) -> None:
+    project(one=module("one"), two=module("two"))
+    assert main(["render", "--out", ""]) == 2  # refused before any stack is loaded
+    assert "--out '' names no folder" in capsys.readouterr().err
+    assert stacks._STARTED == {} and no_child_left()
