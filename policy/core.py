@@ -64,6 +64,9 @@ class Finding:
     when the value changes (a new tag is not the one whose reason the stack wrote)."""
     new: bool = False
     """Filled in by `python -m stacks check`: the check of the committed stack did not have this finding."""
+    brief: str = ""
+    """An info's gist in a few words: what `check` prints of it on a green run, where the whole message would be a
+    block of lines said on every run (`check -v` prints it whole)."""
 
     def _head(self) -> str:
         """`severity rule` (`new severity` for a finding this change made), then the config path and its line where known,
@@ -92,6 +95,18 @@ class Finding:
         if self._on_the_cluster():
             text += f" {self._rendered()}"
         return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
+
+    def briefly(self, prefix: str = "", width: int = WIDTH) -> list[str]:
+        """The finding in brief where it has a brief (`brief`): its head and the gist, wrapped; else `wrapped`."""
+        if not self.brief:
+            return self.wrapped(prefix, width)
+        text = " ".join(f"{prefix}{self._head()}: {self.brief} (-v says why)".split())
+        return textwrap.wrap(text, width=width, subsequent_indent=INDENT, break_long_words=True, break_on_hyphens=False)
+
+    def stated(self, prefix: str = "", width: int = WIDTH) -> list[str]:
+        """What is wrong and where, without the fix (a warning `render` passes on; `check` gives the fix), wrapped."""
+        text = " ".join(f"{prefix}{self._head()}: {self.message}".split())
+        return textwrap.wrap(text, width=width, subsequent_indent=INDENT, break_long_words=True, break_on_hyphens=False)
 
     def wrapped(self, prefix: str = "", width: int = WIDTH) -> list[str]:
         """The finding for a terminal, each line at most `width` characters: `prefix` + line() where that fits;
@@ -127,8 +142,8 @@ def warning(obj: str, where: str, message: str, fix: str, setting: str = "", con
     return Finding("warning", obj, where, message, fix, setting=setting, config=config, value=value)
 
 
-def info(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
-    return Finding("info", obj, where, message, fix, setting=setting, config=config)
+def info(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None, brief: str = "") -> Finding:
+    return Finding("info", obj, where, message, fix, setting=setting, config=config, brief=brief)
 
 
 # --- the registry -------------------------------------------------------------------------------

@@ -300,6 +300,7 @@ def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
             "nothing, for this strategy; to run the pods non-root, use memlock node-limit with node_level.crio_memlock_unlimited: "
             "true (a MachineConfig that raises CRI-O's memlock limit on the GPU pool)",
             config=("defaults", "memlock_rdma"),
+            brief=f"{len(pods)} pod template(s) run as root with {caps}, as memlock {strategy!r} needs (what checkov and such flag)",
         )
 
 

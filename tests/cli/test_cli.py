@@ -215,7 +215,8 @@ def test_a_stack_module_error_names_the_workload_field_and_line(
     code, _, err = run(["check", name], capsys)
     assert code == 2
     assert f"error: clusters/{name}.py: invalid configuration" in err
-    assert f"  workloads[h-kim].nodes (clusters/{name}.py:10): Input should be greater than or equal to 1" in err
+    # The line of the field itself (`nodes=0`, line 11), not of the Workload( it is an argument of (line 10).
+    assert f"  workloads[h-kim].nodes (clusters/{name}.py:11): Input should be greater than or equal to 1" in err
 
 
 def test_an_error_in_a_part_of_a_workload_names_the_part(
@@ -234,11 +235,11 @@ def test_a_cross_field_error_in_a_module_names_the_field(
 ) -> None:
     name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=1, extra=', tcp_variants=[{"name": "v"}]'))
     code, _, err = run(["check", name], capsys)
-    # The line of the Workload(...) that is wrong, not of the ClusterConfig(...) whose check found it (line 2).
-    assert code == 2 and f"workloads[h-kim].tcp_variants (clusters/{name}.py:10): tcp_variants derive from an RDMA workload" in err
+    # The line of the field that is wrong (line 11), not of its Workload( (10) or of the ClusterConfig(...) whose check found it (2).
+    assert code == 2 and f"workloads[h-kim].tcp_variants (clusters/{name}.py:11): tcp_variants derive from an RDMA workload" in err
     name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=3, extra=""), "other")
     code, _, err = run(["config", name], capsys)
-    assert code == 2 and f"workloads[h-kim].nodes (clusters/{name}.py:10): 3 pods, one per node, but node set 'n' has 2 node(s)" in err
+    assert code == 2 and f"workloads[h-kim].nodes (clusters/{name}.py:11): 3 pods, one per node, but node set 'n' has 2 node(s)" in err
 
 
 HELPERS = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
@@ -300,8 +301,8 @@ def test_every_invalid_model_of_a_module_is_reported_not_the_first(
     assert code == 2 and "Traceback" not in err
     assert err.splitlines() == [
         f"error: clusters/{name}.py: invalid configuration",
-        f"  workloads[h-kim].nodes (clusters/{name}.py:10): Input should be greater than or equal to 1",
-        f"  workloads[c].gpus_per_node (clusters/{name}.py:14): Input should be greater than or equal to 1",
+        f"  workloads[h-kim].nodes (clusters/{name}.py:11): Input should be greater than or equal to 1",
+        f"  workloads[c].gpus_per_node (clusters/{name}.py:15): Input should be greater than or equal to 1",
         f"  workloads[b].namespace (clusters/{name}.py:12): workload 'b' is in namespace 'elsewhere', which is not in namespaces",
     ], err
 
