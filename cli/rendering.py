@@ -12,12 +12,11 @@ from pathlib import Path
 import policy
 import stacks
 from cli import checking, configs
-from components.program import layout
 from config import project
 from config.stack import ClusterConfig
 from stacks import _process
 from tools import diff
-from tools.render import declared  # imported here, before any fork, so each render worker starts warm (_in_children)
+from tools.render import run  # imported here, before any fork, so each render worker starts warm (_in_children)
 from tools.writer import WriteError, write
 
 
@@ -32,19 +31,15 @@ def _rendered_outputs(path: Path) -> dict[str, object] | None:
 
 def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
     """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
-    finds no error. Answers "wrote\tFOLDER\tWARNINGS\tCOUNT", or "refused\tFINDINGS" (its folder left as it was).
-    The rendering is the objects the program declares (tools.render.declared: what it registers under Pulumi's mock
-    runtime, which the tests hold equal file for file, without the runtime's per-resource cost)."""
-    whole = layout(config)
-    rendering = declared(config, tier, whole)
-    findings = checking.preflight(config, rendering, previous, whole=whole)
+    finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
+    rendering = run(config, tier)
+    findings = checking.preflight(config, rendering, previous)
     bad = policy.errors(findings)
     if bad:
         return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
     # The warnings the stack does not accept (none, in a committed stack: each is accepted with its reason), so an edit
-    # that makes one shows it here too, where the user looks after `make render`; `check` gives each one's fix. Of the
-    # whole stack only: one tier's objects alone leave acceptances and hand-made entries of the other unmatched.
-    warned = [f for f in findings if f.severity == "warning" and not f.accepted] if tier == "all" else []
+    # that makes one shows it here too, where the user looks after `make render`; `check` gives each one's fix.
+    warned = [f for f in findings if f.severity == "warning" and not f.accepted]
     try:
         folder = write(rendering, Path(out))
     except WriteError as err:

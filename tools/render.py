@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,11 +24,8 @@ from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
-from components.kube import Declared, logical_name, token
-from components.outputs import stack_outputs
 from components.prerequisites import requirements
-from components.program import build, layout
-from components.tiers import keep_for
+from components.program import build
 from config.stack import ClusterConfig
 
 PROVIDER_TOKEN = "pulumi:providers:kubernetes"
@@ -220,23 +216,6 @@ def _already_raised(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) ->
     if "exception" in context and str(context.get("message", "")).endswith("exception was never retrieved"):
         return
     loop.default_exception_handler(context)
-
-
-def declared(config: ClusterConfig, tier: str = "all", whole: list[Declared] | None = None) -> Rendering:
-    """The rendering `python -m stacks render` writes: the objects `components.program.layout` declares for the tier,
-    each as the program registers it (its type token and logical name), and the stack outputs as the SDK exports them
-    (a top-level None dropped, numbers as the mock runtime gives them back). These are the very objects `run` records
-    under the mock runtime, without the runtime (its per-resource serialisation is most of a render's time): the tests
-    hold the two equal file for file (tests/test_rendered_is_fresh.py renders the committed stacks under the mocks and
-    compares with rendered/; tests/tools/test_declared_render.py the fixtures in every tier). No reads, options or logs:
-    what needs those (the program's verdicts on what it reads, tests of its options) runs `run`. `whole`: layout(config)
-    (every tier), where the caller has it already; the tier's objects are taken from it."""
-    keep = keep_for(config, tier)
-    mine = layout(config, tier) if whole is None else [d for d in whole if keep(d.object)]
-    # Through JSON, as the SDK's protobuf Struct carries them: lists for tuples, text keys, numbers written back whole.
-    resources = [Recorded(token(d.object, d.patch), logical_name(d.object), normalize(json.loads(json.dumps(d.object)))) for d in mine]
-    outputs = {k: v for k, v in stack_outputs(config, tier).items() if v is not None}
-    return Rendering(config, sorted(resources, key=lambda r: f"{r.type}::{r.name}"), [], normalize(outputs))
 
 
 def run(
