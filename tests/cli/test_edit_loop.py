@@ -19,7 +19,7 @@ from cli.main import main
 from config import project
 from policy.core import WIDTH
 from tests import fixtures
-from tests.test_issue28_operator_networks import operator_mode
+from tests.fixtures import operator_mode
 
 STACK = """from config import ClusterConfig, NodeSet, Queueing, Security, ServiceAccount, Workload
 CONFIG = ClusterConfig(

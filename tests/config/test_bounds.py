@@ -348,7 +348,7 @@ CONFIG = ClusterConfig(
     "count,ports,where,phrase",
     [
         (MAX_CLUSTER_NODES - 1, 1, "node_sets[more].nodes (clusters/big.py:8)", f"at most {MAX_CLUSTER_NODES} in all"),
-        (1, MAX_PORTS + 1, "workloads[w].ports (clusters/big.py:13)", f"{MAX_PORTS + 1} entries, at most {MAX_PORTS}"),
+        (1, MAX_PORTS + 1, "workloads[w].ports (clusters/big.py:14)", f"{MAX_PORTS + 1} entries, at most {MAX_PORTS}"),
     ],
 )
 def test_a_bound_names_the_line_of_a_stack_module(

@@ -82,8 +82,8 @@ CONFIG = ClusterConfig(
 @pytest.mark.parametrize(
     "args,where",
     [
-        ('["sleep", "infinity"]', ["gpu_tolerations (clusters/sets.py:2)"]),
-        ('{"sleep", "infinity"}', ["gpu_tolerations (clusters/sets.py:2)", "workloads[w].args (clusters/sets.py:11)"]),
+        ('["sleep", "infinity"]', ["gpu_tolerations (clusters/sets.py:7)"]),
+        ('{"sleep", "infinity"}', ["gpu_tolerations (clusters/sets.py:7)", "workloads[w].args (clusters/sets.py:12)"]),
     ],
 )
 def test_a_set_in_a_stack_module_is_refused_naming_its_line(
