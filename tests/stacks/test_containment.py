@@ -106,8 +106,9 @@ def load_error(name: str = "scratch") -> str:
 def test_a_valid_module_loads_with_the_line_of_each_call(project: Callable[..., Path]) -> None:
     project(scratch=module())
     config = stacks.load("scratch")
+    # a field is reported at its own line (nodes=2, the line after its Workload(), where the user changes it
     assert config.name == "scratch" and config.workloads[0].nodes == 2
-    assert provenance.shown(provenance.origin(config, ("workloads", 0, "nodes"))) == f"clusters/scratch.py:{WORKLOAD_LINE + 1}"  # the field's own line
+    assert provenance.shown(provenance.origin(config, ("workloads", 0, "nodes"))) == f"clusters/scratch.py:{WORKLOAD_LINE + 1}"
     assert provenance.shown(provenance.origin(config, ("namespaces", 0))) == f"clusters/scratch.py:{NAMESPACES_LINE}"
     assert provenance.shown(provenance.origin(config, ())) == f"clusters/scratch.py:{CONFIG_LINE}"
     assert stacks.load("scratch") is config  # run once per process
