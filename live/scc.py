@@ -325,6 +325,15 @@ def pod_of(owner: dict[str, Any], index: int = 0) -> dict[str, Any]:
     }  # fmt: skip
 
 
+def refusal(plane: ControlPlane, namespace: str, owner: str) -> str:
+    """The newest FailedCreate event of the StatefulSet or Job `owner` (what `oc describe` shows: admission's refusal of
+    a pod its controller made), '' if there is none."""
+    query = f"fieldSelector=involvedObject.name%3D{owner},reason%3DFailedCreate"
+    events = (plane.get(f"/api/v1/namespaces/{namespace}/events?{query}") or {}).get("items", [])
+    newest = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", default=None)
+    return str(newest["message"]) if newest else ""
+
+
 class Verdict:
     """What admission answered for one pod: admitted (and under which SCC, the pod as admitted) or refused (its message)."""
 

@@ -281,14 +281,6 @@ def _until(what: Callable[[], Any], seconds: float = SETTLE_SECONDS) -> Any:
     return found
 
 
-def failed_create(plane: ControlPlane, namespace: str, name: str) -> str:
-    """The newest FailedCreate event of the StatefulSet or Job `name` (what `oc describe` shows), '' if none."""
-    query = f"fieldSelector=involvedObject.name%3D{name},reason%3DFailedCreate"
-    events = (plane.get(f"/api/v1/namespaces/{namespace}/events?{query}") or {}).get("items", [])
-    newest = max(events, key=lambda e: e.get("lastTimestamp") or e.get("eventTime") or "", default=None)
-    return str(newest["message"]) if newest else ""
-
-
 def restart(plane: ControlPlane, sts: dict[str, Any]) -> None:
     """Delete a StatefulSet's pods, as a node drain or a crash would: the controller makes them again, through admission."""
     for pod in pods_of(plane, sts):
@@ -346,8 +338,8 @@ def test_a_grant_removed_by_hand_and_a_service_account_without_it(project: Admit
 
     refusal = f'provider "{config.security.scc}": Forbidden: not usable by user or serviceaccount'
     for w in (tsfm, deepti):
-        said = _until(lambda w=w: refusal in failed_create(plane, w.namespace, w.name) and failed_create(plane, w.namespace, w.name), 60)
-        assert said, f"{w.name}: no FailedCreate quoting {refusal!r}: {failed_create(plane, w.namespace, w.name)!r}"
+        said = _until(lambda w=w: refusal in scc.refusal(plane, w.namespace, w.name) and scc.refusal(plane, w.namespace, w.name), 60)
+        assert said, f"{w.name}: no FailedCreate quoting {refusal!r}: {scc.refusal(plane, w.namespace, w.name)!r}"
         assert "unable to validate against any security context constraint" in said, said
 
     status = stacks_cmd(project, "status", project_stack)
@@ -384,8 +376,8 @@ def test_the_platform_tiers_scc_missing(project: Admitted, deployed: dict[str, A
     plane.kubectl("delete", "securitycontextconstraints.security.openshift.io", name)
     restart(plane, sts)
     refusal = f'failed to retrieve the required SCC "{name}"'
-    said = _until(lambda: refusal in failed_create(plane, deepti.namespace, deepti.name), 60)
-    assert said, failed_create(plane, deepti.namespace, deepti.name)
+    said = _until(lambda: refusal in scc.refusal(plane, deepti.namespace, deepti.name), 60)
+    assert said, scc.refusal(plane, deepti.namespace, deepti.name)
 
     status = stacks_cmd(project, "status", project_stack)
     assert status.returncode == 1, status.stdout + status.stderr

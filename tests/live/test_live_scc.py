@@ -5,6 +5,10 @@ SCC manifests as OpenShift ships them and the program's facts read from them, th
 from __future__ import annotations
 
 import itertools
+import os
+import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +111,16 @@ def test_the_pod_a_statefulset_controller_makes_has_its_claims_as_volumes() -> N
         {"name": "shm", "emptyDir": {}},
     ]
     assert sts["spec"]["template"]["spec"]["volumes"] == [{"name": "shm", "emptyDir": {}}]  # the owner is left as it was
+
+
+def test_the_tiers_own_uid_package_passes_its_go_tests() -> None:
+    """live/toolchain/k8s/librarygo stands in for library-go's pkg/security/uid (the proxy serves no library-go): its Go
+    tests hold it to the formats the allocation controller writes and sccmatching reads."""
+    go = shutil.which("go")
+    if go is None:
+        pytest.skip("no `go` on PATH")
+    module = Path(scc.__file__).resolve().parent / "toolchain" / "k8s" / "librarygo"
+    run = subprocess.run([go, "test", "-count=1", "./..."], cwd=module, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "GOFLAGS": "-mod=readonly", "CGO_ENABLED": "0"})  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "ok  \tgithub.com/openshift/library-go/pkg/security/uid" in run.stdout, run.stdout
