@@ -28,8 +28,11 @@ What OpenShift has, made here the way OpenShift makes it:
 from __future__ import annotations
 
 import base64
+import contextlib
 import functools
+import http.client
 import json
+import socket
 import threading
 import time
 import urllib.error
@@ -145,6 +148,7 @@ class NamespaceAllocator:
         self.taken: set[int] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=f"scc-allocator-{plane.name}", daemon=True)
+        self._watching: http.client.HTTPSConnection | None = None
         self.errors: list[str] = []
 
     def start(self) -> NamespaceAllocator:
@@ -152,19 +156,31 @@ class NamespaceAllocator:
         return self
 
     def stop(self) -> None:
+        """Stop, and end the open watch at once: the API server waits for a watch to end before it stops itself."""
         self._stop.set()
+        watching = self._watching
+        if watching is not None and watching.sock is not None:
+            with contextlib.suppress(OSError):
+                watching.sock.shutdown(socket.SHUT_RDWR)
+        self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        version = ""
         while not self._stop.is_set():
             try:
-                version = self._list()
+                version = version or self._list()
                 for event in self._watch(version):
-                    if self._stop.is_set():
-                        return
-                    if event.get("type") in ("ADDED", "MODIFIED"):
+                    if event.get("type") == "ERROR":  # the resourceVersion expired: list again
+                        version = ""
+                        break
+                    version = event["object"]["metadata"]["resourceVersion"]
+                    if event["type"] in ("ADDED", "MODIFIED"):
                         self._allocate(event["object"])
-            except (OSError, urllib.error.URLError, ValueError, KeyError) as err:
+            except (OSError, http.client.HTTPException, ValueError, KeyError) as err:
+                if self._stop.is_set():
+                    return
                 self.errors.append(str(err))
+                version = ""
                 self._stop.wait(0.5)
 
     def _list(self) -> str:
@@ -179,17 +195,20 @@ class NamespaceAllocator:
         return str(found.get("metadata", {}).get("resourceVersion", ""))
 
     def _watch(self, version: str) -> Iterator[dict[str, Any]]:
-        """The namespace events after `version`, until the API server ends the watch (every 10 s, to look at stop)."""
-        req = urllib.request.Request(
-            f"{self.plane.server}/api/v1/namespaces?watch=true&allowWatchBookmarks=false&timeoutSeconds=10&resourceVersion={version}"
-        )
-        req.add_header("Authorization", f"Bearer {self.plane.token}")
-        with urllib.request.urlopen(req, context=_tls(), timeout=30) as stream:
-            for line in stream:
-                event = json.loads(line)
-                if event.get("type") == "ERROR":  # an expired resourceVersion: list again
-                    return
-                yield event
+        """The namespace events after `version`, until the API server ends the watch (a minute) or stop() does."""
+        conn = http.client.HTTPSConnection("127.0.0.1", self.plane.port, context=_tls(), timeout=120)
+        self._watching = conn
+        try:
+            conn.request("GET", f"/api/v1/namespaces?watch=true&timeoutSeconds=60&resourceVersion={version}",
+                         headers={"Authorization": f"Bearer {self.plane.token}"})  # fmt: skip
+            response = conn.getresponse()
+            if response.status != 200:
+                raise ValueError(f"watching namespaces: {response.status} {response.read()[:300]!r}")
+            for line in response:
+                yield json.loads(line)
+        finally:
+            self._watching = None
+            conn.close()
 
     def _allocate(self, ns: dict[str, Any]) -> None:
         meta = ns["metadata"]

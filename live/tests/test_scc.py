@@ -406,7 +406,8 @@ def test_a_service_account_added_without_its_grant_is_refused_before_admission_a
     data = config_data(cluster)
     deepti = next(w for w in data["workloads"] if w["name"] == "deepti-barcelona")
     data["security"]["service_accounts"].append({"name": "new-sa", "namespace": deepti["namespace"]})
-    data["workloads"].append({**deepti, "name": "new-run", "service_account": "new-sa", "state": "stopped"})
+    new = json.loads(json.dumps({k: v for k, v in deepti.items() if k != "tcp_variants"}))  # its variants' names are deepti's
+    data["workloads"].append({**new, "name": "new-run", "service_account": "new-sa", "state": "stopped"})
     config = stacks.validate(data, "live")
     files = {s.path.name: (project.root / s.path.name).read_text() for s in PULUMI_STACKS if s.cluster == cluster}
     yaml_config(project, cluster, data)
@@ -418,12 +419,11 @@ def test_a_service_account_added_without_its_grant_is_refused_before_admission_a
     finally:  # the stack files as they were (with the backend's encryption salt), for the tests after this one
         for name, text in files.items():
             (project.root / name).write_text(text)
+    assert owner(plane, "statefulset", deepti["namespace"], "new-run") is None, "the StatefulSet was made without its grant"
     (obj,) = [d.object for d in layout(config) if d.object["kind"] == "StatefulSet" and d.object["metadata"]["name"] == "new-run"]
-    plane.kubectl("create", "serviceaccount", "new-sa", "-n", deepti["namespace"])
-    try:
-        verdict = scc.review(plane, scc.pod_of(obj), scc.token_of(plane, scc.STATEFULSET_CONTROLLER))
-    finally:
-        plane.kubectl("delete", "serviceaccount", "new-sa", "-n", deepti["namespace"])
+    # Its service account: the failed `up` may have made it already (nothing of it waits on the grant's read).
+    plane.apply({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "new-sa", "namespace": deepti["namespace"]}})
+    verdict = scc.review(plane, scc.pod_of(obj), scc.token_of(plane, scc.STATEFULSET_CONTROLLER))
     assert not verdict.admitted, verdict
     assert f'provider "{config.security.scc}": Forbidden: not usable by user or serviceaccount' in verdict.message, verdict.message
 
@@ -437,9 +437,11 @@ def test_a_service_account_that_may_also_use_anyuid_still_gets_the_programs_scc(
 ) -> None:
     """As on the seeds' clusters (`oc adm policy add-scc-to-user anyuid -z SA`): the workload's service account may use
     anyuid too, whose priority (10) puts it before every SCC of no priority. Its pods, made again, still run under the
-    SCC the outputs name, because each pins it (openshift.io/required-scc: the preflight's `required-scc` rule). The
-    same pod unpinned, asked of admission: a TCP pod would run under anyuid (as the image's user, not the project's
-    range); an RDMA pod would not (anyuid adds no capability), so it gets the program's SCC either way."""
+    SCC the outputs name: each pins it (openshift.io/required-scc, the preflight's `required-scc` rule). And anyuid
+    could not take them even unpinned: it allows no seccomp profile (its manifest has no seccompProfiles) and the
+    program gives every container RuntimeDefault (`least-privilege`), nor an added capability (the RDMA pods add
+    IPC_LOCK). Asked of admission, the same pod unpinned runs under the program's SCC all the same, and pinned to anyuid
+    is refused, saying so."""
     plane, config = project.planes[cluster], stacks.load(cluster)
     w, sts = _sts(plane, config, workload)
     expected = outputs(project, cluster)["workloads"][workload]
@@ -457,10 +459,16 @@ def test_a_service_account_that_may_also_use_anyuid_still_gets_the_programs_scc(
         ]
         wrong = [p for pod in pods_of(plane, sts) for p in problems(plane, config, pod, expected)]
         assert not wrong, "\n".join(wrong)
+        token = scc.token_of(plane, scc.STATEFULSET_CONTROLLER)
         unpinned = scc.pod_of(sts)
         unpinned["metadata"]["annotations"].pop(REQUIRED_SCC)
-        verdict = scc.review(plane, unpinned, scc.token_of(plane, scc.STATEFULSET_CONTROLLER))
-        assert verdict.admitted, verdict
-        assert verdict.scc == ("anyuid" if expected["mode"] == "tcp" else expected["scc"]), verdict
+        verdict = scc.review(plane, unpinned, token)
+        assert verdict.admitted and verdict.scc == expected["scc"], verdict
+        unpinned["metadata"]["annotations"][REQUIRED_SCC] = "anyuid"
+        verdict = scc.review(plane, unpinned, token)
+        # (OpenShift's seccomp errors name the pod's annotation, not the provider: anyuid is the only one tried here.)
+        assert not verdict.admitted and "seccomp may not be set" in verdict.message, verdict.message
+        if expected["mode"] == "rdma":
+            assert "capability may not be added" in verdict.message, verdict.message
     finally:
         plane.delete(grant)
