@@ -78,6 +78,8 @@ def test_the_programs_scc_facts_are_those_of_the_manifests(name: str) -> None:
     assert facts.privileged == manifest["allowPrivilegedContainer"]
     assert facts.host_paths == manifest["allowHostDirVolumePlugin"]
     assert facts.escalation == manifest.get("allowPrivilegeEscalation", True)
+    profiles = manifest.get("seccompProfiles") or []
+    assert facts.seccomp == (None if "*" in profiles else frozenset(profiles))
 
 
 def test_the_webhooks_are_called_for_pods_and_fail_closed() -> None:
