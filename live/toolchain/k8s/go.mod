@@ -232,5 +232,7 @@ replace (
 )
 
 // OpenShift's SCC admission (the live tier's sccadmission webhook). library-go is not served by the module proxy:
-// its one package that admission imports, pkg/security/uid, is the live tier's own (./librarygo).
+// its one package that admission imports, pkg/security/uid, is the live tier's own (./librarygo). openshift/client-go
+// and openshift/api are required above at 2025-10-15, newer than apiserver-library-go's own pins (2025-07-10, built for
+// k8s 1.33: their apply configurations use structured-merge-diff v4, k8s 1.34 v6).
 replace github.com/openshift/library-go => ./librarygo
