@@ -161,6 +161,10 @@ class BandwidthCheckOutputs(_Outputs):
     """Pods, one per node."""
     gpus_per_node: int = Field(ge=1)
     """GPUs each pod uses; one benchmark process per GPU."""
+    memlock_strategy: MemlockStrategy
+    """How the check's pods are allowed to pin memory (as a workload's memlock_strategy)."""
+    scc: str
+    """The SecurityContextConstraints the check's pods pin (openshift.io/required-scc)."""
     pods: list[str]
     """Pod names in rank order."""
     line_rate_gbps: float | None
@@ -189,6 +193,8 @@ class BandwidthCheckOutputs(_Outputs):
             tool=check.tool,
             nodes=check.nodes,
             gpus_per_node=check.gpus_per_node,
+            memlock_strategy=cast(MemlockStrategy, config.memlock_of(check)),
+            scc=config.scc_of(check),
             pods=[names.pod(r) for r in range(check.nodes)],
             line_rate_gbps=rate,
             min_fraction=check.min_fraction,

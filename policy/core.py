@@ -332,9 +332,21 @@ class SccView:
     allows_host_paths: bool = False
     shipped: bool = False
     """One of the SCCs OpenShift ships (OPENSHIFT_SCCS): its facts are the platform's, never the config's."""
+    seccomp: frozenset[str] | None = None
+    """seccompProfiles: the profiles a pod may set; None when any may be (`*`), or when the stack does not know (an
+    existing SCC the config describes: no existing_* field says)."""
 
     def allows(self, capability: str) -> bool:
         return self.allowed_capabilities is None or capability in self.allowed_capabilities
+
+    def allows_seccomp(self, profile: str) -> bool:
+        """Whether admission lets a container set seccomp `profile` (runtime/default, unconfined, localhost/NAME):
+        apiserver-library-go's seccomp strategy admits `*`, a listed profile, and runtime/default where docker/default
+        is listed (or the other way round); an SCC listing none admits no profile at all."""
+        if self.seccomp is None or "*" in self.seccomp or profile in self.seccomp:
+            return True
+        defaults = {"runtime/default", "docker/default"}
+        return profile in defaults and bool(defaults & self.seccomp)
 
 
 def _scc_from_object(obj: dict[str, Any]) -> SccView:
@@ -350,6 +362,7 @@ def _scc_from_object(obj: dict[str, Any]) -> SccView:
         allows_root=root,
         where=f"the SCC this stack creates ({ref(obj)})",
         allows_host_paths=bool(obj.get("allowHostDirVolumePlugin")),
+        seccomp=frozenset(obj.get("seccompProfiles") or ()),
     )
 
 
@@ -432,6 +445,7 @@ class Stack:
                 where=f"OpenShift ships {name} so: runAsUser {facts.run_as_user}",
                 allows_host_paths=facts.host_paths,
                 shipped=True,
+                seccomp=facts.seccomp,
             )
         sec = self.config.security
         if name == sec.scc and not sec.create:

@@ -178,6 +178,46 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
                 )
 
 
+def _seccomp(pod: PodView, container: dict[str, Any]) -> str:
+    """The seccomp profile admission reads for a container (the container's field, else the pod's), as its annotation
+    value: runtime/default, unconfined, localhost/PATH; '' for none."""
+    profile = _security(container).get("seccompProfile") or (pod.spec.get("securityContext") or {}).get("seccompProfile") or {}
+    kind = profile.get("type")
+    if kind == "RuntimeDefault":
+        return "runtime/default"
+    if kind == "Localhost":
+        return f"localhost/{profile.get('localhostProfile', '')}"
+    return "unconfined" if kind == "Unconfined" else ""
+
+
+@rule(
+    "scc-seccomp",
+    "The SCC a pod runs under allows the seccomp profile its containers set: the program gives every container "
+    "RuntimeDefault, which an SCC without seccompProfiles refuses ('seccomp may not be set': anyuid, restricted, nonroot, "
+    "hostnetwork and hostaccess as OpenShift ships them).",
+)
+def scc_seccomp(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        name = stack.scc_of(pod)
+        scc = stack.scc(name)
+        if scc is None:
+            continue  # scc-capabilities says the SCC is unknown
+        for path, c in pod.containers():
+            profile = _seccomp(pod, c)
+            if not profile or scc.allows_seccomp(profile):
+                continue
+            allowed = ", ".join(sorted(scc.seccomp or ())) or "none"
+            yield error(
+                pod.ref,
+                f"{path}.securityContext.seccompProfile",
+                f"seccomp profile {profile} may not be set: SCC {name!r} allows {allowed} (its seccompProfiles"
+                f"{', as OpenShift ships it' if scc.shipped else ''}), so admission refuses the pod ('seccomp may not be set')",
+                "run the pods under an SCC that allows runtime/default: restricted-v2 or nonroot-v2 as OpenShift ships "
+                "them, or the stack's own (security.create: true)",
+                config=_shipped_cause(stack, name) if scc.shipped else None,
+            )
+
+
 @rule(
     "memlock-strategy",
     "The way the pod is meant to pin memory can work: added capabilities are effective only for "

@@ -330,3 +330,30 @@ def test_a_sriov_controller_without_its_crds_and_templates_says_how_to_rebuild(t
         sriov.assets(binary)
     (tmp_path / "cni-config").mkdir()
     assert sriov.assets(binary) == {"crds": tmp_path / "crds", "cni-config": tmp_path / "cni-config"}
+
+
+# --- OpenShift's SCC admission (live/scc.py, docs/live.md "SCC admission") ---------------------------------------
+
+
+@pytest.mark.parametrize(("ci", "required"), [("true", True), ("1", True), ("", False), ("no", False)])
+def test_scc_admission_is_required_in_ci(ci: str, required: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A CI run whose SCC admission tests skipped must not pass; a developer who cannot build it gets the skip."""
+    monkeypatch.setenv("CI", ci)
+    assert (set(toolchain.SCC) <= set(toolchain.required())) is required
+    assert set(toolchain.SCC) <= set(toolchain.EVERYTHING)  # `python -m live.toolchain` builds it
+
+
+def test_scc_admission_is_openshifts_plugin_built_with_the_control_plane() -> None:
+    """The webhook runs apiserver-library-go's sccadmission at the version the proxy serves, from the control plane's
+    module (so it shares its k8s build); library-go, which the proxy does not serve, is replaced by the tier's own
+    pkg/security/uid and nothing else."""
+    (scc,) = [b for b in toolchain.BINARIES if b.name in toolchain.SCC]
+    assert scc.module == "k8s"
+    pinned = (ROOT / "live" / "toolchain" / "k8s" / "go.mod").read_text()
+    assert "\tgithub.com/openshift/apiserver-library-go v0.0.0-20250917015549-a8019f39f670\n" in pinned
+    assert "replace github.com/openshift/library-go => ./librarygo\n" in pinned
+    main = (ROOT / "live" / "toolchain" / "k8s" / "sccadmission" / "main.go").read_text()
+    assert '"github.com/openshift/apiserver-library-go/pkg/securitycontextconstraints/sccadmission"' in main
+    local = ROOT / "live" / "toolchain" / "k8s" / "librarygo"
+    packages = sorted(p.parent.relative_to(local).as_posix() for p in local.rglob("*.go"))
+    assert set(packages) == {"pkg/security/uid"}

@@ -391,6 +391,9 @@ SCC_DENIED = 'pods "{pod}" is forbidden: unable to validate against any security
     'not usable by user or serviceaccount]'  # fmt: skip
 SCC_INVALID = 'pods "{pod}" is forbidden: unable to validate against any security context constraint: [provider gpu-rdma: ' \
     '.containers[0].capabilities.add: Invalid value: "IPC_LOCK": capability may not be added]'  # fmt: skip
+# What OpenShift's admission says when the SCC a pod pins is not there, behind the live tier's webhook prefix.
+SCC_MISSING = 'admission webhook "scc.security.openshift.io" denied the request: pods "{pod}" is forbidden: failed to ' \
+    'retrieve the required SCC "gpu-rdma": securitycontextconstraints.security.openshift.io "gpu-rdma" not found'  # fmt: skip
 QUOTA = 'pods "{pod}" is forbidden: exceeded quota: gpu-quota, requested: requests.nvidia.com/gpu=4, used: ' \
     'requests.nvidia.com/gpu=8, limited: requests.nvidia.com/gpu=8'  # fmt: skip
 
@@ -401,13 +404,16 @@ class TestFailedCreate:
         ("message", "expected"),
         [
             (SCC_DENIED, "the SCC admission refuses the pods: service account trainer may not use the SCC gpu-rdma (security.scc; "
-                         "security.service_accounts[trainer]): its grant is the platform tier's (`pulumi up` of the platform stack)"),
+                         "security.service_accounts[trainer]): its grant is the platform tier's "
+                         "(`pulumi up --refresh` of the platform stack)"),
             (SCC_INVALID, 'the SCC gpu-rdma (security.scc) does not admit the pods: [provider gpu-rdma: .containers[0].capabilities.add: '
                           'Invalid value: "IPC_LOCK": capability may not be added]'),
+            (SCC_MISSING, "the SCC admission refuses the pods: the SCC gpu-rdma they pin (security.scc) is not on the cluster: the "
+                          "platform tier creates it (`pulumi up --refresh` of the platform stack)"),
             (QUOTA, "the quota gpu-quota of namespace team-a is full: requested requests.nvidia.com/gpu=4, used requests.nvidia.com/gpu=8, "
                     "limited requests.nvidia.com/gpu=8 (asked by workloads[NAME].gpus_per_node)"),
         ],
-        ids=["scc-grant", "scc-refuses", "quota"],
+        ids=["scc-grant", "scc-refuses", "scc-missing", "quota"],
     )  # fmt: skip
     def test_a_refusal_names_the_grant_or_quota_and_the_config(self, kind: str, message: str, expected: str) -> None:
         config, objs, pods = running_roce()
