@@ -58,8 +58,16 @@ OPENSHIFT_SCCS: dict[str, SccFacts] = {
     "hostnetwork-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
     # The two that require a user namespace (restricted-v3, granted to every authenticated user as restricted-v2 is;
     # nested-container, for container engines in a pod; both in the manifests of 2026): their uid ranges are inside it.
-    "nested-container": SccFacts(frozenset({"SETUID", "SETGID"}), "MustRunAsRange", privileged=False, host_paths=False,
-                                 escalation=True, seccomp=None, user_namespace=True, uid_min=0),
+    "nested-container": SccFacts(
+        frozenset({"SETUID", "SETGID"}),
+        "MustRunAsRange",
+        privileged=False,
+        host_paths=False,
+        escalation=True,
+        seccomp=None,
+        user_namespace=True,
+        uid_min=0,
+    ),
     "machine-api-termination-handler": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
     "node-exporter": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_RUNTIME_DEFAULT),
     "nonroot": SccFacts(_NONE, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
@@ -67,8 +75,16 @@ OPENSHIFT_SCCS: dict[str, SccFacts] = {
     "privileged": SccFacts(None, "RunAsAny", privileged=True, host_paths=True, escalation=True, seccomp=None),
     "restricted": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
     "restricted-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
-    "restricted-v3": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False,
-                              seccomp=_RUNTIME_DEFAULT, user_namespace=True, uid_min=1000),
+    "restricted-v3": SccFacts(
+        _NET_BIND,
+        "MustRunAsRange",
+        privileged=False,
+        host_paths=False,
+        escalation=False,
+        seccomp=_RUNTIME_DEFAULT,
+        user_namespace=True,
+        uid_min=1000,
+    ),
 }
 BUILTIN_SCCS = frozenset(OPENSHIFT_SCCS)
 INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"

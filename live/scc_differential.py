@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from config.kube import REQUIRED_SCC, SCC_USE_ROLE_PREFIX
+from config.values import STRATEGY_CAPABILITIES
 from live import scc
 from live.differential import Api
 
@@ -178,10 +179,19 @@ def _existing(rng: random.Random, d: Data) -> str:
         return ""
     for k in [k for k in sec if k.startswith("existing_") or k == "broad_grant_reason"]:
         del sec[k]
-    caps = rng.choice(CAPABILITY_SETS)
-    sec.update(scc=OWN_SCC, create=False, existing_allowed_capabilities=caps, existing_allows_root=rng.random() < 0.7)
-    if rng.random() < 0.3:
-        sec.update(existing_allows_privileged=True, broad_grant_reason=REASON)
+    if rng.random() < 0.5:  # the admin made it for these pods: what their strategies need (more where drawn)
+        strategies = {_strategy(d, s) for s in _specs(d)}
+        needed = sorted({c for st in strategies for c in STRATEGY_CAPABILITIES[st]})
+        caps = None if rng.random() < 0.2 else needed + (["NET_RAW"] if rng.random() < 0.3 else [])
+        root = bool(strategies & {"root-ipc-lock", "root-sys-resource"}) or rng.random() < 0.5
+        sec.update(scc=OWN_SCC, create=False, existing_allowed_capabilities=caps, existing_allows_root=root)
+        if "privileged" in strategies:
+            sec.update(existing_allows_privileged=True, broad_grant_reason=REASON)
+    else:
+        caps = rng.choice(CAPABILITY_SETS)
+        sec.update(scc=OWN_SCC, create=False, existing_allowed_capabilities=caps, existing_allows_root=rng.random() < 0.7)
+        if rng.random() < 0.3:
+            sec.update(existing_allows_privileged=True, broad_grant_reason=REASON)
     said = f"existing SCC {OWN_SCC} (capabilities {'any' if caps is None else caps}, root {sec['existing_allows_root']}"
     return said + (", privileged)" if sec.get("existing_allows_privileged") else ")")
 
@@ -329,7 +339,7 @@ def _unstated(field_name: str, choices: list[Any]) -> Edit:
     return edit
 
 
-def use_role(rng: random.Random, d: Data, c: Cluster) -> str | None:
+def no_use_role(rng: random.Random, d: Data, c: Cluster) -> str | None:
     said = _existing(rng, d)
     c.no_use_role = True
     return (said + "; " if said else "") + f"no ClusterRole {SCC_USE_ROLE_PREFIX}{OWN_SCC} on the cluster"
@@ -370,14 +380,23 @@ EDITS: dict[str, tuple[Edit, int]] = {
     "volume-types": (
         _unstated(
             "volumes",
-            [["*"], RESTRICTED_VOLUMES, [v for v in RESTRICTED_VOLUMES if v != "projected"],
-             [v for v in RESTRICTED_VOLUMES if v != "persistentVolumeClaim"], ["configMap", "emptyDir", "hostPath", "secret"]],
+            [
+                ["*"],
+                RESTRICTED_VOLUMES,
+                [v for v in RESTRICTED_VOLUMES if v != "projected"],
+                [v for v in RESTRICTED_VOLUMES if v != "persistentVolumeClaim"],
+                ["configMap", "emptyDir", "hostPath", "secret"],
+            ],
         ),
         1,
     ),  # fmt: skip
-    "use-role": (use_role, 1),
+    "read-only-root": (_unstated("readOnlyRootFilesystem", [True, False]), 1),
+    "use-role": (no_use_role, 1),
 }
-CLUSTER_EDITS = ("also-scc", "group-grant", "fsgroup", "supplemental-groups", "selinux", "seccomp", "escalation", "volume-types", "use-role")
+CLUSTER_EDITS = (
+    "also-scc", "group-grant", "fsgroup", "supplemental-groups", "selinux", "seccomp", "escalation", "volume-types",
+    "read-only-root", "use-role",
+)  # fmt: skip
 
 
 def generate_one(case_seed: int, bases: Mapping[str, Callable[[], Data]], index: int = 0) -> Case:
@@ -490,7 +509,9 @@ class Verdict:
         return self.decided and self.check_accepts == self.admission_admits and all(t.agree for t in self.templates)
 
     def line(self) -> str:
-        check_said = "accepts" if self.check_accepts else "refuses: " + " | ".join(self.errors[:3]) + (" ..." if len(self.errors) > 3 else "")
+        check_said = (
+            "accepts" if self.check_accepts else "refuses: " + " | ".join(self.errors[:3]) + (" ..." if len(self.errors) > 3 else "")
+        )
         others = f" (other errors: {', '.join(self.others)})" if self.others else ""
         pods = "\n".join(
             f"      {t.ref}: check {'refuses' if t.refused_by_check else 'accepts'}, predicts {t.predicted}; admission "
@@ -582,7 +603,7 @@ def case_objects(case: Case, config: Any, objects: list[dict[str, Any]]) -> list
     if sec.scc and not sec.create and sec.scc not in scc.shipped_sccs():
         out.append(existing_scc_object(config, case.cluster, n.scc(sec.scc)))
         if not case.cluster.no_use_role:
-            out.append(use_role(n.scc(sec.scc)))
+            out.append(use_role_object(n.scc(sec.scc)))
     for i, (name, kind, namespace, who) in enumerate(case.cluster.grants):
         subject = {"kind": "ServiceAccount", "name": who, "namespace": n.ns(namespace)} if kind == "ServiceAccount" else \
             {"kind": "Group", "apiGroup": "rbac.authorization.k8s.io", "name": f"system:serviceaccounts:{n.ns(namespace)}"}  # fmt: skip
@@ -595,7 +616,7 @@ def case_objects(case: Case, config: Any, objects: list[dict[str, Any]]) -> list
     return out
 
 
-def use_role(name: str) -> dict[str, Any]:
+def use_role_object(name: str) -> dict[str, Any]:
     """What `oc adm policy add-scc-to-user NAME` makes once: the SCC's use-role."""
     return {
         "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole", "metadata": {"name": SCC_USE_ROLE_PREFIX + name},
@@ -645,7 +666,7 @@ def _sync_objects() -> list[dict[str, Any]]:
         "subjects": [{"kind": "ServiceAccount", "name": SYNC, "namespace": SYNC}],
     }  # fmt: skip
     account = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": SYNC, "namespace": SYNC}}
-    return [restricted, use_role(SYNC), account, binding]
+    return [restricted, use_role_object(SYNC), account, binding]
 
 
 def _sync_pod() -> dict[str, Any]:
@@ -662,7 +683,9 @@ def _allocated(api: Api, namespaces: set[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while True:
         missing = {
-            ns["metadata"]["name"] for ns in api.items("/api/v1/namespaces") if scc.UID_RANGE not in (ns["metadata"].get("annotations") or {})
+            ns["metadata"]["name"]
+            for ns in api.items("/api/v1/namespaces")
+            if scc.UID_RANGE not in (ns["metadata"].get("annotations") or {})
         } & namespaces
         if not missing:
             return
@@ -677,7 +700,9 @@ def _review(api: Api, pod: dict[str, Any]) -> scc.Verdict:
     return scc.Verdict(status, answer)
 
 
-def run(plane: Any, cases: list[Case], validate: Callable[[Data], Any], threads: int = 6, log: Callable[[str], None] = print) -> list[Verdict]:
+def run(
+    plane: Any, cases: list[Case], validate: Callable[[Data], Any], threads: int = 6, log: Callable[[str], None] = print
+) -> list[Verdict]:
     """Every case on `plane` (with SCC admission started: live/scc.py Admission) at once: the preflight of each; its
     namespaces made and allocated, its SCCs, roles, grants and service accounts applied; then every pod template's pod
     asked of admission, as the controller that would create it, `threads` requests at a time."""
@@ -745,6 +770,7 @@ EXPLAINS = {
     "seccomp": "seccomp",
     "escalation": "Allowing privilege escalation for containers is not allowed",
     "volume-types": "volumes are not allowed to be used",
+    "read-only-root": "ReadOnlyRootFilesystem",
     "use-role": "not usable by user or serviceaccount",
 }
 
@@ -764,8 +790,10 @@ def limit(v: Verdict) -> str | None:
         warned = f" (check warned: {v.warned[0]})" if v.warned and "use-role" in kinds else ""
         return f"the cluster has what the config does not state ({unstated}): the config is all the preflight knows of it{warned}"
     # Admission admitted what check refused for want of a grant, granted by hand to a group the config does not name.
-    if "group-grant" in kinds and all(t.admitted and t.refused_by_check for t in wrong) and all(
-        all("may not use SCC" in m for m in t.refused_by_check) for t in wrong
+    if (
+        "group-grant" in kinds
+        and all(t.admitted and t.refused_by_check for t in wrong)
+        and all(all("may not use SCC" in m for m in t.refused_by_check) for t in wrong)
     ):
         return f"a grant made by hand ({unstated}): the preflight knows the grants the stack renders, not the cluster's"
     return None

@@ -1,6 +1,6 @@
 """Level 3: the preflight's security rules against OpenShift's SCC admission, as a differential test (issue 33, item 4).
 
-200 configs generated from the tests' own fixtures (live/scc_differential.py: seeded, one to three random edits each of
+300 configs generated from the tests' own fixtures (live/scc_differential.py: seeded, one to three random edits each of
 what a user changes in a stack's security: memlock strategies, the SCC it claims and what that SCC allows, the
 unprivileged SCC, grants, service accounts, volumes, tokens, checks; and a few of the cluster's own facts); for each,
 the preflight's verdict (`policy.check` on the offline render: which pod templates do the security rules say admission
@@ -27,7 +27,7 @@ from live.controlplane import ControlPlane
 from tests import fixtures
 
 SEED = 33
-CASES = 200
+CASES = 300
 
 
 def validate(data: dict[str, Any]) -> Any:
