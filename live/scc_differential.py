@@ -108,8 +108,9 @@ class Case:
 
 # --- the edits ---------------------------------------------------------------------------------------
 
-Edit = Callable[[random.Random, Data, Cluster], "str | None"]
-"""Changes the data (or the cluster) in place and says what it did; None where it does not apply to this config."""
+Edit = Callable[[random.Random, Data, Cluster], "str | list[tuple[str, str]] | None"]
+"""Changes the data (or the cluster) in place and says what it did (or, where it made another edit first, each edit
+with its class); None where it does not apply to this config."""
 
 
 def _specs(d: Data) -> list[Data]:
@@ -200,21 +201,33 @@ def existing_scc(rng: random.Random, d: Data, c: Cluster) -> str | None:
     return _existing(rng, d) or None
 
 
-def capabilities(rng: random.Random, d: Data, c: Cluster) -> str | None:
-    """What the existing SCC allows a container to add (the config's fact, and the cluster's)."""
+def _after_existing(rng: random.Random, d: Data, kind: str, edit: Callable[[], str]) -> list[tuple[str, str]]:
+    """An edit of the existing SCC (security.scc OWN_SCC): made to exist first (an existing-scc edit) where it is not."""
     said = _existing(rng, d)
-    caps = rng.choice(CAPABILITY_SETS)
-    d["security"]["existing_allowed_capabilities"] = caps
-    return (said + "; " if said else "") + f"existing_allowed_capabilities {'any' if caps is None else caps}"
+    return ([("existing-scc", said)] if said else []) + [(kind, edit())]
 
 
-def run_as_user(rng: random.Random, d: Data, c: Cluster) -> str | None:
+def capabilities(rng: random.Random, d: Data, c: Cluster) -> list[tuple[str, str]]:
+    """What the existing SCC allows a container to add (the config's fact, and the cluster's)."""
+
+    def edit() -> str:
+        caps = rng.choice(CAPABILITY_SETS)
+        d["security"]["existing_allowed_capabilities"] = caps
+        return f"existing_allowed_capabilities {'any' if caps is None else caps}"
+
+    return _after_existing(rng, d, "capabilities", edit)
+
+
+def run_as_user(rng: random.Random, d: Data, c: Cluster) -> str | list[tuple[str, str]]:
     """Root or not: the existing SCC admits uid 0 or not, or a pod switches between a root strategy and a non-root one."""
     if rng.random() < 0.5:
-        said = _existing(rng, d)
-        sec = d["security"]
-        sec["existing_allows_root"] = not sec.get("existing_allows_root", True)
-        return (said + "; " if said else "") + f"existing_allows_root {sec['existing_allows_root']}"
+
+        def edit() -> str:
+            sec = d["security"]
+            sec["existing_allows_root"] = not sec.get("existing_allows_root", True)
+            return f"existing_allows_root {sec['existing_allows_root']}"
+
+        return _after_existing(rng, d, "run-as-user", edit)
     s = rng.choice(_specs(d))
     root = _strategy(d, s) in ("root-ipc-lock", "root-sys-resource")
     s["memlock"] = rng.choice(["node-limit", "none"]) if root else rng.choice(["root-ipc-lock", "root-sys-resource"])
@@ -328,21 +341,27 @@ def group_grant(rng: random.Random, d: Data, c: Cluster) -> str | None:
     return f"{name} granted by hand to the group system:serviceaccounts:{s['namespace']}"
 
 
-def _unstated(field_name: str, choices: list[Any]) -> Edit:
-    def edit(rng: random.Random, d: Data, c: Cluster) -> str | None:
-        said = _existing(rng, d)
-        value = rng.choice(choices)
-        c.scc[field_name] = value
-        return (said + "; " if said else "") + f"on the cluster {OWN_SCC} has {field_name} {value if value is not None else '(unset)'}"
+def _unstated(kind: str, field_name: str, choices: list[Any]) -> Edit:
+    """A field of the existing SCC that no security.existing_* states, as the cluster has it (None: left out)."""
+
+    def edit(rng: random.Random, d: Data, c: Cluster) -> list[tuple[str, str]]:
+        def unstated() -> str:
+            value = rng.choice(choices)
+            c.scc[field_name] = value
+            return f"on the cluster {OWN_SCC} has {field_name} {value if value is not None else '(unset)'}"
+
+        return _after_existing(rng, d, kind, unstated)
 
     edit.__name__ = field_name
     return edit
 
 
-def no_use_role(rng: random.Random, d: Data, c: Cluster) -> str | None:
-    said = _existing(rng, d)
-    c.no_use_role = True
-    return (said + "; " if said else "") + f"no ClusterRole {SCC_USE_ROLE_PREFIX}{OWN_SCC} on the cluster"
+def no_use_role(rng: random.Random, d: Data, c: Cluster) -> list[tuple[str, str]]:
+    def edit() -> str:
+        c.no_use_role = True
+        return f"no ClusterRole {SCC_USE_ROLE_PREFIX}{OWN_SCC} on the cluster"
+
+    return _after_existing(rng, d, "use-role", edit)
 
 
 FS_GROUPS = [{"type": "MustRunAs"}, {"type": "MustRunAs", "ranges": [{"min": 1000, "max": 65534}]}, {"type": "RunAsAny"}]
@@ -372,13 +391,14 @@ EDITS: dict[str, tuple[Edit, int]] = {
     # the cluster, not the config:
     "also-scc": (also_scc, 2),
     "group-grant": (group_grant, 2),
-    "fsgroup": (_unstated("fsGroup", FS_GROUPS), 1),
-    "supplemental-groups": (_unstated("supplementalGroups", FS_GROUPS), 1),
-    "selinux": (_unstated("seLinuxContext", SELINUX), 1),
-    "seccomp": (_unstated("seccompProfiles", [["*"], ["runtime/default"], [], None]), 1),
-    "escalation": (_unstated("allowPrivilegeEscalation", [True, False]), 1),
+    "fsgroup": (_unstated("fsgroup", "fsGroup", FS_GROUPS), 1),
+    "supplemental-groups": (_unstated("supplemental-groups", "supplementalGroups", FS_GROUPS), 1),
+    "selinux": (_unstated("selinux", "seLinuxContext", SELINUX), 1),
+    "seccomp": (_unstated("seccomp", "seccompProfiles", [["*"], ["runtime/default"], [], None]), 1),
+    "escalation": (_unstated("escalation", "allowPrivilegeEscalation", [True, False]), 1),
     "volume-types": (
         _unstated(
+            "volume-types",
             "volumes",
             [
                 ["*"],
@@ -390,7 +410,7 @@ EDITS: dict[str, tuple[Edit, int]] = {
         ),
         1,
     ),  # fmt: skip
-    "read-only-root": (_unstated("readOnlyRootFilesystem", [True, False]), 1),
+    "read-only-root": (_unstated("read-only-root", "readOnlyRootFilesystem", [True, False]), 1),
     "use-role": (no_use_role, 1),
 }
 CLUSTER_EDITS = (
@@ -412,7 +432,7 @@ def generate_one(case_seed: int, bases: Mapping[str, Callable[[], Data]], index:
             kind = rng.choices(classes, weights)[0]
             said = EDITS[kind][0](rng, data, cluster)
             if said is not None:
-                edits.append((kind, said))
+                edits += [(kind, said)] if isinstance(said, str) else said
                 break
     return Case(index, case_seed, base, edits, data, cluster)
 
