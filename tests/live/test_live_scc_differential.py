@@ -53,7 +53,10 @@ def _verdict(kinds: list[str], refused_by_check: list[str], admitted: bool, said
 
 
 def test_only_a_cluster_edit_that_explains_a_disagreement_makes_it_a_limit() -> None:
-    escalation = "provider s1-site-rdma: .containers[0].allowPrivilegeEscalation: Invalid value: true: Allowing privilege escalation for containers is not allowed"
+    escalation = (
+        "provider s1-site-rdma: .containers[0].allowPrivilegeEscalation: Invalid value: true: "
+        "Allowing privilege escalation for containers is not allowed"
+    )
     assert sd.limit(_verdict(["escalation"], [], False, escalation))
     assert sd.limit(_verdict(["seccomp"], [], False, escalation)) is None  # the edit is there, but not what refused the pod
     assert sd.limit(_verdict(["memlock"], [], False, escalation)) is None  # a config edit: the rules' business
