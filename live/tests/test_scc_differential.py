@@ -15,6 +15,7 @@ limits (scc_differential.limit, docs/preflight.md): what the cluster has beyond 
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -48,6 +49,7 @@ def test_the_security_rules_agree_with_sccs_admission(
 ) -> None:
     if not clusters.SHARED_SCHEMAS.is_dir():
         pytest.skip(f"../shared/schemas is absent ({clusters.SHARED_SCHEMAS}): the SCC CRD comes from there")
+    started = time.monotonic()
     cases, refused = scc_differential.generate(SEED, CASES, fixtures.FIXTURES, validate)
     bins = {n: Path(tools[n]) for n in toolchain.LEVEL1}
     plane = ControlPlane("scc-differential", tmp_path_factory.mktemp("scc-differential"), bins, controller_credentials=True).start()
@@ -56,6 +58,7 @@ def test_the_security_rules_agree_with_sccs_admission(
         clusters.install_crds(plane)
         admission = scc.Admission(plane, scc_tools).start()
         with capsys.disabled():
+            print(f"\nscc differential: the plane and admission up {time.monotonic() - started:.1f} s after the start", flush=True)
             verdicts = scc_differential.run(plane, cases, validate, log=lambda line: print(line, flush=True))
     finally:
         if admission is not None:
