@@ -491,6 +491,9 @@ class Template:
     scc: str | None = None
     said: str = ""
     """Admission's own message, when it refused the pod."""
+    read_only: bool = False
+    """Admitted, with a container admission made read-only at its root (an SCC's readOnlyRootFilesystem: it mutates a
+    container that sets nothing, rather than refusing it): the launcher writes its files under /tmp there."""
 
     @property
     def agree(self) -> bool:
@@ -777,6 +780,8 @@ def run(
         def ask(t: Template) -> None:
             answer = _review(apis[t.obj["kind"]], scc.pod_of(t.obj))
             t.admitted, t.scc, t.said = answer.admitted, answer.scc, answer.message
+            containers = answer.pod.get("spec", {}).get("containers", []) if answer.admitted else []
+            t.read_only = any((c.get("securityContext") or {}).get("readOnlyRootFilesystem") for c in containers)
 
         list(pool.map(ask, jobs))
     said(f"admission has judged {len(jobs)} pod templates")
@@ -790,7 +795,6 @@ EXPLAINS = {
     "seccomp": "seccomp",
     "escalation": "Allowing privilege escalation for containers is not allowed",
     "volume-types": "volumes are not allowed to be used",
-    "read-only-root": "ReadOnlyRootFilesystem",
     "use-role": "not usable by user or serviceaccount",
 }
 
@@ -839,6 +843,12 @@ def report(verdicts: list[Verdict], refused: int) -> str:
             f"{sum(1 for v in mine if limit(v)):>5} {sum(1 for v in mine if v.decided and not v.agree and not limit(v)):>5}"
         )
     lines.append("(* the cluster, not the config)")
+    read_only = [v for v in verdicts if any(t.read_only for t in v.templates)]
+    lines.append(
+        f"admitted with a read-only root file system (an SCC's readOnlyRootFilesystem; the launcher writes /tmp there): "
+        f"{sum(t.read_only for v in read_only for t in v.templates)} pod templates of {len(read_only)} cases "
+        f"({', '.join(v.case.tag for v in read_only) or 'none'})"
+    )
     lines += ["disagreements:"] + [
         v.line() + (f"\n    limit: {limit(v)}" if limit(v) else "") for v in verdicts if v.decided and not v.agree
     ]
