@@ -335,6 +335,8 @@ class SccView:
     seccomp: frozenset[str] | None = None
     """seccompProfiles: the profiles a pod may set; None when any may be (`*`), or when the stack does not know (an
     existing SCC the config describes: no existing_* field says)."""
+    user_namespace: bool = False
+    """userNamespaceLevel RequirePodLevel: only pods in a user namespace of their own (`hostUsers: false`) are admitted."""
 
     def allows(self, capability: str) -> bool:
         return self.allowed_capabilities is None or capability in self.allowed_capabilities
@@ -363,6 +365,7 @@ def _scc_from_object(obj: dict[str, Any]) -> SccView:
         where=f"the SCC this stack creates ({ref(obj)})",
         allows_host_paths=bool(obj.get("allowHostDirVolumePlugin")),
         seccomp=frozenset(obj.get("seccompProfiles") or ()),
+        user_namespace=obj.get("userNamespaceLevel") == "RequirePodLevel",
     )
 
 
@@ -446,6 +449,7 @@ class Stack:
                 allows_host_paths=facts.host_paths,
                 shipped=True,
                 seccomp=facts.seccomp,
+                user_namespace=facts.user_namespace,
             )
         sec = self.config.security
         if name == sec.scc and not sec.create:

@@ -13,9 +13,9 @@ from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS, SccFacts
 from config.values import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT
 from policy.core import Finding, PodView, Stack, error, info, rule, warning
 
-# OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
-# pods that run under it need no grant.
-SCCS_FOR_EVERYONE = frozenset({"restricted-v2"})
+# OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2 (and, where it ships it,
+# restricted-v3: the manifests bind both to system:authenticated): pods that run under them need no grant.
+SCCS_FOR_EVERYONE = frozenset({"restricted-v2", "restricted-v3"})
 # The default SCCs OpenShift ships a `system:openshift:scc:NAME` use-role for (all but its components' own).
 SHIPPED_SCCS = BUILTIN_SCCS - {"machine-api-termination-handler", "node-exporter"}
 
@@ -216,6 +216,30 @@ def scc_seccomp(stack: Stack) -> Iterator[Finding]:
                 "them, or the stack's own (security.create: true)",
                 config=_shipped_cause(stack, name) if scc.shipped else None,
             )
+
+
+@rule(
+    "scc-user-namespace",
+    "The SCC a pod runs under does not require a user namespace: restricted-v3 and nested-container (as OpenShift ships "
+    "them, userNamespaceLevel RequirePodLevel) admit only pods with hostUsers: false, which the program's pods never set "
+    "('Host Users must be set to false').",
+)
+def scc_user_namespace(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        name = stack.scc_of(pod)
+        scc = stack.scc(name)
+        if scc is None or not scc.user_namespace or pod.spec.get("hostUsers") is False:
+            continue
+        yield error(
+            pod.ref,
+            pod.at("spec.hostUsers"),
+            f"SCC {name!r} admits only pods in a user namespace of their own (userNamespaceLevel RequirePodLevel"
+            f"{', as OpenShift ships it' if scc.shipped else ''}) and the pod runs in the host's (hostUsers unset), so admission "
+            "refuses it ('Host Users must be set to false')",
+            "run the pods under restricted-v2 (every user may use it) or the stack's own SCC (security.create: true): the "
+            "program runs no pod in a user namespace (a capability added there does not reach the host's memlock limit)",
+            config=_shipped_cause(stack, name) if scc.shipped else None,
+        )
 
 
 @rule(
