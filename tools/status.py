@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 import stacks
 from components.bandwidth import job_name
 from components.outputs import _NoFieldTitles, _one_line
+from components.queueing import flavor_name
 from components.training import resources
 from config import provenance
 from config.errors import located
@@ -305,12 +306,14 @@ def _requests(pod: Mapping[str, Any], resource: str) -> float:
 def scheduler_reasons(message: str) -> tuple[Counter[str], str]:
     """A FailedScheduling message as (nodes per reason, what a PreFilter plugin said instead): `0/6 nodes are available:
     3 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: ...` gives
-    {"Insufficient nvidia.com/gpu": 3, ...}. The preemption part (after the filters' sentence) is left out."""
+    {"Insufficient nvidia.com/gpu": 3, ...}. What the PostFilter plugins said is left out: it follows the filters'
+    sentence (k8s.io/kubernetes v1.34 pkg/scheduler/framework/types.go FitError.Error, "0/N nodes are available:
+    <PreFilterMsg>. <FilterMsg>. <PostFilterMsg>"), and is no cause: `no new claims to deallocate, preemption: 0/12
+    nodes are available: ...` (the DRA plugin's and the preemption's notes, joined by ", ")."""
     head = re.match(r"\s*0/\d+ nodes are available:\s*", message)
     if head is None:
         return Counter(), _cut(message)
-    body = message[head.end() :]
-    body = re.split(r"\.\s+preemption:", body, maxsplit=1)[0].rstrip().rstrip(".")
+    body = re.split(r"\.(?:\s|$)", message[head.end() :], maxsplit=1)[0].strip()
     parts = re.split(r",\s+(?=\d+ )", body)
     reasons: Counter[str] = Counter()
     other = []
@@ -726,6 +729,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     if obj is None:
         reasons.append(f"its {kind} {s.object} is not on the cluster: `pulumi up` creates it (deleted by hand, or not deployed yet)")
         return WorkloadStatus(**base, state="missing", ready=0, wanted=wanted, reasons=reasons, ok=False)
+    admitted_why: int | None = None  # where the queue's word on an admitted run is in `reasons`
     if config.queueing is not None:
         queue, why = queue_status(config, s, cluster, kind)
         base["queue"] = queue
@@ -733,6 +737,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
             # Its pods (a StatefulSet's, gated) or none (a suspended Job's) say nothing the queue does not.
             return WorkloadStatus(**base, state="pending", ready=0, wanted=wanted, reasons=[why], ok=False)
         if why:
+            admitted_why = len(reasons)
             reasons.append(why)
     succeeded = 0
     if w.kind == "job":
@@ -756,6 +761,9 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     if missing > 0:
         refusal = _failed_create(config, s, cluster, kind)
         found += [("not created", refusal or "not created yet (no event says why)")] * missing
+    unplaced = sum(1 for p in live if _unschedulable(p))
+    if admitted_why is not None and unplaced:
+        reasons[admitted_why] = broken_admission(config, unplaced, wanted)
     reasons += _grouped(found, wanted)
     if ready >= wanted:
         return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)
@@ -765,16 +773,76 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
 
 # --- the queue ------------------------------------------------------------------------------------------------
 
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    """The scheduler found no node for the pod (PodScheduled False, Unschedulable), not that it waits for a gate."""
+    scheduled = _condition(pod, "PodScheduled")
+    return bool(scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable")
+
+
+def broken_admission(config: ClusterConfig, unplaced: int, wanted: int) -> str:
+    """A run Kueue admitted whose pods cannot all be placed: it cannot start, and what Kueue does about it. Kueue admits
+    by quota (and, with Topology Aware Scheduling, by the nodes it counts); the scheduler may still find no node."""
+    q = config.queueing
+    assert q is not None
+    cause = (
+        "the nodes changed since Kueue's Topology Aware Scheduling counted them"
+        if q.topology_aware
+        else "Kueue admits by quota, not by node: `python -m stacks check` names the runs the quota admits together that "
+        "the nodes cannot hold"
+    )
+    then = (
+        f"Kueue evicts it at the waitForPodsReady timeout ({q.pods_ready.timeout_minutes} minutes after its admission), releases "
+        "its quota and queues it again; until then it holds its quota and its placed pods' GPUs"
+        if q.pods_ready.enabled
+        else "waitForPodsReady is off (queueing.pods_ready), so Kueue never evicts it: it holds its quota and its placed pods' "
+        "GPUs until it is stopped (state: stopped)"
+    )
+    return (
+        f"broken: admitted by queue {q.cluster_queue}, but {unplaced} of its {wanted} pods cannot be placed, so it cannot start "
+        f"({cause}); {then}"
+    )
+
+
 # Kueue's reasons a pod set gets no flavor (pkg/scheduler/flavorassigner/flavorassigner.go, v0.17): one per flavor tried,
 # joined with ", " after "couldn't assign flavors to pod set NAME: ".
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
 _TOO_BIG = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*current podset request \((\S+)\) > maximum capacity \((\S+)\)")
 _UNCOVERED = re.compile(r"resource (\S+) unavailable in ClusterQueue")
+# Topology Aware Scheduling's refusal (kueue v0.17.0 pkg/cache/scheduler/tas_flavor_snapshot.go notFitMessage): the pods
+# (or slices) that fit the nodes' free resources, then which nodes it left out and why (formatReasons).
+_TOPOLOGY = re.compile(
+    r'topology "([^"]+)" (?:doesn\'t allow to fit any of (\d+)|allows to fit only (\d+) out of (\d+)) (?:pod|slice)\(s\)'
+    r"(?:\. Total nodes: (\d+); excluded: ([^;]*))?"
+)
+_EXCLUDED = re.compile(r'(resource|taint) "([^"]+)": (\d+)|(nodeSelector|affinity|topologyDomain): (\d+)')
+
+
+def _topology_reason(config: ClusterConfig, match: re.Match[str]) -> str:
+    """Topology Aware Scheduling's refusal in the stack's words: how many pods fit the nodes, and why the others do not."""
+    fit = int(match.group(3) or 0)
+    want = int(match.group(2) or match.group(4))
+    where = " or ".join(ns.name for ns in config.node_sets) if len(config.node_sets) > 1 else config.node_sets[0].name
+    why = []
+    for kind, name, n, other, m in _EXCLUDED.findall(match.group(6) or ""):
+        if kind == "resource":
+            why.append(f"{n} without the {name} one pod requests free")
+        elif kind == "taint":
+            why.append(f"{n} with the taint {name}, which the pods do not tolerate (gpu_tolerations)")
+        elif other == "nodeSelector":
+            why.append(f"{m} without the labels the pods select (gpu_node_selector, node_sets[].labels)")
+        elif other == "affinity":
+            why.append(f"{m} outside the pods' node pins (node_sets[].nodes)")
+    nodes = f" ({match.group(5)} nodes: {', '.join(why)})" if match.group(5) and why else ""
+    return (
+        f"Kueue's Topology Aware Scheduling finds room for {fit} of its {want} pods on the nodes of {where}{nodes}: it waits "
+        "until the pods on them (other projects' too) leave room for all of them (queueing.topology_aware)"
+    )
 
 
 def queue_reason(config: ClusterConfig, message: str) -> str:
     """Kueue's QuotaReserved=False message in the stack file's words: a flavor is a node set, the shortfall per resource."""
-    sets = {f"{config.name}-{ns.name}": ns.name for ns in config.node_sets}  # components/queueing.py flavor_name
+    sets = {flavor_name(config, ns): ns.name for ns in config.node_sets}
     said: list[str] = []
     for resource, flavor, more in _UNUSED.findall(message):
         where = f" on node set {sets[flavor]}" if flavor in sets and len(sets) > 1 else ""
@@ -785,6 +853,7 @@ def queue_reason(config: ClusterConfig, message: str) -> str:
             "admitted (`python -m stacks check` says so: capacity)"
         )
     said += [f"requests {r}, which the queue does not cover (queueing.quota)" for r in _UNCOVERED.findall(message)]
+    said += [_topology_reason(config, m) for m in _TOPOLOGY.finditer(message)]
     return "; ".join(dict.fromkeys(said)) if said else f"Kueue says: {_cut(message)}"
 
 
