@@ -427,13 +427,14 @@ def _count_use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resou
     return used, sorted(by)
 
 
-def _unseen(view: NodeSetView, used: Mapping[str, float], resource: str, need: float) -> str:
+def _unseen(view: NodeSetView, used: Mapping[str, float], resource: str, need: float, taken: set[str]) -> str:
     """What the pods read do not explain: a node of the set that they leave room on, so pods of other namespaces (which
-    a researcher cannot list) hold the rest. Empty when what was read explains the refusal, or when it cannot be told."""
+    a researcher cannot list) hold the rest. Empty when what was read explains the refusal, or when it cannot be told.
+    A node in `taken` runs a pod of the workload already: one pod per node keeps its room from the others."""
     if view.nodes:
-        room = any(_allocatable(n, resource) - used.get(name, 0.0) >= need for name, n in view.nodes.items())
+        room = any(_allocatable(n, resource) - used.get(name, 0.0) >= need for name, n in view.nodes.items() if name not in taken)
     elif resource == GPU and view.names:
-        room = any(view.gpus_per_node - used.get(name, 0.0) >= need for name in view.names)
+        room = any(view.gpus_per_node - used.get(name, 0.0) >= need for name in view.names if name not in taken)
     else:
         return ""
     return "; the rest is held by pods outside the stack's namespaces" if room else ""
@@ -449,7 +450,10 @@ def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Clu
     per_node, by = _use(config, view, cluster, resource)
     used = sum(per_node.values())
     need = _requests({"spec": {"containers": [{"resources": resources(config, w)}]}}, resource)
-    unseen = _unseen(view, per_node, resource, need)
+    # One pod per node (a multi-node workload): the nodes its placed pods run on have no room for its others.
+    placed = cluster.pods(w.namespace, w.name, s.object if w.kind == "job" else None) if w.nodes > 1 else []
+    taken = {str((p.get("spec") or {}).get("nodeName")) for p in placed if _active(p) and (p.get("spec") or {}).get("nodeName")}
+    unseen = _unseen(view, per_node, resource, need, taken)
     readable = bool(view.nodes)
     size = len(view.nodes) if readable else view.size
     if resource == GPU:
@@ -729,16 +733,18 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     if obj is None:
         reasons.append(f"its {kind} {s.object} is not on the cluster: `pulumi up` creates it (deleted by hand, or not deployed yet)")
         return WorkloadStatus(**base, state="missing", ready=0, wanted=wanted, reasons=reasons, ok=False)
-    admitted_why: int | None = None  # where the queue's word on an admitted run is in `reasons`
+    admitted_why: int | None = None  # where the queue's word on an admitted run goes in `reasons`
+    said = 0  # and whether it is there already (1) or not (0: waitForPodsReady is off, nothing to say of a healthy run)
     if config.queueing is not None:
         queue, why = queue_status(config, s, cluster, kind)
         base["queue"] = queue
         if queue.admission != "admitted":
             # Its pods (a StatefulSet's, gated) or none (a suspended Job's) say nothing the queue does not.
             return WorkloadStatus(**base, state="pending", ready=0, wanted=wanted, reasons=[why], ok=False)
+        admitted_why = len(reasons)
         if why:
-            admitted_why = len(reasons)
             reasons.append(why)
+            said = 1
     succeeded = 0
     if w.kind == "job":
         succeeded = int((obj.get("status") or {}).get("succeeded") or 0)
@@ -763,7 +769,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
         found += [("not created", refusal or "not created yet (no event says why)")] * missing
     unplaced = sum(1 for p in live if _unschedulable(p))
     if admitted_why is not None and unplaced:
-        reasons[admitted_why] = broken_admission(config, unplaced, wanted)
+        reasons[admitted_why : admitted_why + said] = [broken_admission(config, unplaced, wanted)]
     reasons += _grouped(found, wanted)
     if ready >= wanted:
         return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)

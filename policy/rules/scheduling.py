@@ -263,21 +263,6 @@ def _against_the_queue(
             break
         if never:
             continue
-        mine = _set_nodes(node_set, nodes, counts)
-        alone = place(mine[0], [group], budget=PLACE_BUDGET, counts=mine[1])
-        if not alone.placed and not alone.exhausted:
-            stated = bool(node_set.allocatable_cpu or node_set.allocatable_memory or node_set.node_policies)
-            after = "its admission by" if q.topology_aware else "Kueue admits it by quota, and"
-            yield error(
-                pod.ref,
-                "spec.replicas",
-                f"its pods never fit the nodes of {node_set.name!r} even alone ({group.pods} x {_shown(group.need, stated)}; "
-                f"{node_set.name}: {node_set.size} node(s) x {_shown(mine[0][next(iter(mine[0]))], stated, node=True)}): {after} its pods "
-                "would stay Pending",
-                "shrink it (gpus_per_node, cpu, memory, its transport's VFs), or state the nodes as they are (node_sets)",
-                setting="nodes",
-            )
-            continue
         by_set.setdefault(node_set.name, []).append((pod, group, requests))
     for name, runs in by_set.items():
         node_set = config.node_set(name)
@@ -297,10 +282,6 @@ def _set_nodes(node_set: Any, nodes: dict[str, Free], counts: dict[str, int]) ->
     """The capacity rule's node entries of one node set (its named nodes, or the one entry standing for its count)."""
     names = list(node_set.nodes) or [f"{node_set.name}#"]
     return {n: nodes[n] for n in names}, {n: counts[n] for n in names if n in counts}
-
-
-def _short(group: Group) -> str:
-    return group.name.rsplit("/", 1)[-1]
 
 
 def _topology_aware(
@@ -323,7 +304,7 @@ def _topology_aware(
             pod.ref,
             "spec.template.spec.affinity.podAntiAffinity",
             f"with queueing.topology_aware, Kueue's Topology Aware Scheduling picks the nodes, and it counts what each pod requests "
-            f"of a node, not one pod per node: two of {_short(group)}'s pods ({_shown(group.need, stated)} each) fit one node of "
+            f"of a node, not one pod per node: two of {pod.instance}'s pods ({_shown(group.need, stated)} each) fit one node of "
             f"{node_set.name} ({_shown(offer, stated, node=True)}), so it may bind both to one node, where the scheduler refuses "
             "the second (one pod per node): the run never starts, and is evicted and admitted again at every waitForPodsReady "
             "timeout",
@@ -434,7 +415,7 @@ def _admitted_together(
     if bad is None:
         return
     stated = bool(node_set.allocatable_cpu or node_set.allocatable_memory or node_set.node_policies)
-    names = " and ".join(f"{_short(groups[i])} ({groups[i].pods} x {_shown(groups[i].need, stated)})" for i in bad)
+    names = " and ".join(f"{runs[i][0].instance} ({groups[i].pods} x {_shown(groups[i].need, stated)})" for i in bad)
     asked = "; ".join(
         f"{quantity_text(sum((charges[i][r] for i in bad), Decimal(0)))} of the {quota[r]} {r}"
         for r in limit

@@ -1,0 +1,1 @@
+"""Tests of the preflight (policy/): each rule's findings and what must stay accepted, the placement search, the gate."""
