@@ -840,9 +840,12 @@ def _topology_reason(config: ClusterConfig, match: re.Match[str]) -> str:
         elif other == "affinity":
             why.append(f"{m} outside the pods' node pins (node_sets[].nodes)")
     nodes = f" ({match.group(5)} nodes: {', '.join(why)})" if match.group(5) and why else ""
+    # Kueue v0.17.0 looks again at a run it held back when a run of its queue ends or leaves, or a node's labels, taints
+    # or allocatable change; not when a pod it does not manage leaves (non_tas_usage_controller only counts it).
     return (
-        f"Kueue's Topology Aware Scheduling finds room for {fit} of its {want} pods on the nodes of {where}{nodes}: it waits "
-        "until the pods on them (other projects' too) leave room for all of them (queueing.topology_aware)"
+        f"Kueue's Topology Aware Scheduling finds room for {fit} of its {want} pods on the nodes of {where}{nodes}; it counts "
+        "every pod on them, other projects' too: it is admitted once they have room for all of them, when Kueue looks again "
+        "(a run of its queue ending or leaving, a change of the nodes) (queueing.topology_aware)"
     )
 
 

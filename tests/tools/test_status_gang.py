@@ -199,8 +199,9 @@ def test_a_run_topology_aware_scheduling_holds_back_says_why_in_the_configs_word
     gamma = of(status.stack_status(c, "lab", None, [*objs.values(), waiting]), "gamma")
     assert gamma.reasons == [
         "waiting in queue gpu: Kueue's Topology Aware Scheduling finds room for 0 of its 2 pods on the nodes of qb (3 nodes: 3 "
-        "without the nvidia.com/gpu one pod requests free): it waits until the pods on them (other projects' too) leave room "
-        "for all of them (queueing.topology_aware)"
+        "without the nvidia.com/gpu one pod requests free); it counts every pod on them, other projects' too: it is admitted "
+        "once they have room for all of them, when Kueue looks again (a run of its queue ending or leaving, a change of the "
+        "nodes) (queueing.topology_aware)"
     ]
     quota = f"couldn't assign flavors to pod set main: insufficient unused quota for pods in flavor {flavor}, 1 more needed"
     assert status.queue_reason(c, quota) == "needs 1 more pods than the queue has free"
