@@ -13,17 +13,12 @@ from pathlib import Path
 from typing import Any
 
 import stacks
-from tools import adoption, drift, recovery
+from config.text import escaped, escaped_lines
+from tools import adoption, drift, kubectl, recovery
 
 
 def cmd_import_plan(args: argparse.Namespace) -> int:
-    files = {s.name: s for s in stacks.pulumi_stacks()}
-    target = files.get(args.pulumi_stack)
-    if target is None:
-        raise stacks.ConfigError(
-            f"no Pulumi.{args.pulumi_stack}.yaml: name the Pulumi stack that imports ({', '.join(files) or 'none'}); "
-            "its file says which cluster and which tier it deploys"
-        )
+    target = pulumi_stack(args.pulumi_stack, "that imports")
     config = stacks.load(target.cluster)
     kinds = [k.strip() for k in args.only.split(",") if k.strip()] if args.only else None
     plan = adoption.import_plan(config, target.name, target.tier, kinds)
@@ -33,14 +28,14 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
     if deletions:
         print(f"{target.name}: delete first (nad_mode operator; not in the plan):", file=sys.stderr)
         for line in deletions:
-            print(f"  {line}", file=sys.stderr)
+            print(f"  {escaped(line)}", file=sys.stderr)
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as err:
-            raise stacks.ConfigError(f"{args.out}: cannot write the import file: {err.strerror or err}") from None
+            raise stacks.ConfigError(f"{escaped(args.out)}: cannot write the import file: {err.strerror or err}") from None
         summary = adoption.plan_summary(plan)
-        print(f"{target.name} ({target.cluster}, tier {target.tier}): wrote {args.out}: {summary}")
+        print(f"{target.name} ({target.cluster}, tier {target.tier}): wrote {escaped(args.out)}: {summary}")
     else:
         sys.stdout.write(text)
     return 0
@@ -50,16 +45,19 @@ def cmd_adopt_diff(args: argparse.Namespace) -> int:
     config = stacks.load(args.stack)
     live = stacks.read_yaml(Path(args.live), stacks.LIVE_LIMITS)
     report, narrowing = adoption.adopt_diff(config, live, str(args.live))
-    sys.stdout.write(report)
+    sys.stdout.write(escaped_lines(report))
     return 1 if narrowing else 0
 
 
-def pulumi_stack(name: str) -> stacks.PulumiStack:
+def pulumi_stack(name: str, role: str = "") -> stacks.PulumiStack:
+    """The Pulumi stack a command names (held to Pulumi's grammar first: the name goes into the commands it prints)."""
+    stacks.check_stack_name(name)
     files = {s.name: s for s in stacks.pulumi_stacks()}
     target = files.get(name)
     if target is None:
+        what = f"the Pulumi stack {role}" if role else "a Pulumi stack"
         raise stacks.ConfigError(
-            f"no Pulumi.{name}.yaml: name a Pulumi stack ({', '.join(files) or 'none'}); its file says which cluster, tier and context"
+            f"no Pulumi.{name}.yaml: name {what} ({', '.join(files) or 'none'}); its file says which cluster, tier and context"
         )
     return target
 
@@ -70,15 +68,19 @@ def cmd_drift(args: argparse.Namespace) -> int:
     declared = drift.declared_for(config, target.tier)
     live = live_objects(args.live) if args.live else drift.read_live(declared, target.context)
     found = drift.drift(config, declared, live)
-    sys.stdout.write(drift.report(config, found, target.name))
+    sys.stdout.write(escaped_lines(drift.report(config, found, target.name)))
     return 1 if found else 0
 
 
 def live_objects(file: str) -> list[dict[str, Any]]:
+    """The objects of a saved `oc get ... -o yaml` (or json), each of the shape the tools read (tools/kubectl.py)."""
     data = stacks.read_yaml(Path(file))
     live = data.get("items", []) if isinstance(data, dict) and str(data.get("kind", "")).endswith("List") else [data]
-    if not all(isinstance(o, dict) and isinstance(o.get("metadata"), dict) for o in live):
-        raise stacks.ConfigError(f"{file}: not Kubernetes objects (the output of `oc get ... -o yaml`)")
+    if not isinstance(live, list):
+        raise stacks.ConfigError(f"{escaped(file)}: items of the List is not a list: not the output of `oc get ... -o yaml`")
+    kubectl.check(live, escaped(file))
+    if not all(isinstance(o.get("metadata"), dict) for o in live):
+        raise stacks.ConfigError(f"{escaped(file)}: not Kubernetes objects (the output of `oc get ... -o yaml`)")
     return live
 
 
@@ -89,11 +91,11 @@ def cmd_recover(args: argparse.Namespace) -> int:
         half = recovery.half_written(root, target.name)
         if half:  # nothing can read the state until these go: say so first
             print(f"{target.name}: the state backend cannot load the stack: a killed run left {len(half)} file(s) empty:")
-            print("\n".join(f"  {p}" for p in half))
+            print("\n".join(f"  {escaped(p)}" for p in half))
             print("Each is the attributes file of a checkpoint or lock that is whole (a rename wrote it): remove them, then run")
             print("this again:\n")
-            print("1. rm " + " ".join(shlex.quote(str(p)) for p in half))
-            print(f"2. python -m stacks recover {target.name}")
+            print("1. " + escaped(shlex.join(["rm", *map(str, half)])))
+            print("2. " + shlex.join(["python", "-m", "stacks", "recover", target.name]))
             return 1
     ops = recovery.pending(recovery.exported(target.name, args.state))
     creates = [p.obj for p in ops if p.op == "creating" and p.obj is not None]
@@ -102,10 +104,10 @@ def cmd_recover(args: argparse.Namespace) -> int:
     else:
         keys = recovery.existing(creates, target.context)
     text, _ = recovery.plan(target.name, ops, keys, recovery.locks(root, target.name) if root is not None else None)
-    sys.stdout.write(text)
+    sys.stdout.write(escaped_lines(text))
     return 0
 
 
 def cmd_rights(args: argparse.Namespace) -> int:
-    sys.stdout.write(adoption.rights_report(stacks.load(args.stack), args.tier))
+    sys.stdout.write(escaped_lines(adoption.rights_report(stacks.load(args.stack), args.tier)))
     return 0

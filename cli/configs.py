@@ -14,6 +14,7 @@ import sys
 import stacks
 from config.schema import schema
 from config.stack import ClusterConfig
+from config.text import escaped, escaped_lines
 
 
 def from_args(args: argparse.Namespace) -> list[ClusterConfig]:
@@ -42,7 +43,7 @@ def each_from_args(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]
         try:
             configs.append(stacks.load(name))
         except stacks.ConfigError as err:
-            print(f"error: {err}", file=sys.stderr)
+            print(f"error: {escaped_lines(str(err))}", file=sys.stderr)
             print(f"{name}: not checked or rendered: its config does not load (above)", file=sys.stderr)
     return configs, len(configs) < len(wanted)
 
@@ -63,7 +64,9 @@ def cmd_list(args: argparse.Namespace) -> int:
             print(json.dumps(rows))
             return 0
         # Tab-separated under a header line naming the columns (`column -t` aligns them); --json for scripts.
-        print("\n".join(["STACK\tCLUSTER\tTIER\tCONTEXT", *(f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{r['context']}" for r in rows)]))
+        # A kube context's name is free text in a kubeconfig: shown escaped (a tab in it would shift the columns).
+        lines = [f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{escaped(r['context'])}" for r in rows]
+        print("\n".join(["STACK\tCLUSTER\tTIER\tCONTEXT", *lines]))
         return 0
     names = stacks.names()
     print(json.dumps(names) if args.json else "\n".join(names))

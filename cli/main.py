@@ -26,6 +26,7 @@ import sys
 
 import stacks
 from config import project
+from config.text import escaped_lines
 from stacks import _process
 
 STACK_HELP = "a stack name (python -m stacks list); none, or --all, means every stack"
@@ -150,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(command(args))
     except stacks.ConfigError as err:
-        print(f"error: {err}", file=sys.stderr)
+        # A message may quote what a file, the cluster or a log holds: whatever it brought is shown escaped.
+        print(f"error: {escaped_lines(str(err))}", file=sys.stderr)
         return 2
 
 

@@ -11,6 +11,7 @@ import stacks
 from components.launcher import bandwidth
 from components.outputs import schema_json
 from config.stack import ClusterConfig
+from config.text import escaped_lines
 from config.workloads import BandwidthCheck
 
 
@@ -65,5 +66,5 @@ def cmd_bandwidth_report(args: argparse.Namespace) -> int:
     except bandwidth.LogError as err:
         raise stacks.ConfigError(f"{args.log}: cannot read the log: {err}") from None
     verdict = bandwidth.judge(text, mode, rate, fraction, nodes=nodes, gpus_per_node=gpus)
-    sys.stdout.write(verdict.render())
+    sys.stdout.write(escaped_lines(verdict.render()))  # it quotes the log: a host name, a network, a line
     return 0 if verdict.ok else 1

@@ -25,7 +25,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         objects = live_objects(args.live)
     else:
         objects, logs, unreadable = status.read_cluster(config, target.context)
-    result = status.stack_status(config, target.name, None if args.live else target.context, objects, logs, unreadable)
+    source = args.live or "the objects read from the cluster"
+    result = status.stack_status(config, target.name, None if args.live else target.context, objects, logs, unreadable, source)
     sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else status.report(result))
     return 0 if result.ok else 1
 

@@ -14,6 +14,7 @@ tier (a researcher with admin in their project), and a Pulumi stack declares one
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Callable
 from typing import Any
 
@@ -78,29 +79,29 @@ def keep_for(config: ClusterConfig, tier: str) -> Keep:
 
 
 def can_i(obj: dict[str, Any], patch: bool = False) -> list[str]:
-    """The `oc auth can-i` lines that tell whether the current user may declare the object."""
+    """The `oc auth can-i` lines that tell whether the current user may declare the object (quoted, ready to paste)."""
     meta = obj.get("metadata") or {}
     resource = RESOURCES.get(obj["kind"], obj["kind"].lower() + "s")
-    ns = f" -n {meta['namespace']}" if meta.get("namespace") else ""
+    ns = ["-n", meta["namespace"]] if meta.get("namespace") else []
     if patch:
-        return [f"oc auth can-i patch {resource}/{meta['name']}{ns}"]
-    lines = [f"oc auth can-i create {resource}{ns}"]
+        return [shlex.join(["oc", "auth", "can-i", "patch", f"{resource}/{meta['name']}", *ns])]
+    lines = [shlex.join(["oc", "auth", "can-i", "create", resource, *ns])]
     if obj["kind"] == "BuildConfig" and (obj.get("spec") or {}).get("strategy", {}).get("type") == "Docker":
         # Admission checks that the builds may use the Docker strategy (system:build-strategy-docker).
-        lines.append(f"oc auth can-i create builds.build.openshift.io --subresource=docker{ns}")
+        lines.append(shlex.join(["oc", "auth", "can-i", "create", "builds.build.openshift.io", "--subresource=docker", *ns]))
     role = str((obj.get("roleRef") or {}).get("name", ""))
     if obj["kind"] == "RoleBinding" and role.startswith(SCC_USE_ROLE_PREFIX):
         # Binding a role needs `bind` on it, or every permission it grants (here: `use` of the SCC).
-        lines.append(f"oc auth can-i bind clusterroles.rbac.authorization.k8s.io/{role}{ns}")
+        lines.append(shlex.join(["oc", "auth", "can-i", "bind", f"clusterroles.rbac.authorization.k8s.io/{role}", *ns]))
     return lines
 
 
 def can_i_read(kind: str, object_id: str) -> str:
-    """The `oc auth can-i` line for a read of an object the stack relies on."""
+    """The `oc auth can-i` line for a read of an object the stack relies on (quoted, ready to paste)."""
     namespace, _, name = object_id.rpartition("/")
     if kind == "Namespace":
         # The API server authorizes `GET /api/v1/namespaces/NAME` inside namespace NAME (a project admin's RoleBinding
         # there allows it); `oc auth can-i` without -n asks about the cluster scope instead and answers no.
         namespace = name
-    ns = f" -n {namespace}" if namespace else ""
-    return f"oc auth can-i get {RESOURCES.get(kind, kind.lower() + 's')}/{name}{ns}"
+    ns = ["-n", namespace] if namespace else []
+    return shlex.join(["oc", "auth", "can-i", "get", f"{RESOURCES.get(kind, kind.lower() + 's')}/{name}", *ns])

@@ -10,9 +10,10 @@ import json
 import re
 from typing import Annotated, Any, ClassVar, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from config.errors import FieldError, Strict
+from config.kube import HOSTNAME
 from config.openshift import (
     BUILTIN_SCCS,
     CONTROL_PLANE_POOLS,
@@ -27,6 +28,7 @@ from config.openshift import (
     SRIOV_RESOURCE_NAME,
     SRIOV_RESOURCE_PREFIX,
     SRIOV_VENDORS,
+    operator_namespace_problem,
 )
 from config.values import (
     LAUNCHER_DIR,
@@ -63,6 +65,7 @@ from config.values import (
     LinkLayer,
     Memory,
     MountPath,
+    NodeName,
     ObjectName,
     OptionalReason,
     Quantity,
@@ -72,6 +75,7 @@ from config.values import (
     Text,
     VolumeSize,
     bounded_json,
+    node_name_problem,
     system_path_problem,
 )
 
@@ -163,6 +167,20 @@ def _operator_resource_problem(resource: str) -> str:
     )
 
 
+def _pinned_node(labels: dict[str, str]) -> dict[str, str]:
+    """Node labels where kubernetes.io/hostname, if set, names a node a node can be (NodeName): a pin to '' or to
+    `gpu_node_a` matches no node, and the pods it pins never schedule."""
+    host = labels.get(HOSTNAME)
+    problem = node_name_problem(host) if host is not None else ""
+    if problem:
+        raise FieldError((HOSTNAME,), f"{problem}: {HOSTNAME} pins the pods to the node of that name, and no node has this one")
+    return labels
+
+
+NodeLabels = Annotated[dict[LabelKey, LabelValue], AfterValidator(_pinned_node)]
+"""Node labels (a selector, a node set's labels): a kubernetes.io/hostname among them names a node (NodeName)."""
+
+
 class NodeSet(Strict):
     """GPU nodes the stack counts on: named nodes (pods are pinned to them), or a number of
     interchangeable nodes. The preflight places every running pod of the stack on them at once."""
@@ -170,7 +188,7 @@ class NodeSet(Strict):
     COLLECTION: ClassVar[str] = "node_sets"
     name: K8sName
     """Name of the set (workloads name it in node_set)."""
-    nodes: list[LabelValue] = Field(default=[], max_length=MAX_NAMED_NODES)
+    nodes: list[NodeName] = Field(default=[], max_length=MAX_NAMED_NODES)
     """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them. At most
     256 names in all node sets together (MAX_NAMED_NODES): count a larger fleet."""
     count: int | None = Field(strict=True, default=None, ge=1, le=MAX_NODE_SET_SIZE)
@@ -181,7 +199,7 @@ class NodeSet(Strict):
     """CPU each node offers to pods (`oc describe node`, Allocatable: cpu). None: not known, not checked."""
     allocatable_memory: Memory | None = None
     """Memory each node offers to pods (`oc describe node`, Allocatable: memory). None: not known, not checked."""
-    labels: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR)
+    labels: NodeLabels = Field(default={}, max_length=MAX_SELECTOR)
     """Node labels every node of the set carries (and the nodes of the other sets do not): the set's pods select them,
     and on a queued cluster its Kueue ResourceFlavor names them, so Kueue charges a workload to the set it runs on.
     Required on a queued cluster with more than one node set; empty: the set is told apart by its node names only."""
@@ -195,14 +213,13 @@ class NodeSet(Strict):
     """Required with node_policies: why the stack may have the operator drain and reboot these nodes (printed by every
     check). Each new or changed policy reboots every node it selects, one at a time."""
 
-    @field_validator("nodes")
+    @field_validator("nodes", mode="before")
     @classmethod
-    def _node_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if name != name.lower():
-                # Node names are DNS subdomains: the kubelet registers the host's name lowercased, so `oc get nodes`
-                # never shows an uppercase letter, and a pin to one matches no node.
-                raise ValueError(f"{name!r}: node names are lowercase (kubernetes.io/hostname); write {name.lower()!r}")
+    def _lowercase(cls, value: Any) -> Any:
+        # Said of the list, before each name's grammar (NodeName): the kubelet registers the host's name lowercased.
+        for name in value if isinstance(value, list) else []:
+            if isinstance(name, str) and name != name.lower() and not node_name_problem(name.lower()):
+                raise ValueError(node_name_problem(name))
         return value
 
     @model_validator(mode="after")
@@ -314,6 +331,14 @@ class RdmaFabric(Strict):
     does so itself). InfiniBand needs none."""
     gdr_level: GdrLevel = "SYS"
     """NCCL_NET_GDR_LEVEL (the seeds' legacy value 5 is SYS)."""
+
+    @field_validator("operator_namespace")
+    @classmethod
+    def _operator_namespace(cls, value: str) -> str:
+        problem = operator_namespace_problem(value)
+        if problem:
+            raise ValueError(problem)
+        return value
 
     @model_validator(mode="after")
     def _interfaces_in_order(self) -> RdmaFabric:

@@ -78,6 +78,25 @@ def platform_namespace(namespace: str) -> bool:
 # its own namespace (controllers/generic_network_controller.go sets the request's namespace to its own), so that is
 # where a SriovNetwork or a SriovNetworkNodePolicy must be; the stack owns exactly the ones it names.
 SRIOV_OPERATOR_NAMESPACE = "openshift-sriov-network-operator"
+# The operator runs in the namespace it is installed to (its Deployment passes metadata.namespace as NAMESPACE,
+# deploy/operator.yaml; pkg/vars reads it) and watches only that one (main.go's cache): on OpenShift OLM installs it
+# in SRIOV_OPERATOR_NAMESPACE, elsewhere its Helm chart in a namespace of its own (the chart's README:
+# sriov-network-operator). No namespace of the platform is one it is installed to but OpenShift's: `default`,
+# `kube-system` or `openshift-config` there would hold SriovNetworks no operator reconciles.
+
+
+def operator_namespace_problem(namespace: str) -> str:
+    """Why `namespace` cannot be the SR-IOV network operator's, or ""."""
+    if namespace == SRIOV_OPERATOR_NAMESPACE or not platform_namespace(namespace):
+        return ""
+    return (
+        f"{namespace!r} is a namespace of the platform ({', '.join(PLATFORM_NAMESPACES)}), where no SR-IOV network operator "
+        f"runs: the operator reconciles only the SriovNetworks and policies of its own namespace, {SRIOV_OPERATOR_NAMESPACE} on "
+        "OpenShift (or the one its Helm chart was installed to, e.g. sriov-network-operator). Name it: "
+        "`oc get sriovoperatorconfigs -A` shows where it runs"
+    )
+
+
 SRIOV_API = "sriovnetwork.openshift.io/v1"
 SRIOV_OPERATOR_KINDS = frozenset({"SriovNetwork", "SriovNetworkNodePolicy"})
 # The operator's RESOURCE_PREFIX on OpenShift (hack/env.sh, the chart's resourcePrefix): a policy's and a network's

@@ -20,6 +20,7 @@ from config.cluster import (
     KUEUE_MAX_LABELS,
     ExistingObjects,
     ImageBuild,
+    NodeLabels,
     NodeLevel,
     NodeSet,
     PvcStorageClassFix,
@@ -65,8 +66,6 @@ from config.values import (
     STRATEGY_RUNS_AS_ROOT,
     EnvName,
     K8sName,
-    LabelKey,
-    LabelValue,
     MemlockStrategy,
     Reason,
     kubelet_escape,
@@ -146,7 +145,7 @@ class ClusterConfig(Strict):
     in all (MAX_CLUSTER_NODES)."""
     gpu_tolerations: list[Toleration] = Field(default=[], max_length=MAX_TOLERATIONS)
     """Taints of the GPU nodes that every GPU pod of this cluster tolerates."""
-    gpu_node_selector: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR)
+    gpu_node_selector: NodeLabels = Field(default={}, max_length=MAX_SELECTOR)
     """Node labels every GPU pod requires (e.g. nvidia.com/gpu.present: "true")."""
     fabric: RdmaFabric | None = None
     """None: no RDMA (TCP only)."""

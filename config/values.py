@@ -438,6 +438,36 @@ def _json_object(value: str) -> str:
     return value
 
 
+def node_name_problem(value: str) -> str:
+    """Why no node can have this name, or "". A node's name is a DNS subdomain (the API server's rule for Node names:
+    lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit, at most 253
+    characters), and the program pins pods to it by the label kubernetes.io/hostname, whose value the kubelet sets to
+    the host's name: a label value, at most 63 characters."""
+    if value != value.lower() and not node_name_problem(value.lower()):
+        # The kubelet registers the host's name lowercased: `oc get nodes` never shows an uppercase letter.
+        return f"{value!r}: node names are lowercase (kubernetes.io/hostname); write {value.lower()!r}"
+    if not value or len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
+        return (
+            f"{value[:80]!r} is no node's name: a node is named as a DNS subdomain (lowercase letters, digits, '-' and '.', "
+            "starting and ending with a letter or digit), as `oc get nodes` lists it"
+        )
+    if len(value) > 63:
+        return (
+            f"{value[:80]!r} is {len(value)} characters long: pods are pinned to a node by its kubernetes.io/hostname label, a "
+            "label value of at most 63 characters"
+        )
+    return ""
+
+
+def _node_name(value: str) -> str:
+    problem = node_name_problem(value)
+    if problem:
+        raise ValueError(problem)
+    return value
+
+
+NodeName = Annotated[str, AfterValidator(_node_name)]
+"""A node's name, as `oc get nodes` lists it (node_name_problem)."""
 K8sName = Annotated[str, AfterValidator(_label)]
 """A DNS-1123 label: names of namespaces, service accounts, PVCs, NADs, ConfigMaps."""
 WorkloadName = Annotated[str, AfterValidator(_dns1035)]

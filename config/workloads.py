@@ -10,7 +10,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from config.cluster import Toleration
+from config.cluster import NodeLabels, Toleration
 from config.errors import FieldError, Strict
 from config.openshift import DEBUGGER_PORT_NAMES, DEBUGGER_PORTS
 from config.values import (
@@ -38,8 +38,6 @@ from config.values import (
     FileKey,
     ImageRef,
     K8sName,
-    LabelKey,
-    LabelValue,
     MemlockStrategy,
     Memory,
     MountPath,
@@ -165,7 +163,7 @@ class Workload(Strict):
     """Which node set the pods run on (None: the first of node_sets)."""
     tolerations: list[Toleration] = Field(default=[], max_length=MAX_TOLERATIONS)
     """Taints tolerated besides the stack's gpu_tolerations."""
-    node_selector: dict[LabelKey, LabelValue] = Field(default={}, max_length=MAX_SELECTOR)
+    node_selector: NodeLabels = Field(default={}, max_length=MAX_SELECTOR)
     """Node labels required besides the stack's gpu_node_selector."""
     transport: Transport
     """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1). Switching it

@@ -39,6 +39,7 @@ from pydantic import ValidationError
 from config import project, provenance
 from config.errors import DEFERRED, IN_STACK_MODULE, ModelError, describe_errors, located
 from config.stack import ClusterConfig
+from config.text import escaped
 from config.values import TooDeep, bounded_json
 from stacks import _child
 
@@ -84,9 +85,50 @@ class ConfigError(Exception):
 # --- which stacks exist -------------------------------------------------------------------------
 
 
+# Pulumi's grammar of a stack name (sdk/go/common/tokens/stack_name.go, ParseStackName, pulumi/pulumi at
+# 1b59498): not empty, at most 100 characters, each one of [A-Za-z0-9_.-]. A name is read from a file name
+# (Pulumi.NAME.yaml, clusters/NAME.py) or the command line, and goes into commands printed for a user to paste, the
+# pull-request workflow's matrix and the paths of a file state backend: held to the grammar where it is read, no shell
+# or path character ever gets that far. `.` and `..` pass Pulumi's rule but name a folder, not a stack.
+STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
+# A cluster's name is its config's `name`, a DNS label (config/stack.py ClusterConfig.name: K8sName).
+CLUSTER_NAME = re.compile(r"[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?")
+
+
+def stack_name_problem(name: str) -> str:
+    """Why Pulumi would refuse `name` as a stack name, or "" (STACK_NAME)."""
+    if not name:
+        return "the stack name is empty"
+    if len(name) > 100:
+        return f"the stack name {escaped(name[:40])}... has {len(name)} characters: Pulumi takes at most 100"
+    if not STACK_NAME.fullmatch(name) or name in (".", ".."):
+        odd = next((c for c in name if not STACK_NAME.fullmatch(c)), ".")
+        return (
+            f"the stack name {escaped(repr(name))} holds {escaped(repr(odd))}: a stack name is letters, digits, '-', '_' and '.' "
+            "(Pulumi's rule), and not '.' or '..'"
+        )
+    return ""
+
+
+def check_stack_name(name: str, what: str = "PULUMI_STACK") -> str:
+    """`name` as given on the command line, or the ConfigError that says why it is no stack name."""
+    problem = stack_name_problem(name)
+    if problem:
+        raise ConfigError(f"{what}: {problem}")
+    return name
+
+
 def names(root: Path | None = None) -> list[str]:
-    """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use)."""
-    return sorted(p.stem for p in ((root or project.ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+    """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use). A module
+    whose name Pulumi would refuse as a stack name is an error: its name reaches commands, paths and the workflow."""
+    found = sorted(p.stem for p in ((root or project.ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+    for name in found:
+        problem = stack_name_problem(name)
+        if problem:
+            raise ConfigError(
+                f"{CLUSTERS}/{escaped(name)}.py: {problem}: name the module clusters/CLUSTER.py, CLUSTER being its config's name"
+            )
+    return found
 
 
 def module_file(name: str) -> str:
@@ -140,11 +182,16 @@ def _name_problem(kind: str, name: str, known: list[str]) -> str:
     if odd is not None:
         return (
             f"the {kind} name {name!r} is not ASCII ({odd!r} is U+{ord(odd):04X} {unicodedata.name(odd, 'unnamed')}): a {kind} name "
-            f"is ASCII letters, digits, - and _{hint}"
+            f"is ASCII letters, digits, -, _ and . (Pulumi's rule){hint}"
         )
     if alike:
         return f"the {kind} name {name!r} differs from the cluster {alike[0]!r} only by case or look-alike characters{hint}"
-    return ""
+    if kind == "cluster" and not CLUSTER_NAME.fullmatch(name):
+        return (
+            f"the cluster name {escaped(repr(name))} is not a cluster's name: lowercase letters, digits and '-' (its config's "
+            "name, a DNS label)"
+        )
+    return stack_name_problem(name)
 
 
 def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
@@ -158,7 +205,7 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
         name = path.name[len("Pulumi.") : -len(".yaml")]
         problem = _name_problem("stack", name, modules)
         if problem:
-            raise ConfigError(f"{path.name}: {problem}: name the file Pulumi.STACK.yaml, STACK being the cluster or CLUSTER-TIER")
+            raise ConfigError(f"{escaped(path.name)}: {problem}: name the file Pulumi.STACK.yaml, STACK being the cluster or CLUSTER-TIER")
         twin = next((other for other in seen if _alike(other, name)), None)
         if twin is not None:
             raise ConfigError(
@@ -179,7 +226,9 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
         cluster = config.get(CLUSTER_KEY, name)
         problem = _name_problem("cluster", cluster, modules) if isinstance(cluster, str) else f"{CLUSTER_KEY} is not a name: {cluster!r}"
         if problem:
-            raise ConfigError(f"{path.name}: {problem.replace('the cluster name', CLUSTER_KEY)}")
+            # Without the key the stack's own name is its cluster's.
+            said = CLUSTER_KEY if CLUSTER_KEY in config else f"the stack name (no {CLUSTER_KEY}: the cluster it names)"
+            raise ConfigError(f"{path.name}: {problem.replace('the cluster name', said)}")
         disabled = config.get("pulumi:disable-default-providers")
         out.append(
             PulumiStack(
@@ -231,6 +280,7 @@ def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, 
 def load(name: str) -> ClusterConfig:
     """The config `pulumi up` deploys for stack NAME: the YAML file its stack files name in
     gpu-training:configFile, else its module in clusters/."""
+    check_stack_name(name, "STACK")
     known = names()
     if name not in known:
         shown = ", ".join(known) or "none"

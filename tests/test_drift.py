@@ -194,6 +194,7 @@ def backend(tmp_path: Path, attrs: bytes, lock: bool) -> Path:
     """A file:// state backend as a run killed while writing left it (the live tier saw this: an empty `.attrs`)."""
     stacks_dir = tmp_path / "state" / ".pulumi" / "stacks" / "gpu-training"
     stacks_dir.mkdir(parents=True)
+    (tmp_path / "state" / ".pulumi" / "meta.yaml").write_text("version: 1\n", encoding="utf-8")  # the project-scoped layout
     (stacks_dir / "lab.json").write_text(json.dumps(export()), encoding="utf-8")
     (stacks_dir / "lab.json.attrs").write_bytes(attrs)
     (stacks_dir / "lab.json.bak.attrs").write_bytes(b'{"user.content_type":""}')

@@ -53,9 +53,14 @@ def pod(owner: Obj, index: int, node: str | None = "node-a", ready: bool = True,
     template = owner["spec"]["template"]
     name = f"{owner['metadata']['name']}-{index}"
     labels = dict(template["metadata"]["labels"])
+    uid = owner["metadata"].get("uid")
     if owner["kind"] == "Job":
         labels["batch.kubernetes.io/job-name"] = owner["metadata"]["name"]
+        labels.update({"batch.kubernetes.io/controller-uid": uid} if uid else {})
         name += "-x7k2p"
+    # The controller's reference (with the owner's uid where the owner has one): status tells a workload's pods by it.
+    ref = {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": owner["metadata"]["name"], "controller": True}
+    ref.update({"uid": uid} if uid else {})
     spec = copy.deepcopy(template["spec"])
     conditions = [{"type": "Ready", "status": "True" if ready else "False"}]
     if node:
@@ -65,7 +70,7 @@ def pod(owner: Obj, index: int, node: str | None = "node-a", ready: bool = True,
     return {
         "apiVersion": "v1",
         "kind": "Pod",
-        "metadata": {"name": name, "namespace": owner["metadata"]["namespace"], "labels": labels},
+        "metadata": {"name": name, "namespace": owner["metadata"]["namespace"], "labels": labels, "ownerReferences": [ref]},
         "spec": spec,
         "status": {"phase": phase, "conditions": conditions, "containerStatuses": statuses},
     }

@@ -54,3 +54,21 @@ def test_secrets_reach_only_the_steps_that_need_them() -> None:
             if "make venv" in str(step.get("run", "")) or "make test" in str(step.get("run", "")):
                 assert "secrets" not in str(step), f"{name}: a step that installs requirements sees secrets"
     assert jobs()["preview"]["environment"] == "cluster-preview"
+
+
+def test_no_script_has_an_expression_pasted_into_it() -> None:
+    # The runner pastes a `${{ }}` expression into a `run:` script's text before the shell reads it: a matrix value (a
+    # stack file's name) would run as shell, beside the secrets of the step. Values reach scripts through `env:`.
+    for name, job in jobs().items():
+        for i, step in enumerate(job["steps"]):
+            script = str(step.get("run", ""))
+            assert "${{" not in script, f"{name} step {step.get('name', i)}: an expression inside `run:` ({script[:80]!r}...)"
+
+
+def test_every_matrix_value_a_script_reads_comes_through_its_environment() -> None:
+    for name, job in jobs().items():
+        for step in job["steps"]:
+            env = {k: str(v) for k, v in (step.get("env") or {}).items()}
+            for var in re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", str(step.get("run", ""))):
+                value = env.get(var, "")
+                assert "matrix." not in value or value.strip().startswith("${{"), f"{name}: ${var} is {value!r}"

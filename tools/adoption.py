@@ -21,6 +21,7 @@ a test holds the two equal under the mock runtime.
 
 from __future__ import annotations
 
+import shlex
 from typing import Any
 
 import yaml
@@ -34,6 +35,7 @@ from components.program import layout
 from components.tiers import PLATFORM, PROJECT, can_i, can_i_read, tier_of
 from config.kube import operator_network_name
 from config.stack import ClusterConfig
+from config.text import escaped
 
 PROVIDER_TYPE = "pulumi:providers:kubernetes"
 
@@ -113,7 +115,7 @@ def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, n
     fabric = config.fabric
     if kind != NAD_KIND or fabric is None or namespace not in (operator_namespaces(config) if served is None else served):
         return None
-    delete = f"`oc delete net-attach-def {name} -n {namespace}`"
+    delete = f"`{shlex.join(['oc', 'delete', 'net-attach-def', name, '-n', namespace])}`"
     for a in fabric.attachments:
         made = operator_network_name(namespace, a.network)
         if name == made:
@@ -183,11 +185,24 @@ RESTRICTING_LISTS = ("requiredDropCapabilities", "forbiddenSysctls")
 RESTRICTING_FLAGS = ("readOnlyRootFilesystem",)
 
 
+class _OneLine(yaml.SafeDumper):
+    """Writes a string that holds a character a line cannot show (a newline, an escape) double-quoted, where YAML
+    escapes it, instead of as a scalar of several lines."""
+
+
+def _one_line_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
+    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=None if value.isprintable() else '"')
+
+
+_OneLine.add_representer(str, _one_line_str)
+
+
 def _yaml(value: Any) -> str:
     """A value as YAML writes it in flow style: null, false, 0, RunAsAny, 'true' (a string that would read as a
-    boolean is quoted), [a, b], {k: v}; never a Python repr (None, False, ['a'])."""
-    text = yaml.safe_dump(value, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1_000_000)
-    return text.removesuffix("\n").removesuffix("\n...").strip()
+    boolean is quoted), [a, b], {k: v}; never a Python repr (None, False, ['a']). One line, escaped: the live object
+    holds whatever its writer chose."""
+    text = yaml.dump(value, Dumper=_OneLine, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1_000_000)
+    return escaped(text.removesuffix("\n").removesuffix("\n...").strip())
 
 
 def _narrowing(path: str, old: Any, new: Any) -> str | None:
@@ -253,7 +268,7 @@ def _object_error(source: str, obj: dict[str, Any], where: str = "") -> stacks.C
     if problem is None:
         return None
     name = obj["metadata"].get("name")
-    named = f"{obj['kind']} {name}" if isinstance(name, str) and name else f"the {obj['kind']}"
+    named = escaped(f"{obj['kind']} {name}" if isinstance(name, str) and name else f"the {obj['kind']}")
     return stacks.ConfigError(
         f"{source}: {where}{named}: {problem} (expected the output of `oc get KIND NAME -o yaml` as the cluster returns it)"
     )
@@ -265,8 +280,9 @@ def _is_list(value: Any) -> bool:
 
 
 def _label(obj: dict[str, Any]) -> str:
+    """`Kind NAMESPACE/NAME`, escaped (what a live file names it)."""
     ns, name = obj["metadata"].get("namespace"), obj["metadata"].get("name")
-    return f"{obj['kind']} {ns}/{name}" if ns else f"{obj['kind']} {name}"
+    return escaped(f"{obj['kind']} {ns}/{name}" if ns else f"{obj['kind']} {name}")
 
 
 def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool]:
@@ -283,7 +299,7 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
     declared = _declared(config).get(_ref(live))
     replaced = operator_replaces(config, *_ref(live))
     if declared is None and replaced:
-        return f"{_label(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}\n", True
+        return escaped(f"{_label(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}") + "\n", True
     if declared is None:
         raise stacks.ConfigError(f"{source}: stack {config.name} declares no {_label(live)}: nothing would adopt it")
     lines, narrows = _diff_one(config, live, declared, source)
@@ -321,7 +337,7 @@ def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -
         if others:
             lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
             lines += [f"  {label}" for label in others]
-        return "\n".join(lines) + "\n", True
+        return "\n".join(map(escaped, lines)) + "\n", True
     if not ours:
         raise stacks.ConfigError(
             f"{source}: stack {config.name} declares none of the {len(items)} objects of the List: nothing would adopt them ("
@@ -340,7 +356,7 @@ def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -
     if others:
         lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
         lines += [f"  {label}" for label in others]
-    return "\n".join(lines) + "\n", narrowing
+    return "\n".join(map(escaped, lines)) + "\n", narrowing
 
 
 def _who_relies(kind: str, live: dict[str, Any]) -> list[str]:
@@ -354,12 +370,21 @@ def _who_relies(kind: str, live: dict[str, Any]) -> list[str]:
         ]
     if kind == "ServiceAccount":
         meta = live["metadata"]
+        pods = shlex.join(
+            [
+                "oc",
+                "get",
+                "pods",
+                "-n",
+                str(meta.get("namespace") or "NAMESPACE"),
+                "-o",
+                "custom-columns=POD:.metadata.name,SA:.spec.serviceAccountName",
+            ]
+        )
         return [
             "Pods that run as this service account and read its token (/var/run/secrets/kubernetes.io/serviceaccount: a client",
             "of the API server, `oc` in a pod) lose it: every pod created after the next `pulumi up` (a restart, a rollout)",
-            "starts without it. Before adopting: find them (`oc get pods -n "
-            f"{meta.get('namespace') or 'NAMESPACE'} -o custom-columns=POD:.metadata.name,SA:.spec.serviceAccountName | "
-            f"grep -w {meta.get('name')}`),",
+            f"starts without it. Before adopting: find them (`{pods} | {shlex.join(['grep', '-w', str(meta.get('name'))])}`),",
             "move them to the stack's workloads, or",
         ]
     return [
@@ -403,7 +428,8 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
         ]
     else:
         lines += ["", "Adopting takes nothing away from the live object."]
-    return lines, bool(narrows)
+    # Each line may quote the live object (a key, a value, a name): escaped, so none can forge another line.
+    return [escaped(line) for line in lines], bool(narrows)
 
 
 # --- rights ---------------------------------------------------------------------------------------

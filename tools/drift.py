@@ -15,8 +15,7 @@ added with `kubectl set env` back out, with the field manager's claim to it: liv
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
+import shlex
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,7 +25,9 @@ from components.program import layout
 from config import provenance
 from config.errors import located
 from config.stack import ClusterConfig
+from config.text import escaped
 from config.values import quantity_value
+from tools import kubectl
 
 # Set by the provider for its own bookkeeping, or by the API server: never declared drift.
 IGNORED_ANNOTATIONS = ("pulumi.com/autonamed",)
@@ -37,7 +38,6 @@ GROUPS = {
     "networking.k8s.io/v1": "networking.k8s.io",
     "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
 }
-KUBECTL_TIMEOUT = 60
 
 
 @dataclass(frozen=True)
@@ -61,12 +61,11 @@ def resource_of(obj: dict[str, Any]) -> str:
     return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
 
 
-def read_live(declared: list[Declared], context: str | None, kubectl: str | None = None) -> list[dict[str, Any]]:
+def read_live(declared: list[Declared], context: str | None, kubectl_path: str | None = None) -> list[dict[str, Any]]:
     """The declared objects as the cluster holds them: one `kubectl get` per namespace (read only); an absent object
-    is simply not in the answer. `oc` is used where it is installed, else `kubectl`."""
-    tool = kubectl or shutil.which("oc") or shutil.which("kubectl")
-    if tool is None:
-        raise stacks.ConfigError("drift reads the cluster with `oc` or `kubectl`: neither is on PATH")
+    is simply not in the answer. `oc` is used where it is installed, else `kubectl`. An answer that is not JSON, or
+    objects of the wrong shape, are one error (tools/kubectl.py)."""
+    tool = kubectl.tool(kubectl_path, "drift")
     by_namespace: dict[str, list[str]] = {}
     for d in declared:
         ns = d.object["metadata"].get("namespace") or ""
@@ -76,23 +75,16 @@ def read_live(declared: list[Declared], context: str | None, kubectl: str | None
         cmd = [tool, "get", *refs, "-o", "json", "--ignore-not-found"]
         cmd += ["-n", ns] if ns else []
         cmd += ["--context", context] if context else []
-        try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False)
-        except (OSError, subprocess.TimeoutExpired) as err:
-            raise stacks.ConfigError(f"drift: `{' '.join(cmd[:3])} ...` failed: {err}") from None
-        if proc.returncode != 0:
-            said = " | ".join(proc.stderr.strip().splitlines()[-3:])
-            raise stacks.ConfigError(f"drift: `{tool} get ... -n {ns or '(cluster)'}` failed: {said}")
-        text = proc.stdout.strip()
-        if not text:
-            continue
-        data = json.loads(text)
-        live += data.get("items", []) if data.get("kind") == "List" else [data]
-    return live
+        answer = kubectl.run(cmd, "drift")
+        command = f"`{tool} get ... -n {ns or '(cluster)'}`"
+        if answer.returncode != 0:
+            raise stacks.ConfigError(f"drift: {command} failed: {answer.said}")
+        live += kubectl.parse(answer.stdout, command)
+    return kubectl.check(live, f"`{tool} get`")
 
 
 def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
-    meta = obj.get("metadata") or {}
+    meta = kubectl.mapping(obj.get("metadata"))
     return str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name"))
 
 
@@ -125,7 +117,8 @@ def compare(declared: Any, live: Any, path: str = "") -> list[tuple[str, Any, An
             out += compare(v, live.get(k), f"{path}.{k}" if path else k)
         return out
     if _named(declared) and isinstance(live, list):
-        live_by_name = {i.get("name"): i for i in live if isinstance(i, dict)}
+        # Entries by name; one whose name is no text (no API server returns it) is shown as an entry added by hand.
+        live_by_name = {_entry_name(i): i for i in live if isinstance(i, dict)}
         out = []
         for item in declared:
             out += compare(item, live_by_name.get(item["name"]), f"{path}[{item['name']}]")
@@ -142,6 +135,11 @@ def compare(declared: Any, live: Any, path: str = "") -> list[tuple[str, Any, An
     if live is None and declared in ({}, [], "", None):
         return []
     return [] if _same(declared, live) else [(path, declared, live)]
+
+
+def _entry_name(item: dict[str, Any]) -> str:
+    name = item.get("name")
+    return name if isinstance(name, str) else json.dumps(name, sort_keys=True)[:60]
 
 
 # Paths whose difference has a name in the config (the rest are named by their path in the object).
@@ -161,18 +159,19 @@ def _words(kind: str, path: str) -> str:
 
 
 def _entry(value: Any) -> str:
-    """An entry added to a named list: `HAND=1` for an env variable, else the entry."""
-    if isinstance(value, dict) and set(value) <= {"name", "value"} and "value" in value:
-        return f"{value['name']}={value['value']}"
+    """An entry added to a named list: `HAND=1` for an env variable, else the entry (escaped: an env value added by
+    hand holds whatever its writer chose)."""
+    if isinstance(value, dict) and set(value) == {"name", "value"}:
+        return _shown(f"{value['name']}={value['value'] if isinstance(value['value'], str) else json.dumps(value['value'])}")
     return _shown(value)
 
 
 def _shown(value: Any) -> str:
+    """A value as the report shows it: one escaped line of at most 120 characters."""
     if value is None:
         return "nothing"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value, sort_keys=True)[:120]
-    return str(value)
+    text = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
+    return escaped(text if len(text) <= 120 else text[:117] + "...")
 
 
 def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, Any]]) -> list[Drift]:
@@ -193,7 +192,7 @@ def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, 
             out.append(Drift(where, label, "missing on the cluster (deleted by hand?): `pulumi up --refresh` creates it again"))
             continue
         for path, want, have in compare(obj, current):
-            words = _words(obj["kind"], path)
+            words = escaped(_words(obj["kind"], path))  # a path may hold a name the cluster gave (an entry added by hand)
             if want is None:
                 shown = f"env {_entry(have)}" if words.startswith("env ") else f"{words}: {_entry(have)}"
                 out.append(Drift(where, label, f"{shown} on the cluster, not in the stack (added by hand; to keep it, declare it)", True))
@@ -207,10 +206,11 @@ def report(config: ClusterConfig, found: list[Drift], stack_file: str) -> str:
     if not found:
         return f"{config.name}: no drift: the cluster holds what the stack declares\n"
     lines = [f"{config.name}: {len(found)} difference(s) between the cluster and the stack"]
-    lines += [f"  {f.where}: {f.what} [{f.obj}]" for f in found]
+    lines += [escaped(f"  {f.where}: {f.what} [{f.obj}]") for f in found]
     lines.append("")
     lines.append(
-        f"To restore what the stack declares: pulumi up --refresh -s {stack_file}. A hand edit that should stay is a config "
+        f"To restore what the stack declares: {shlex.join(['pulumi', 'up', '--refresh', '-s', stack_file])}. A hand edit that "
+        "should stay is a config "
         'edit (state="stopped", fewer nodes, the value in the config): docs/lifecycle.md "Drift".'
     )
     return "\n".join(lines) + "\n"

@@ -19,8 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
+import shlex
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -30,15 +29,17 @@ from pydantic import BaseModel, ConfigDict, Field
 
 import stacks
 from components.bandwidth import job_name
+from components.kube import MANAGED_BY
 from components.outputs import _NoFieldTitles, _one_line
 from components.queueing import flavor_name
 from components.training import resources
 from config import provenance
 from config.errors import located
 from config.stack import ClusterConfig
+from config.text import escaped
 from config.values import quantity_value
 from config.workloads import BandwidthCheck, Workload
-from tools.drift import KUBECTL_TIMEOUT
+from tools import kubectl
 
 SCHEMA_VERSION = "1"
 SCHEMA_ID = f"urn:gpu-training:schema:status:v{SCHEMA_VERSION}"
@@ -47,13 +48,18 @@ SCHEMA_FILE = f"schemas/status.v{SCHEMA_VERSION}.json"
 GPU = "nvidia.com/gpu"
 KUEUE_GROUP = "kueue.x-k8s.io/"  # a Workload of Kueue's (apiVersion kueue.x-k8s.io/v1beta2, or v1beta1)
 INSTANCE = "app.kubernetes.io/instance"  # the label every pod of a workload carries (components/training.py selector)
-JOB_NAME_LABELS = ("batch.kubernetes.io/job-name", "job-name")  # the Job controller's label on its pods (new, old)
+JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")  # the Job controller's label on its pods (new, old)
 # The container states of a pod that cannot pull its image (kubelet images/types.go).
 IMAGE_PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable")
 # Scheduler reasons that say a node is not one the pod may use at all (a pin, a selector, a taint, a cordon); the
 # others (resources, one pod per node) are about nodes it may use. Each node reports the first filter it fails.
 PLACEMENT = ("untolerated taint", "didn't match Pod's node affinity/selector", "were unschedulable", "didn't match the requested node name")
 MESSAGE_CHARS = 300  # a message quoted from the cluster is cut here: one line stays readable
+MATCHED_CHARS = 4096
+"""A message read from the cluster (the scheduler's, Kueue's, an admission's) is read within its first 4,096 characters:
+the ones this reads are one sentence per cause (the scheduler counts nodes per reason; Kueue writes one clause per
+flavor), and a container or a webhook may write megabytes. Every pattern below runs on that much at most, and each
+is linear in it (no `.*` or lazy group that a repeated prefix makes scan the rest again)."""
 
 WorkloadState = Literal["running", "pending", "stopped", "failed", "succeeded", "missing"]
 CheckState = Literal["passed", "failed", "running", "pending", "missing"]
@@ -179,8 +185,14 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return labels if isinstance(labels, dict) else {}
 
 
+def _bounded(message: Any) -> str:
+    """A message from the cluster, as much of it as is ever matched or shown (MATCHED_CHARS)."""
+    text = message if isinstance(message, str) else str(message or "")
+    return text[:MATCHED_CHARS]
+
+
 def _cut(text: Any) -> str:
-    line = " ".join(str(text or "").split())
+    line = " ".join(_bounded(text).split())
     return line if len(line) <= MESSAGE_CHARS else line[: MESSAGE_CHARS - 3] + "..."
 
 
@@ -197,21 +209,28 @@ def _count(n: float) -> str:
 
 @dataclass
 class Cluster:
-    """The objects read, indexed once (by kind and name, pods by workload, events by the object they are about), so the
-    work grows with the objects, not with objects x workloads."""
+    """The objects read, indexed once (by kind and name, pods by the object that controls them, events by the object
+    they are about), so the work grows with the objects, not with objects x workloads.
+
+    Objects are told apart as their controllers tell them, never by a name or a label alone: a workload's pods are those
+    its StatefulSet or Job controls (the controller ownerReference with the object's uid; a Job's controller-uid
+    label), since a Helm release sets `app.kubernetes.io/instance` to its own name; its Kueue Workload is the one the
+    current object owns (an old one of a replaced StatefulSet has another owner uid); an event is about the object
+    with its uid (a pod of a StatefulSet keeps its name when it is replaced, and the old pod's events stay an hour)."""
 
     objects: list[dict[str, Any]]
     logs: Mapping[str, str] = field(default_factory=dict)
     """A check's log by `NAMESPACE/JOB`."""
     by_kind: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
     _named: dict[tuple[str, str, str], dict[str, Any]] = field(init=False, default_factory=dict)
-    _pods: dict[tuple[str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _owned: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
+    _job_uid: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
     _events: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
     use: dict[tuple[str, str], tuple[dict[str, float], list[str]]] = field(init=False, default_factory=dict)
     """What the pods on a node set request, by (node set, resource): see `_use`."""
     views: dict[str, NodeSetView] = field(init=False, default_factory=dict)
     """Each node set as the cluster shows it: see `node_set_view`."""
-    _kueue: dict[tuple[str, str, str], dict[str, Any]] = field(init=False, default_factory=dict)
+    _kueue: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
     positions: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
     """A waiting Kueue Workload's place in its ClusterQueue (1 first), by (namespace, name)."""
 
@@ -222,18 +241,25 @@ class Cluster:
             self.by_kind.setdefault(kind, []).append(o)
             self._named[(kind, namespace, str(meta.get("name")))] = o
             if kind == "Pod":
-                self._pods.setdefault((namespace, str(_labels(o).get(INSTANCE))), []).append(o)
+                owner = _controller(o)
+                if owner is not None:
+                    self._owned.setdefault((str(owner.get("kind")), namespace, str(owner.get("name"))), []).append(o)
+                for key in JOB_UID_LABELS:
+                    if _labels(o).get(key):
+                        self._job_uid.setdefault(str(_labels(o)[key]), []).append(o)
+                        break
             elif kind == "Workload" and str(o.get("apiVersion", "")).startswith(KUEUE_GROUP):
                 for owner in meta.get("ownerReferences") or []:
-                    self._kueue[(str(owner.get("kind")), namespace, str(owner.get("name")))] = o
+                    self._kueue.setdefault((str(owner.get("kind")), namespace, str(owner.get("name"))), []).append(o)
             elif kind == "PendingWorkloadsSummary":  # Kueue's visibility API: a LocalQueue's waiting workloads, in order
                 for item in o.get("items") or []:
                     m = _meta(item)
                     self.positions[(str(m.get("namespace")), str(m.get("name")))] = int(item.get("positionInClusterQueue") or 0) + 1
             elif kind == "Event":  # core/v1 `involvedObject`, or events.k8s.io/v1 `regarding`
                 about = o.get("involvedObject") or o.get("regarding") or {}
-                key = (str(about.get("kind")), str(about.get("namespace") or namespace), str(about.get("name")))
-                self._events.setdefault(key, []).append(o)
+                self._events.setdefault(
+                    (str(about.get("kind")), str(about.get("namespace") or namespace), str(about.get("name"))), []
+                ).append(o)
 
     def get(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
         return self._named.get((kind, namespace, name))
@@ -242,20 +268,56 @@ class Cluster:
     def nodes(self) -> list[dict[str, Any]]:
         return self.by_kind.get("Node", [])
 
-    def pods(self, namespace: str, instance: str, job: str | None) -> list[dict[str, Any]]:
-        """The pods of a workload (of one Job run: an older run's pods carry the same instance label)."""
-        return [
-            p for p in self._pods.get((namespace, instance), []) if job is None or any(_labels(p).get(k) == job for k in JOB_NAME_LABELS)
+    def pods(self, kind: str, namespace: str, name: str, owner: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+        """The pods the StatefulSet or Job `name` controls, as its controller claims them: its controller ownerReference
+        with the object's uid (never a pod of a former object of that name), or a Job's controller-uid label; and the
+        object's selector matches their labels. `owner` None (the object is not on the cluster): every pod whose
+        controller is of that kind and name."""
+        uid = str(_meta(owner).get("uid") or "") if owner is not None else ""
+        found = [p for p in self._owned.get((kind, namespace, name), []) if _same_uid((_controller(p) or {}).get("uid"), uid)]
+        if kind == "Job" and uid:
+            seen = {id(p) for p in found}
+            found += [
+                p
+                for p in self._job_uid.get(uid, [])
+                if id(p) not in seen and str(_meta(p).get("namespace") or "") == namespace and _controller(p) is None
+            ]
+        wanted = ((owner or {}).get("spec") or {}).get("selector") or {}
+        match = wanted.get("matchLabels") or {} if isinstance(wanted, dict) else {}
+        return [p for p in found if all(_labels(p).get(k) == v for k, v in match.items())]
+
+    def kueue_workload(self, kind: str, namespace: str, name: str, uid: str | None = None) -> dict[str, Any] | None:
+        """The Kueue Workload the StatefulSet or Job owns (Kueue sets the owner reference; an old Workload of a former
+        object of that name has another uid, and is not it)."""
+        owned = [
+            wl
+            for wl in self._kueue.get((kind, namespace, name), [])
+            if any(
+                str(r.get("kind")) == kind and str(r.get("name")) == name and _same_uid(r.get("uid"), uid)
+                for r in _meta(wl).get("ownerReferences") or []
+            )
         ]
+        return owned[-1] if owned else None
 
-    def kueue_workload(self, kind: str, namespace: str, name: str) -> dict[str, Any] | None:
-        """The Kueue Workload a StatefulSet or Job owns (Kueue sets the owner reference)."""
-        return self._kueue.get((kind, namespace, name))
-
-    def events(self, kind: str, namespace: str, name: str) -> list[dict[str, Any]]:
-        """Events about an object, newest last."""
-        found = self._events.get((kind, namespace, name), [])
+    def events(self, kind: str, namespace: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
+        """Events about an object (of its uid where both name one), newest last."""
+        found = [e for e in self._events.get((kind, namespace, name), []) if _same_uid(_about(e).get("uid"), uid)]
         return sorted(found, key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or _meta(e).get("creationTimestamp") or ""))
+
+
+def _controller(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The ownerReference of the object's controller (controller: true; at most one), or None."""
+    return next((r for r in _meta(obj).get("ownerReferences") or [] if r.get("controller") is True), None)
+
+
+def _same_uid(one: Any, other: Any) -> bool:
+    """Whether two uids may be of one object: equal, or one is not known (a file saved without them)."""
+    return not one or not other or one == other
+
+
+def _about(event: Mapping[str, Any]) -> Mapping[str, Any]:
+    about = event.get("involvedObject") or event.get("regarding") or {}
+    return about if isinstance(about, dict) else {}
 
 
 def _event_message(e: Mapping[str, Any]) -> str:
@@ -281,10 +343,26 @@ class Subject:
 
 
 def _owners(config: ClusterConfig) -> dict[tuple[str, str], str]:
-    """Who a pod belongs to, by (namespace, instance label): the workload's user, or the check."""
+    """Who a pod belongs to, by (namespace, instance label of the object that controls it): the workload's user, or the
+    check."""
     out = {(w.namespace, w.name): w.user for w in config.all_workloads()}
     out.update({(c.namespace, c.name): f"bandwidth check {c.name}" for c in config.enabled_checks()})
     return out
+
+
+def _whose(pod: Mapping[str, Any], cluster: Cluster) -> str | None:
+    """The instance label of the StatefulSet or Job of this program that controls the pod (the object on the cluster,
+    of the uid the pod's controller reference names), or None: a pod's own labels say nothing of whose it is (a Helm
+    release labels its pods with its own name)."""
+    ref = _controller(pod)
+    if ref is None or ref.get("kind") not in ("StatefulSet", "Job"):
+        return None
+    owner = cluster.get(str(ref.get("kind")), str(_meta(pod).get("namespace") or ""), str(ref.get("name")))
+    if owner is None or not _same_uid(ref.get("uid"), _meta(owner).get("uid")):
+        return None
+    labels = _labels(owner)
+    ours = all(labels.get(k) == v for k, v in MANAGED_BY.items())
+    return str(labels.get(INSTANCE)) if ours and labels.get(INSTANCE) else None
 
 
 def _active(pod: Mapping[str, Any]) -> bool:
@@ -310,6 +388,7 @@ def scheduler_reasons(message: str) -> tuple[Counter[str], str]:
     sentence (k8s.io/kubernetes v1.34 pkg/scheduler/framework/types.go FitError.Error, "0/N nodes are available:
     <PreFilterMsg>. <FilterMsg>. <PostFilterMsg>"), and is no cause: `no new claims to deallocate, preemption: 0/12
     nodes are available: ...` (the DRA plugin's and the preemption's notes, joined by ", ")."""
+    message = _bounded(message)
     head = re.match(r"\s*0/\d+ nodes are available:\s*", message)
     if head is None:
         return Counter(), _cut(message)
@@ -318,7 +397,7 @@ def scheduler_reasons(message: str) -> tuple[Counter[str], str]:
     reasons: Counter[str] = Counter()
     other = []
     for part in parts:
-        m = re.fullmatch(r"(\d+) (.+)", part.strip())
+        m = re.fullmatch(r"(\d{1,9}) (.+)", part.strip())  # a count of nodes; thousands of digits are no count
         if m:
             reasons[m.group(2)] += int(m.group(1))
         elif part.strip():
@@ -423,7 +502,8 @@ def _count_use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resou
             node = str(p["spec"]["nodeName"])
             used[node] = used.get(node, 0.0) + amount
             ns = str(_meta(p).get("namespace"))
-            by.add(owners.get((ns, str(_labels(p).get(INSTANCE))), f"pods of {ns}"))
+            instance = _whose(p, cluster)
+            by.add(owners.get((ns, instance), f"pods of {ns}") if instance is not None else f"pods of {ns}")
     return used, sorted(by)
 
 
@@ -451,7 +531,8 @@ def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Clu
     used = sum(per_node.values())
     need = _requests({"spec": {"containers": [{"resources": resources(config, w)}]}}, resource)
     # One pod per node (a multi-node workload): the nodes its placed pods run on have no room for its others.
-    placed = cluster.pods(w.namespace, w.name, s.object if w.kind == "job" else None) if w.nodes > 1 else []
+    kind = "StatefulSet" if w.kind == "statefulset" else "Job"
+    placed = cluster.pods(kind, w.namespace, s.object, cluster.get(kind, w.namespace, s.object)) if w.nodes > 1 else []
     taken = {str((p.get("spec") or {}).get("nodeName")) for p in placed if _active(p) and (p.get("spec") or {}).get("nodeName")}
     unseen = _unseen(view, per_node, resource, need, taken)
     readable = bool(view.nodes)
@@ -513,7 +594,7 @@ def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cl
     # The nodes are not readable (or show no cause): the scheduler's counts, and the entries that decide them.
     for reason, n in sorted(reasons.items()):
         if "untolerated taint" in reason:
-            named = re.search(r"\{(.*?)\}", reason)
+            named = re.search(r"\{([^{}]*)\}", reason)
             taint = f" {{{named.group(1)}}}" if named else ""
             out.append(f"{n} node(s) have a taint{taint} the pods do not tolerate ({tol_where}; `oc describe node` names it)")
         elif "node affinity/selector" in reason:
@@ -566,8 +647,11 @@ QUOTA_FIELDS = {"nvidia.com/gpu": "gpus_per_node", "cpu": "cpu", "memory": "memo
 def refused(config: ClusterConfig, s: Subject, message: str) -> str:
     """A FailedCreate event's message (the pods the controller could not create) in the stack's words."""
     w = s.workload
+    message = _bounded(message)
     if "exceeded quota" in message:
-        m = re.search(r"exceeded quota: ([^,]+), requested: (.*?), used: (.*?), limited: ([^\s]*)", message)
+        # The quota admission's message (k8s.io/apiserver resourcequota): `exceeded quota: NAME, requested: R=Q,...,
+        # used: R=Q,..., limited: R=Q,...`, each list without spaces.
+        m = re.search(r"exceeded quota: ([^,\s]+), requested: (\S+), used: (\S+), limited: (\S+)", message)
         if m is None:
             return f"a quota of namespace {w.namespace} refuses the pods: {_cut(message)}"
         name, requested, used, limited = m.groups()
@@ -591,7 +675,7 @@ def refused(config: ClusterConfig, s: Subject, message: str) -> str:
                 "its grant is the platform tier's (`pulumi up` of the platform stack)"
                 if config.security.grant
                 else f"the stack does not grant it ({where(config, ('security', 'grant'))}): a cluster admin runs "
-                f"`oc adm policy add-scc-to-user {scc} -z {w.service_account} -n {w.namespace}`"
+                f"`{shlex.join(['oc', 'adm', 'policy', 'add-scc-to-user', scc, '-z', w.service_account, '-n', w.namespace])}`"
             )
             who = f"service account {w.service_account} may not use the SCC {scc} ({where(config, scc_path)}; {sa})"
             return f"the SCC admission refuses the pods: {who}: {grant}"
@@ -641,7 +725,7 @@ def container_reason(config: ClusterConfig, s: Subject, pod: Mapping[str, Any]) 
             built = next((b for b in config.images if b.reference == image), None)
             build = (
                 f"; it is built by {where(config, ('images', config.images.index(built)))}: has its build finished? "
-                f"`oc get builds -n {built.namespace}`"
+                f"`{shlex.join(['oc', 'get', 'builds', '-n', built.namespace])}`"
                 if built
                 else ""
             )
@@ -672,11 +756,12 @@ def pod_reason(config: ClusterConfig, s: Subject, pod: dict[str, Any], cluster: 
     """(verb, reason) of one pod that is not ready."""
     name = str(_meta(pod).get("name"))
     namespace = str(_meta(pod).get("namespace"))
+    uid = _meta(pod).get("uid")
     scheduled = _condition(pod, "PodScheduled")
     if scheduled is not None and scheduled.get("status") == "False":
         message = str(scheduled.get("message") or "")
         if not message:  # the condition without its message: the last FailedScheduling event has it
-            found = [e for e in cluster.events("Pod", namespace, name) if e.get("reason") == "FailedScheduling"]
+            found = [e for e in cluster.events("Pod", namespace, name, uid) if e.get("reason") == "FailedScheduling"]
             message = _event_message(found[-1]) if found else ""
         if message:
             return "pending", unschedulable(config, s, message, cluster)
@@ -684,7 +769,7 @@ def pod_reason(config: ClusterConfig, s: Subject, pod: dict[str, Any], cluster: 
     found_container = container_reason(config, s, pod)
     if found_container is not None:
         return found_container
-    warnings = [e for e in cluster.events("Pod", namespace, name) if e.get("type") == "Warning"]
+    warnings = [e for e in cluster.events("Pod", namespace, name, uid) if e.get("type") == "Warning"]
     if warnings:
         return "pending", f"{warnings[-1].get('reason')}: {_cut(_event_message(warnings[-1]))}"
     if (pod.get("status") or {}).get("phase") == "Running":
@@ -702,7 +787,8 @@ def _grouped(found: list[tuple[str, str]], wanted: int) -> list[str]:
 
 
 def _failed_create(config: ClusterConfig, s: Subject, cluster: Cluster, kind: str) -> str | None:
-    found = [e for e in cluster.events(kind, s.workload.namespace, s.object) if e.get("reason") == "FailedCreate"]
+    uid = _meta(cluster.get(kind, s.workload.namespace, s.object) or {}).get("uid")
+    found = [e for e in cluster.events(kind, s.workload.namespace, s.object, uid) if e.get("reason") == "FailedCreate"]
     return refused(config, s, _event_message(found[-1])) if found else None
 
 
@@ -711,7 +797,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     w = s.workload
     kind = "StatefulSet" if w.kind == "statefulset" else "Job"
     obj = cluster.get(kind, w.namespace, s.object)
-    pods = cluster.pods(w.namespace, w.name, s.object if w.kind == "job" else None)
+    pods = cluster.pods(kind, w.namespace, s.object, obj)
     live = [p for p in pods if _active(p) and not _meta(p).get("deletionTimestamp")]
     ready = sum(1 for p in live if _ready(p))
     reasons: list[str] = []
@@ -813,15 +899,18 @@ def broken_admission(config: ClusterConfig, unplaced: int, wanted: int) -> str:
 # Kueue's reasons a pod set gets no flavor (pkg/scheduler/flavorassigner/flavorassigner.go, v0.17): one per flavor tried,
 # joined with ", " after "couldn't assign flavors to pod set NAME: ".
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
-_TOO_BIG = re.compile(r"insufficient quota for (\S+) in flavor (\S+), .*current podset request \((\S+)\) > maximum capacity \((\S+)\)")
+_TOO_BIG = re.compile(
+    r"insufficient quota for (\S+) in flavor (\S+), previously considered podsets requests \(\S+\) \+ current podset request "
+    r"\((\S+)\) > maximum capacity \((\S+)\)"
+)
 _UNCOVERED = re.compile(r"resource (\S+) unavailable in ClusterQueue")
 # Topology Aware Scheduling's refusal (kueue v0.17.0 pkg/cache/scheduler/tas_flavor_snapshot.go notFitMessage): the pods
 # (or slices) that fit the nodes' free resources, then which nodes it left out and why (formatReasons).
 _TOPOLOGY = re.compile(
-    r'topology "([^"]+)" (?:doesn\'t allow to fit any of (\d+)|allows to fit only (\d+) out of (\d+)) (?:pod|slice)\(s\)'
-    r"(?:\. Total nodes: (\d+); excluded: ([^;]*))?"
+    r'topology "([^"]+)" (?:doesn\'t allow to fit any of (\d{1,9})|allows to fit only (\d{1,9}) out of (\d{1,9})) (?:pod|slice)\(s\)'
+    r"(?:\. Total nodes: (\d{1,9}); excluded: ([^;]*))?"
 )
-_EXCLUDED = re.compile(r'(resource|taint) "([^"]+)": (\d+)|(nodeSelector|affinity|topologyDomain): (\d+)')
+_EXCLUDED = re.compile(r'(resource|taint) "([^"]+)": (\d{1,9})|(nodeSelector|affinity|topologyDomain): (\d{1,9})')
 
 
 def _topology_reason(config: ClusterConfig, match: re.Match[str]) -> str:
@@ -851,6 +940,7 @@ def _topology_reason(config: ClusterConfig, match: re.Match[str]) -> str:
 
 def queue_reason(config: ClusterConfig, message: str) -> str:
     """Kueue's QuotaReserved=False message in the stack file's words: a flavor is a node set, the shortfall per resource."""
+    message = _bounded(message)
     sets = {flavor_name(config, ns): ns.name for ns in config.node_sets}
     said: list[str] = []
     for resource, flavor, more in _UNUSED.findall(message):
@@ -870,7 +960,9 @@ def queue_status(config: ClusterConfig, s: Subject, cluster: Cluster, kind: str)
     """Where a queued workload is (its Kueue Workload's conditions), and why it waits, in the stack file's words."""
     q = config.queueing
     assert q is not None
-    wl = cluster.kueue_workload(kind, s.workload.namespace, s.object)
+    wl = cluster.kueue_workload(
+        kind, s.workload.namespace, s.object, _meta(cluster.get(kind, s.workload.namespace, s.object) or {}).get("uid")
+    )
     if wl is None:
         queue = QueueStatus(local_queue=q.local_queue, cluster_queue=q.cluster_queue, admission="unknown", position=None, workload=None)
         return queue, (
@@ -914,13 +1006,13 @@ def verdict_of(log: str) -> str | None:
     if not starts:
         return None
     first = starts[-1]
-    kept = [lines[first].strip()]
+    kept = [_cut(lines[first])]  # a log line holds whatever the container wrote: cut to a line's worth
     for line in lines[first + 1 :]:
         if not line.startswith("  "):
             break
         text = line.strip()
         if text.startswith(("measured:", "FAIL:")):
-            kept.append(text)
+            kept.append(_cut(text))
     return "; ".join(kept)
 
 
@@ -945,10 +1037,11 @@ def check_status(config: ClusterConfig, index: int, check: BandwidthCheck, clust
 
 def stack_status(
     config: ClusterConfig, stack: str, context: str | None, objects: list[dict[str, Any]], logs: Mapping[str, str] | None = None,
-    unreadable: Iterable[str] = (),
+    unreadable: Iterable[str] = (), source: str = "the objects read",
 ) -> StackStatus:  # fmt: skip
-    """The status of every workload and enabled check of a stack, from the objects read from its cluster."""
-    cluster = Cluster(objects, logs or {})
+    """The status of every workload and enabled check of a stack, from the objects read from its cluster (`source`
+    names them in the error an object of the wrong shape is: tools/kubectl.py)."""
+    cluster = Cluster(kubectl.check(objects, source), logs or {})
     workloads = [workload_status(config, Subject(p, w, w.object_name), cluster) for p, w in config.located_workloads()]
     checks = [check_status(config, i, c, cluster) for i, c in enumerate(config.bandwidth_checks) if c.enabled]
     missing = list(unreadable)
@@ -981,26 +1074,20 @@ def report(status: StackStatus) -> str:
         detail = [c.verdict] if c.verdict else []
         out.append(f"{head}: {c.state} (Job {c.job})" + (": " + "; ".join([*detail, *c.reasons]) if detail or c.reasons else ""))
     out += [f"  not read: {u}" for u in status.unreadable]
-    return "\n".join(out) + "\n"
+    # Each line holds what the cluster said (a message, a reason, an image, a log's verdict): shown escaped, so none can
+    # recolour the screen or forge a line of its own ("everything declared running runs").
+    return "\n".join(escaped(line) for line in out) + "\n"
 
 
 # --- reading the cluster --------------------------------------------------------------------------------------
 
 
-def _run(cmd: list[str]) -> subprocess.CompletedProcess[str]:
-    try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False)
-    except (OSError, subprocess.TimeoutExpired) as err:
-        raise stacks.ConfigError(f"status: `{' '.join(cmd[:3])} ...` failed: {err}") from None
-
-
-def _said(proc: subprocess.CompletedProcess[str]) -> str:
-    return " | ".join(proc.stderr.strip().splitlines()[-3:])
-
-
-def _items(text: str) -> list[dict[str, Any]]:
-    data = json.loads(text) if text.strip() else {}
-    return list(data.get("items", [])) if data.get("kind", "").endswith("List") else [data] if data else []
+def _get(tool: str, args: list[str], where_: list[str], source: str) -> tuple[list[dict[str, Any]], str | None]:
+    """(the objects of one `get -o json`, or why it failed)."""
+    answer = kubectl.run([tool, "get", *args, "-o", "json", *where_], "status")
+    if answer.returncode != 0:
+        return [], answer.said or "refused"
+    return kubectl.parse(answer.stdout, source), None
 
 
 def _read_queue(tool: str, config: ClusterConfig, namespaces: list[str], where_: list[str], unreadable: list[str]) -> list[dict[str, Any]]:
@@ -1009,54 +1096,56 @@ def _read_queue(tool: str, config: ClusterConfig, namespaces: list[str], where_:
     assert config.queueing is not None
     out: list[dict[str, Any]] = []
     for ns in namespaces:
-        proc = _run([tool, "get", "workloads.kueue.x-k8s.io", "-n", ns, "-o", "json", *where_])
-        if proc.returncode != 0:
-            unreadable.append(f"Kueue's workloads in {ns} ({_said(proc) or 'refused'})")
+        found, failed = _get(tool, ["workloads.kueue.x-k8s.io", "-n", ns], where_, f"`{tool} get workloads.kueue.x-k8s.io -n {ns}`")
+        if failed is not None:
+            unreadable.append(f"Kueue's workloads in {ns} ({failed})")
             continue
-        out += _items(proc.stdout)
+        out += found
         path = f"/apis/visibility.kueue.x-k8s.io/v1beta2/namespaces/{ns}/localqueues/{config.queueing.local_queue}/pendingworkloads"
-        proc = _run([tool, "get", "--raw", path, *where_])
-        if proc.returncode == 0:
-            out += _items(proc.stdout)
+        answer = kubectl.run([tool, "get", "--raw", path, *where_], "status")
+        if answer.returncode == 0:
+            out += kubectl.parse(answer.stdout, f"`{tool} get --raw {path}`")
         else:
-            unreadable.append(f"the queue positions in {ns} ({_said(proc) or 'refused'})")
+            unreadable.append(f"the queue positions in {ns} ({answer.said or 'refused'})")
     return out
 
 
 def read_cluster(
-    config: ClusterConfig, context: str | None, kubectl: str | None = None
+    config: ClusterConfig, context: str | None, kubectl_path: str | None = None
 ) -> tuple[list[dict[str, Any]], dict[str, str], list[str]]:
     """The objects `status` reads (read only: `get` and `logs`): per namespace of the stack one `get` of its
     StatefulSets, Jobs, Pods and Events; the Nodes where readable; each enabled check's log where its Job ran. Returns
-    the objects, the logs by NAMESPACE/JOB, and what could not be read. A namespace the cluster refuses stops it."""
-    tool = kubectl or shutil.which("oc") or shutil.which("kubectl")
-    if tool is None:
-        raise stacks.ConfigError("status reads the cluster with `oc` or `kubectl`: neither is on PATH")
+    the objects, the logs by NAMESPACE/JOB, and what could not be read. A namespace the cluster refuses stops it; an
+    answer that is not JSON, or objects of the wrong shape, are one error (tools/kubectl.py)."""
+    tool = kubectl.tool(kubectl_path, "status")
     where_ = ["--context", context] if context else []
     objects: list[dict[str, Any]] = []
     namespaces = sorted({w.namespace for w in config.pod_specs()})
     for ns in namespaces:
-        proc = _run([tool, "get", "statefulsets.apps,jobs.batch,pods,events", "-n", ns, "-o", "json", *where_])
-        if proc.returncode != 0:
-            raise stacks.ConfigError(f"status: `{tool} get statefulsets,jobs,pods,events -n {ns}` failed: {_said(proc)}")
-        objects += _items(proc.stdout)
+        command = f"`{tool} get statefulsets,jobs,pods,events -n {ns}`"
+        found, failed = _get(tool, ["statefulsets.apps,jobs.batch,pods,events", "-n", ns], where_, command)
+        if failed is not None:
+            raise stacks.ConfigError(f"status: {command} failed: {failed}")
+        objects += found
     unreadable: list[str] = []
     if config.queueing is not None:
         objects += _read_queue(tool, config, namespaces, where_, unreadable)
-    proc = _run([tool, "get", "nodes", "-o", "json", *where_])
-    if proc.returncode == 0:
-        objects += _items(proc.stdout)
-    else:
-        unreadable.append(f"nodes ({_said(proc) or 'refused'})")
+    found, failed = _get(tool, ["nodes"], where_, f"`{tool} get nodes`")
+    objects += found
+    if failed is not None:
+        unreadable.append(f"nodes ({failed})")
+    kubectl.check(objects, f"`{tool} get`")
     logs: dict[str, str] = {}
     jobs = {(str(_meta(o).get("namespace")), str(_meta(o).get("name"))) for o in objects if o.get("kind") == "Job"}
     for check in config.enabled_checks():
         name = job_name(config, check)
         if (check.namespace, name) not in jobs:
             continue
-        proc = _run([tool, "logs", "-n", check.namespace, f"job/{name}", "--tail=400", *where_])
-        if proc.returncode == 0:
-            logs[f"{check.namespace}/{name}"] = proc.stdout
+        # A log is whatever the container wrote: bounded, and decoded without failing on a byte that is not UTF-8.
+        cmd = [tool, "logs", "-n", check.namespace, f"job/{name}", "--tail=400", f"--limit-bytes={kubectl.MAX_LOG_BYTES}", *where_]
+        answer = kubectl.run(cmd, "status")
+        if answer.returncode == 0:
+            logs[f"{check.namespace}/{name}"] = answer.stdout
         else:
-            unreadable.append(f"the log of job/{name} ({_said(proc) or 'refused'})")
+            unreadable.append(f"the log of job/{name} ({answer.said or 'refused'})")
     return objects, logs, unreadable

@@ -177,6 +177,17 @@ class Results:
         return [r for r in self.rows if r.size == top]
 
 
+MAX_LINE = 64 * 1024
+"""Characters of a log line that are read: a table row or an NCCL INFO line is a few hundred (a row whose number has
+thousands of digits is still read whole, and refused as no number); a process may write megabytes on one line, and no
+pattern runs on more than this."""
+
+
+def log_lines(text: str) -> List[str]:
+    """The lines of a log, each cut at MAX_LINE."""
+    return [line[:MAX_LINE] for line in text.splitlines()]
+
+
 def strip_prefix(line: str) -> str:
     return _LINE_PREFIX.sub("", line.rstrip("\r\n"), count=1)
 
@@ -222,7 +233,7 @@ def parse_results(text: str) -> Results:
     out = Results()
     columns: List[str] = []
     header = Run()  # what the lines before the next table say about it
-    for raw in text.splitlines():
+    for raw in log_lines(text):
         line = strip_prefix(raw).strip()
         if line.startswith("#"):
             avg = _AVG_BUSBW.match(line)
@@ -300,9 +311,11 @@ def _read_header(line: str, header: Run, out: Results) -> None:
 # --- NCCL's INFO lines ---------------------------------------------------------------------------
 
 _NCCL_INFO = re.compile(r"NCCL INFO (.*)$")
-_USING_NETWORK = re.compile(r"^Using network (.+?)\s*$")  # Using network IB | IBext_v8 | Socket
+# Each pattern on a log's text is linear in the line: a log holds whatever a process wrote (a lazy group before `\s*$`
+# rescans a run of spaces at every step; a pattern `findall` tries at every position must not rescan a run of letters).
+_USING_NETWORK = re.compile(r"^Using network (.+)$")  # Using network IB | IBext_v8 | Socket (the message is stripped)
 _NET_IB_USING = re.compile(r"^NET/IB ?: Using (.*)$")  # [0]mlx5_6:1/RoCE [1]... [RO]; OOB ...
-_IB_PORT = re.compile(r"([A-Za-z0-9_.\-]+:\d+/(?:IB|RoCE))")
+_IB_PORT = re.compile(r"(?<![A-Za-z0-9_.\-])([A-Za-z0-9_.\-]+:\d+/(?:IB|RoCE))")  # from the start of a name only
 _NET_IB_NONE = re.compile(r"^NET/IB ?: No device found")
 _NET_SOCKET_USING = re.compile(r"^NET/Socket ?: Using (.*)$")  # [0]eth0:10.0.0.1<0>
 _SOCKET_IFACE = re.compile(r"\[\d+\]([^\s\[]+)")
@@ -358,7 +371,7 @@ def _add_unique(items: List[str], new: Sequence[str]) -> None:
 
 def parse_nccl(text: str) -> NcclNet:
     net = NcclNet()
-    for raw in text.splitlines():
+    for raw in log_lines(text):
         match = _NCCL_INFO.search(raw)
         if not match:
             continue

@@ -116,7 +116,8 @@ def _texts(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str 
     "platform-namespaces",
     "No object the stack declares is in a namespace of the platform (kube-*, openshift, openshift-*, default) or in the "
     "SR-IOV operator's source namespace: what a stack declares it owns, and `pulumi destroy` deletes it. The one exception: "
-    "SriovNetworks and SriovNetworkNodePolicies in fabric.operator_namespace, which the operator reconciles only there.",
+    "SriovNetworks and SriovNetworkNodePolicies, which go to fabric.operator_namespace (the operator reconciles them only "
+    "there), and only they go there.",
 )
 def platform_namespaces(stack: Stack) -> Iterator[Finding]:
     fabric = stack.config.fabric
@@ -124,9 +125,26 @@ def platform_namespaces(stack: Stack) -> Iterator[Finding]:
     operator = fabric.operator_namespace if fabric else None
     for o in stack.objects:
         ns = (o.get("metadata") or {}).get("namespace")
-        if not ns or not (platform_namespace(ns) or ns == source):
+        if o.get("kind") in SRIOV_OPERATOR_KINDS:
+            if ns != operator:
+                yield error(
+                    ref(o),
+                    "metadata.namespace",
+                    f"the SR-IOV operator reconciles only the {o.get('kind')}s of its own namespace "
+                    f"({operator or SRIOV_OPERATOR_NAMESPACE}): one in {ns!r} is never acted on",
+                    "declare it in fabric.operator_namespace",
+                )
             continue
-        if o.get("kind") in SRIOV_OPERATOR_KINDS and ns == operator:
+        if ns and ns == operator:
+            yield error(
+                ref(o),
+                "metadata.namespace",
+                f"{ns!r} is the SR-IOV operator's namespace (fabric.operator_namespace): only SriovNetworks and "
+                "SriovNetworkNodePolicies go there; the stack would own anything else there, beside the cluster admin's",
+                "declare the object in one of the stack's own projects",
+            )
+            continue
+        if not ns or not (platform_namespace(ns) or ns == source):
             continue
         yield error(
             ref(o),
