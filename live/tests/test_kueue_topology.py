@@ -243,7 +243,8 @@ def test_with_topology_aware_scheduling_kueue_counts_the_nodes_other_projects_po
         uid = str(field(g.plane, f"apps/v1/namespaces/{NAMESPACE}/statefulsets/big", "metadata", "uid") or "")
         return str(condition(workload_of(g.plane, NAMESPACE, uid) if uid else None, "QuotaReserved").get("message") or "")
 
-    until("Kueue says why big waits", refused, explain=g.state)
+    # The same `up` stopped the run that held the quota: Kueue may first say quota, then, once it is released, the nodes.
+    until("Kueue's Topology Aware Scheduling says why big waits", lambda: "topology" in refused(), explain=g.state)
     code, line = g.status_line("big")
     assert code == 1 and "finds room for 2 of its 3 pods on the nodes of qb" in line and "nvidia.com/gpu" in line, line
     time.sleep(SETTLE)
