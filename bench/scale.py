@@ -1,5 +1,5 @@
 """Generated stacks of a given size, for the scale curve of `make bench` and the timing test of the largest stack the
-config model accepts (tests/test_issue23_scale.py).
+config model accepts (tests/config/test_bounds.py, tests/cli/test_check.py).
 
 A stack here is what a large site would write: RDMA workloads over SR-IOV with per-pod claims, a TCP variant of every
 fourth, Jobs among them, spread over namespaces, on GPU nodes counted (`count`) or named in pinned sets. As many
@@ -51,6 +51,7 @@ from config.values import (
     MAX_VOLUMES,
     MAX_WORKLOADS,
 )
+from policy.placement import Group, place
 from stacks import validate
 
 GPUS_PER_NODE = 8
@@ -324,4 +325,56 @@ def curve(repeats: int = 3) -> list[Row]:
         validated = statistics.median(r[0] for r in runs)
         preflight = statistics.median(r[1] for r in runs)
         rows.append((stack["name"], templates, nodes, runs[0][2], validated, preflight, statistics.median(cpu), render(stack)))
+    return rows
+
+
+# --- the placement search ---------------------------------------------------------------------------------------------
+
+Placing = tuple[str, dict[str, int], dict[str, int], list[Group], bool]
+"""(case, nodes: an entry's GPUs, counts: how many nodes an entry stands for, groups, whether they fit)."""
+
+
+def placements() -> list[Placing]:
+    """Large questions for the placement search the capacity rule asks (policy/placement.py): tests/policy/test_placement.py
+    counts the steps it takes to decide each, this bench times it."""
+    return [
+        # 4,096 counted 8-GPU nodes: 400 groups of 8 pods (512 would fit), then 513: decided at once, either way
+        *(
+            (name, {"pool#": 8}, {"pool#": 4096}, [Group(f"g{i}", 8, 8, ("pool#",), True) for i in range(n)], n <= 512)
+            for name, n in (("4096 nodes, fits", 400), ("4096 nodes, one group too many", 513))
+        ),
+        # 256 named nodes in four pinned sets beside a count set
+        (
+            "named sets beside a count set",
+            {**{f"n{i}": 4 for i in range(256)}, "pool#": 8},
+            {"pool#": 3840},
+            [Group(f"p{i}", 4, 4, tuple(f"n{k}" for k in range(i % 4 * 64, i % 4 * 64 + 64)), True) for i in range(64)]
+            + [Group(f"c{i}", 16, 8, ("pool#",), True) for i in range(200)],
+            True,
+        ),
+    ]
+
+
+def steps(nodes: dict[str, int], counts: dict[str, int], groups: list[Group]) -> int:
+    """The steps the search takes to decide: the least budget it decides within (it counts its steps against it)."""
+    low, high = 0, 50_000
+    while low < high:
+        mid = (low + high) // 2
+        if place(nodes, groups, budget=mid, counts=counts).exhausted:
+            low = mid + 1
+        else:
+            high = mid
+    return low
+
+
+def placement_times(repeats: int = 5) -> list[tuple[str, int, int, float]]:
+    """(case, groups, steps, the median of `repeats` wall times in seconds) of each of placements()."""
+    rows = []
+    for name, nodes, counts, groups, _ in placements():
+        times = []
+        for _ in range(repeats):
+            start = time.perf_counter()
+            place(nodes, groups, counts=counts)
+            times.append(time.perf_counter() - start)
+        rows.append((name, len(groups), steps(nodes, counts, groups), statistics.median(times)))
     return rows

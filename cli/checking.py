@@ -10,10 +10,13 @@ from typing import TYPE_CHECKING
 import policy
 import stacks
 from cli import configs
+from components.kube import Declared
 from components.program import layout, sources
-from config import project
+from components.tiers import tier_of
+from config import project, provenance
+from config.errors import located
 from config.stack import ClusterConfig
-from policy.core import Finding
+from policy.core import Finding, ref
 from policy.run import project_stacks
 from tools import diff
 
@@ -22,15 +25,19 @@ if TYPE_CHECKING:  # for the annotation only: check never renders, and tools.ren
 
 
 def preflight(
-    config: ClusterConfig, rendering: Rendering | None, previous: dict[str, object] | None, others: list[ClusterConfig] | None = None
+    config: ClusterConfig,
+    rendering: Rendering | None,
+    previous: dict[str, object] | None,
+    others: list[ClusterConfig] | None = None,
+    whole: list[Declared] | None = None,
 ) -> list[Finding]:
     """The rules over a rendering (`render`), each finding located in the config by the provenance layout() carries
     (the entry each object is rendered from), as the Pulumi program's preflight does (__main__.py). Without a rendering
     (`check`), over the objects layout() declares, as that preflight reads them: the same objects the components register
-    (tests/test_program.py, tests/test_properties.py), without the mock runtime, which is most of a render's time and
+    (tests/components/test_program.py, tests/test_properties.py), without the mock runtime, which is most of a render's time and
     would be most of a large stack's check (docs/performance.md, "Scale"). `others`: the stacks compared with (default:
-    the project's others)."""
-    whole = layout(config)
+    the project's others). `whole`: layout(config), where the caller has it already."""
+    whole = layout(config) if whole is None else whole
     if rendering is None:
         objects = [d.object for d in whole if not d.patch]
         patches = [d.object for d in whole if d.patch]
@@ -60,17 +67,58 @@ def cmd_check(args: argparse.Namespace) -> int:
     failed = False
     for config in chosen:
         previous = _previous(config.name, args.against)
-        findings = preflight(config, None, previous)
+        whole = layout(config)
+        findings = preflight(config, None, previous, whole=whole)
         if not args.config and any(f.severity != "info" and not f.accepted for f in findings):
             findings, unmarked = _marked_new(config, findings, args.against or "HEAD", previous)
             if unmarked:
                 print(f"{config.name}: nothing is marked new: {unmarked}")
+        if not args.config:  # about the stack files beside the module, not its config: never compared with a commit
+            findings = stack_files(config, whole) + findings
         for f in findings:
-            if args.verbose or not f.accepted:
+            if args.verbose:
                 print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
+            elif not f.accepted:  # an info said on every run is said in brief (its head and gist): -v says it whole
+                print("\n".join(f.briefly(f"{config.name}: ")))
         print(policy.summary(config.name, findings, accepted_listed=args.verbose))
         failed = failed or bool(policy.errors(findings))
     return 2 if broken else 1 if failed else 0
+
+
+def stack_files(config: ClusterConfig, whole: list[Declared]) -> list[Finding]:
+    """An error where the stack declares objects of a tier none of its Pulumi stack files deploys (a queued cluster's
+    ClusterQueue on NERC, which has only the project tier's Pulumi.nerc.yaml): no `pulumi up` would declare them. Said
+    by `check`, where a user turning a feature on runs first, not only by the tests of the committed stacks."""
+    try:
+        files = [s for s in stacks.pulumi_stacks() if s.cluster == config.name]
+    except stacks.ConfigError:  # a broken stack file: the loading of the stack says so
+        return []
+    tiers = {s.tier for s in files}
+    if not files or "all" in tiers:  # no stack file at all: `list --pulumi-stacks` and the tests say so
+        return []
+    found = []
+    for tier in sorted({tier_of(d.object, config) for d in whole} - tiers):
+        mine = [d for d in whole if tier_of(d.object, config) == tier]
+        # Located at the config entry that makes most of them (`queueing`, `security`): what turned the tier on.
+        tops = [d.source[:1] for d in mine if d.source]
+        entry = max(tops, key=tops.count) if tops else ()
+        shown = ", ".join(ref(d.object) + (" (patch)" if d.patch else "") for d in mine[:3]) + (
+            f" and {len(mine) - 3} more" if len(mine) > 3 else ""
+        )
+        name = f"Pulumi.{config.name}-{tier}.yaml"
+        finding = Finding(
+            "error",
+            f"Stack {config.name}",
+            "Pulumi stack files",
+            f"the stack declares {tier}-tier objects ({shown}), but its Pulumi stack files ({', '.join(s.path.name for s in files)}) "
+            f"deploy only the {', '.join(sorted(tiers))} tier: no `pulumi up` would declare them",
+            f"add {name} for whoever holds the {tier} tier's rights (`python -m stacks rights {config.name} --tier {tier}`), with "
+            f"gpu-training:cluster: {config.name}, gpu-training:tier: {tier} and the kubernetes:context of {config.name}'s other "
+            "stack files (docs/shared-clusters.md shows one)",
+            rule="stack-files",
+        )
+        found.append(replace(finding, where=located(entry, config), origin=provenance.shown(provenance.origin(config, entry))))
+    return found
 
 
 def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> tuple[list[Finding], str]:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 import json
 import shlex
+import shutil
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -62,10 +64,41 @@ def pulumi_stack(name: str, role: str = "") -> stacks.PulumiStack:
     return target
 
 
+KUBECTL_TIMEOUT = 30
+"""Seconds `oc config get-contexts` may take (it reads the kubeconfig only, no cluster)."""
+
+
+def require_context(command: str, target: stacks.PulumiStack, api_host: str | None, offline: str) -> None:
+    """Before a command reads the cluster: the kube context the stack file names exists in the kubeconfig. Without it
+    every `oc` call fails the same way (`context "nerc" does not exist`, once per kind it asked for); instead, one
+    message with both ways on: log in and name the context, or give the command saved objects (`offline`)."""
+    tool = shutil.which("oc") or shutil.which("kubectl")
+    if tool is None or not target.context:  # no tool: the command's own read says so; no context: the current one
+        return
+    try:
+        proc = subprocess.run(
+            [tool, "config", "get-contexts", "-o", "name"], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False
+        )
+    except (OSError, subprocess.SubprocessError):
+        return  # the command's own read reports what is wrong with the tool
+    if proc.returncode != 0 or target.context in proc.stdout.split():
+        return
+    server = f"https://{api_host}:6443" if api_host else "https://api.CLUSTER:6443"
+    raise stacks.ConfigError(
+        f"{command} {target.name}: the kubeconfig has no context {target.context!r} ({target.path.name} names it in "
+        f"kubernetes:context), so the cluster cannot be read. Log in and name the context: `oc login --server={server}`, then "
+        f'`oc config rename-context "$(oc config current-context)" {shlex.quote(target.context)}` (docs/deploy.md). Or, without '
+        f"the cluster: {offline}"
+    )
+
+
 def cmd_drift(args: argparse.Namespace) -> int:
     target = pulumi_stack(args.pulumi_stack)
     config = stacks.load(target.cluster)
     declared = drift.declared_for(config, target.tier)
+    if not args.live:
+        offline = f"`python -m stacks drift {shlex.quote(target.name)} --live FILE`, FILE the objects as `oc get ... -o yaml` saved them"
+        require_context("drift", target, config.api_host, offline)
     live = live_objects(args.live) if args.live else drift.read_live(declared, target.context)
     found = drift.drift(config, declared, live)
     sys.stdout.write(escaped_lines(drift.report(config, found, target.name)))
@@ -102,6 +135,11 @@ def cmd_recover(args: argparse.Namespace) -> int:
     if args.live:
         keys = recovery.keys_of(live_objects(args.live))
     else:
+        if creates:
+            offline = (
+                f"`python -m stacks recover {shlex.quote(target.name)} --live FILE`, FILE the objects as `oc get ... -o yaml` saved them"
+            )
+            require_context("recover", target, stacks.load(target.cluster).api_host, offline)
         keys = recovery.existing(creates, target.context)
     text, _ = recovery.plan(target.name, ops, keys, recovery.locks(root, target.name) if root is not None else None)
     sys.stdout.write(escaped_lines(text))

@@ -144,16 +144,23 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     group, name = COMMANDS[args.command]
+    if args.command in ("render", "check") and not args.config:
+        # Every stack's module starts now, in children (they need the config model only): the command's module imports
+        # the program meanwhile (pulumi, most of a render's start), and both the named stacks and the others the
+        # preflight compares with (shared-projects) are loaded by the time it asks.
+        stacks.prefetch(stacks.names())
     # The one import the command line puts off until a command runs: its group's module, which imports at its top what
     # the command needs. So `list` loads no more than the loader, and `check` not the mock runtime nor the cluster tools:
     # importing pulumi and the renderer (most of a second) is paid by the commands that use them only.
-    command = getattr(importlib.import_module(f"cli.{group}"), name)
     try:
+        command = getattr(importlib.import_module(f"cli.{group}"), name)
         return int(command(args))
     except stacks.ConfigError as err:
         # A message may quote what a file, the cluster or a log holds: whatever it brought is shown escaped.
         print(f"error: {escaped_lines(str(err))}", file=sys.stderr)
         return 2
+    finally:
+        stacks.forget_prefetched()
 
 
 def run() -> None:

@@ -33,13 +33,18 @@ def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, 
     """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
     finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
     rendering = run(config, tier)
-    bad = policy.errors(checking.preflight(config, rendering, previous))
+    findings = checking.preflight(config, rendering, previous)
+    bad = policy.errors(findings)
     if bad:
         return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
+    # The warnings the stack does not accept (none, in a committed stack: each is accepted with its reason), so an edit
+    # that makes one shows it here too, where the user looks after `make render`; `check` gives each one's fix.
+    warned = [f for f in findings if f.severity == "warning" and not f.accepted]
     try:
-        return "wrote\t" + str(write(rendering, Path(out)))
+        folder = write(rendering, Path(out))
     except WriteError as err:
         raise stacks.ConfigError(str(err)) from None
+    return "\t".join(["wrote", str(folder), "\n".join(line for f in warned for line in f.stated(f"{config.name}: ")), str(len(warned))])
 
 
 def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
@@ -105,7 +110,13 @@ def cmd_render(args: argparse.Namespace) -> int:
     for config in chosen:
         verdict, detail = results[config.name].split("\t", 1)
         if verdict == "wrote":
-            print(f"{config.name}: wrote {detail}")
+            folder, warnings, count = detail.split("\t")
+            if warnings:
+                print(warnings)
+            said = (
+                f" ({count} warning{'s' * (count != '1')} above: `python -m stacks check {config.name}` gives the fix)" if warnings else ""
+            )
+            print(f"{config.name}: wrote {folder}{said}")
             continue
         refused += 1
         print(detail, file=sys.stderr)

@@ -4,10 +4,11 @@
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 import stacks
-from cli.cluster import live_objects, pulumi_stack
+from cli.cluster import live_objects, pulumi_stack, require_context
 from tools import status
 
 
@@ -24,6 +25,11 @@ def cmd_status(args: argparse.Namespace) -> int:
     if args.live:
         objects = live_objects(args.live)
     else:
+        offline = (
+            f"`python -m stacks status {shlex.quote(target.name)} --live FILE`, FILE saved by `oc get "
+            "statefulsets,jobs,pods,events,nodes -o json -n NAMESPACE > FILE`"
+        )
+        require_context("status", target, config.api_host, offline)
         objects, logs, unreadable = status.read_cluster(config, target.context)
     source = args.live or "the objects read from the cluster"
     result = status.stack_status(config, target.name, None if args.live else target.context, objects, logs, unreadable, source)

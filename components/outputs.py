@@ -23,6 +23,7 @@ SCC per stack, bare Pods, every workload always running) was retired before any 
 from __future__ import annotations
 
 import json
+import sys
 from typing import Annotated, Any, Literal, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
@@ -34,6 +35,7 @@ from components.storage import standalone_claims
 from components.training import Names, nccl_env, per_pod_claims
 from config.cluster import NodeSet
 from config.kube import operator_network_name
+from config.schema import described, field_docs
 from config.stack import ClusterConfig
 from config.values import MemlockStrategy, State, Transport, WorkloadKind
 from config.workloads import BandwidthCheck, Workload
@@ -55,8 +57,10 @@ def _keys(pattern: str) -> dict[str, Any]:
 
 
 class _Outputs(BaseModel):
-    # Unknown fields are errors (additionalProperties: false); docstrings are the descriptions.
-    model_config = ConfigDict(extra="forbid", frozen=True, use_attribute_docstrings=True)
+    # Unknown fields are errors (additionalProperties: false); docstrings are the descriptions, read when the schema is
+    # asked for (config/schema.py), not at import: pydantic's use_attribute_docstrings parses this module's source on
+    # every import, which every `pulumi preview` and `render` pays (30 ms).
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
 
 class WorkloadOutputs(_Outputs):
@@ -157,6 +161,10 @@ class BandwidthCheckOutputs(_Outputs):
     """Pods, one per node."""
     gpus_per_node: int = Field(ge=1)
     """GPUs each pod uses; one benchmark process per GPU."""
+    memlock_strategy: MemlockStrategy
+    """How the check's pods are allowed to pin memory (as a workload's memlock_strategy)."""
+    scc: str
+    """The SecurityContextConstraints the check's pods pin (openshift.io/required-scc)."""
     pods: list[str]
     """Pod names in rank order."""
     line_rate_gbps: float | None
@@ -185,6 +193,8 @@ class BandwidthCheckOutputs(_Outputs):
             tool=check.tool,
             nodes=check.nodes,
             gpus_per_node=check.gpus_per_node,
+            memlock_strategy=cast(MemlockStrategy, config.memlock_of(check)),
+            scc=config.scc_of(check),
             pods=[names.pod(r) for r in range(check.nodes)],
             line_rate_gbps=rate,
             min_fraction=check.min_fraction,
@@ -297,7 +307,7 @@ def _one_line(node: Any) -> Any:
 
 def schema() -> dict[str, Any]:
     """The JSON Schema (draft 2020-12) of StackOutputs, with its id and version."""
-    body = StackOutputs.model_json_schema(schema_generator=_NoFieldTitles)
+    body = described(StackOutputs.model_json_schema(schema_generator=_NoFieldTitles), "StackOutputs", field_docs((sys.modules[__name__],)))
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **_one_line(body)}
 
 

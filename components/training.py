@@ -28,7 +28,7 @@ from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, queued_replacements, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from config.kube import GPU, HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC, UNCONSTRAINED_TOPOLOGY
+from config.kube import HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC, UNCONSTRAINED_TOPOLOGY
 from config.stack import ClusterConfig
 from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
 from config.workloads import Workload
@@ -179,10 +179,8 @@ def container_security(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 
 
 def resources(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    devices: dict[str, Any] = {GPU: w.gpus_per_node}
-    if w.transport == "rdma" and config.fabric is not None:
-        for a in config.fabric.attachments:
-            devices[a.resource] = 1  # one VF per attachment, else the pod stays Pending
+    # The GPUs and one VF per attachment (config.pod_requests), as numbers: the committed renders write them so.
+    devices: dict[str, Any] = {r: int(n) for r, n in config.pod_requests(w).items() if r not in ("cpu", "memory")}
     return {
         "requests": {"cpu": w.cpu, "memory": w.memory, **devices},
         "limits": {"cpu": w.cpu_limit_value, "memory": w.mem_limit, **devices},

@@ -13,7 +13,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, ClassVar
+from typing import Any, ClassVar, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
@@ -104,16 +104,29 @@ def located(loc: tuple[str | int, ...], data: Any) -> str:
     return out
 
 
-def describe_errors(
+class Entry(NamedTuple):
+    """One problem of a model: the field as the user reads it, the file and line that write it, the message, and, where the
+    field's value is a module-level constant of the stack module (`namespace=NS`), that name and the line that sets it."""
+
+    where: str
+    written: str
+    text: str
+    constant: tuple[str, str] | None = None
+
+    def line(self) -> str:
+        where = f"{self.where} ({self.written})" if self.where and self.written else self.where or self.written
+        return f"{where}: {self.text}" if where else self.text
+
+
+def _entries(
     err: ValidationError,
     data: Any,
     prefix: str = "",
     line_of: Callable[[tuple[str | int, ...]], str] | None = None,
     skip: Callable[[tuple[str | int, ...]], bool] | None = None,
-) -> list[str]:
-    """One `field: message` line per problem (a check across fields may find several), located by names in `data`;
-    with `line_of`, the file and line that write the field follow its path (`volumes[data] (clusters/nerc.py:95): ...`)."""
-    lines = []
+    constant_of: Callable[[tuple[str | int, ...]], tuple[str, str] | None] | None = None,
+) -> list[Entry]:
+    out = []
     for e in err.errors():
         loc = tuple(e["loc"])
         msg = e["msg"].removeprefix("Value error, ")
@@ -144,10 +157,58 @@ def describe_errors(
             where = located(at, data)
             where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
             written = line_of(at) if line_of is not None else ""
-            if written:
-                where = f"{where} ({written})" if where else written
-            lines.append(f"{where}: {text}" if where else text)
-    return lines
+            out.append(Entry(where, written, text, constant_of(at) if constant_of is not None else None))
+    return out
+
+
+def describe_errors(
+    err: ValidationError,
+    data: Any,
+    prefix: str = "",
+    line_of: Callable[[tuple[str | int, ...]], str] | None = None,
+    skip: Callable[[tuple[str | int, ...]], bool] | None = None,
+) -> list[str]:
+    """One `field: message` line per problem (a check across fields may find several), located by names in `data`;
+    with `line_of`, the file and line that write the field follow its path (`volumes[data] (clusters/nerc.py:95): ...`)."""
+    return [entry.line() for entry in _entries(err, data, prefix, line_of, skip)]
+
+
+SHOWN_USES = 3
+"""How many of the fields a bad constant fills an error lists by name (the rest are counted)."""
+
+
+def _grouped(entries: list[Entry]) -> list[str]:
+    """Each entry once; the entries of one bad module constant (`NS = "Bad_NS"`, used by eight fields) as one line at the
+    line that sets it, the line to change, listing the fields it fills."""
+    lines: list[str] = []
+    uses: dict[tuple[tuple[str, str], str], list[Entry]] = {}
+    for entry in entries:
+        if entry.constant is None:
+            lines.append(entry.line())
+            continue
+        key = (entry.constant, entry.text)
+        if key not in uses:
+            uses[key] = []
+            lines.append("\0" + str(len(uses) - 1))  # a place held for the group, where its first entry was
+        if entry not in uses[key]:
+            uses[key].append(entry)
+    groups = list(uses.items())
+    out = []
+    for line in lines:
+        if not line.startswith("\0"):
+            out.append(line)
+            continue
+        ((name, at), text), used = groups[int(line[1:])]
+        used = sorted(used, key=_in_file_order)
+        shown = [f"{u.where} at {u.written}" if u.written else u.where for u in used[:SHOWN_USES]]
+        more = f" and {len(used) - SHOWN_USES} more" if len(used) > SHOWN_USES else ""
+        out.append(f"{name} ({at}): {text} (the value of {name} in {', '.join(shown)}{more})")
+    return list(dict.fromkeys(out))
+
+
+def _in_file_order(entry: Entry) -> tuple[str, int]:
+    file, _, line = entry.written.rpartition(":")
+    return (file, int(line)) if line.isdigit() else (entry.written, 0)
 
 
 class ModelError(Exception):
@@ -156,9 +217,10 @@ class ModelError(Exception):
 
     @classmethod
     def of(cls, errors: list[ModelError]) -> ModelError:
-        """Several models' errors as one, each line once."""
+        """Several models' errors as one, each line once, and a bad module constant's errors as one line."""
         combined = cls.__new__(cls)
-        combined.lines = list(dict.fromkeys(line for e in errors for line in e.lines))
+        combined.entries = [entry for e in errors for entry in e.entries]
+        combined.lines = _grouped(combined.entries)
         Exception.__init__(combined, "\n".join(combined.lines))
         return combined
 
@@ -177,15 +239,34 @@ class ModelError(Exception):
         if isinstance(name, str) and prefix:
             prefix += f"[{name}]"
         here = provenance.written_here()  # the failing call: the line of a field whose value holds no line of its own
+        call = (here, model.__name__) if here is not None else None
 
         def line_of(loc: tuple[str | int, ...]) -> str:
-            where = provenance.origin(data, loc) or here
-            # Always the file with the line (`clusters/x.py:12`), the form editors and terminals link, even where the
-            # message opens with the same file.
-            return provenance.shown(where)
+            # The field's own line (its keyword, list item or dict key), else the call's. Always the file with the line
+            # (`clusters/x.py:12`), the form editors and terminals link, even where the message opens with the same file.
+            return provenance.shown(provenance.origin(data, loc, call) or here)
 
-        self.lines = describe_errors(err, data, prefix, line_of, skip=(lambda loc: skip(data, loc)) if skip else None)
+        def constant_of(loc: tuple[str | int, ...]) -> tuple[str, str] | None:
+            if here is None:
+                return None
+            found = provenance.constant(here, model.__name__, loc, _value_at(data, loc))
+            return (found[0], provenance.shown(found[1])) if found is not None else None
+
+        self.entries = _entries(err, data, prefix, line_of, (lambda loc: skip(data, loc)) if skip else None, constant_of)
+        self.lines = _grouped(self.entries)
         super().__init__("\n".join(self.lines))
+
+
+def _value_at(data: Any, loc: tuple[str | int, ...]) -> Any:
+    node: Any = data
+    for part in loc:
+        if isinstance(node, dict):
+            node = node.get(part)
+        elif isinstance(node, list | tuple) and isinstance(part, int):
+            node = node[part] if -len(node) <= part < len(node) else None
+        else:
+            node = getattr(node, str(part), None)
+    return node
 
 
 DEFERRED: ContextVar[list[ModelError] | None] = ContextVar("deferred", default=None)
@@ -270,6 +351,13 @@ class Strict(BaseModel):
             _CONSTRUCTING.reset(token)
         if deferred and self.WHOLE_CONFIG:
             raise ModelError.of(deferred) from None
+
+    # pydantic calls a model's own __init__ for every nested model it validates from data (`custom_init`), one Python call
+    # per workload, mount, port...: a tenth of a second for the largest config. This one does something only for a model a
+    # stack module's code builds itself (a direct call, depth 0), never for one validated inside another, which is what it
+    # would be called for: pydantic may treat it as its own, and validate nested data in one pass (a direct call still
+    # comes here, as any Python call does).
+    __init__.__pydantic_base_init__ = True  # type: ignore[attr-defined]
 
     @model_validator(mode="before")
     @classmethod

@@ -23,14 +23,24 @@ class SccFacts(NamedTuple):
     """allowHostDirVolumePlugin: hostPath volumes, the node's file system."""
     escalation: bool
     """allowPrivilegeEscalation (unset in a manifest means allowed)."""
+    seccomp: frozenset[str] | None
+    """seccompProfiles: the profiles a pod may set; None for `*` (any). Empty: none at all, so admission refuses a pod
+    that sets one ("seccomp may not be set"), as the program's RuntimeDefault containers do."""
+    user_namespace: bool = False
+    """userNamespaceLevel RequirePodLevel: admission admits only pods in a user namespace of their own (`hostUsers:
+    false`), which the program's pods never ask for ("Host Users must be set to false")."""
+    uid_min: int | None = None
+    """runAsUser.uidRangeMin where the manifest fixes the range (else MustRunAsRange takes the project's, never 0)."""
 
     @property
     def allows_root(self) -> bool:
-        return self.run_as_user == "RunAsAny"
+        """Whether runAsUser admits uid 0: RunAsAny, or a range the manifest starts at 0 (inside a user namespace)."""
+        return self.run_as_user == "RunAsAny" or (self.run_as_user == "MustRunAsRange" and self.uid_min == 0)
 
 
 _NET_BIND = frozenset({"NET_BIND_SERVICE"})
 _NONE: frozenset[str] = frozenset()
+_RUNTIME_DEFAULT = frozenset({"runtime/default"})
 # The SCCs OpenShift ships, and what each one allows: facts of the platform, not of a stack's config. Read from the
 # manifests OpenShift installs them from: openshift/cluster-kube-apiserver-operator bindata/bootkube/scc-manifests/
 # (0000_20_kube-apiserver-operator_00_scc-NAME.yaml), openshift/machine-api-operator
@@ -40,19 +50,41 @@ _NONE: frozenset[str] = frozenset()
 # would own, and on destroy delete, the SCC every user of the cluster runs under; a stack that names one is judged by
 # these facts, whatever its security.existing_* fields say (policy.core.Stack.scc).
 OPENSHIFT_SCCS: dict[str, SccFacts] = {
-    "anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=False, escalation=True),
-    "hostaccess": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=True, escalation=True),
-    "hostmount-anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
-    "hostmount-anyuid-v2": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
-    "hostnetwork": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True),
-    "hostnetwork-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False),
-    "machine-api-termination-handler": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
-    "node-exporter": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True),
-    "nonroot": SccFacts(_NONE, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=True),
-    "nonroot-v2": SccFacts(_NET_BIND, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=False),
-    "privileged": SccFacts(None, "RunAsAny", privileged=True, host_paths=True, escalation=True),
-    "restricted": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True),
-    "restricted-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False),
+    "anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
+    "hostaccess": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
+    "hostmount-anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
+    "hostmount-anyuid-v2": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
+    "hostnetwork": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
+    "hostnetwork-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
+    # The two that require a user namespace (restricted-v3, granted to every authenticated user as restricted-v2 is;
+    # nested-container, for container engines in a pod; both in the manifests of 2026): their uid ranges are inside it.
+    "nested-container": SccFacts(
+        frozenset({"SETUID", "SETGID"}),
+        "MustRunAsRange",
+        privileged=False,
+        host_paths=False,
+        escalation=True,
+        seccomp=None,
+        user_namespace=True,
+        uid_min=0,
+    ),
+    "machine-api-termination-handler": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
+    "node-exporter": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_RUNTIME_DEFAULT),
+    "nonroot": SccFacts(_NONE, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
+    "nonroot-v2": SccFacts(_NET_BIND, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
+    "privileged": SccFacts(None, "RunAsAny", privileged=True, host_paths=True, escalation=True, seccomp=None),
+    "restricted": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
+    "restricted-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
+    "restricted-v3": SccFacts(
+        _NET_BIND,
+        "MustRunAsRange",
+        privileged=False,
+        host_paths=False,
+        escalation=False,
+        seccomp=_RUNTIME_DEFAULT,
+        user_namespace=True,
+        uid_min=1000,
+    ),
 }
 BUILTIN_SCCS = frozenset(OPENSHIFT_SCCS)
 INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"

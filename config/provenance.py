@@ -6,7 +6,7 @@ written (a module, or its YAML dump). Two sources:
 - a stack module: each model its code builds remembers the line of the call that built it (`remember`), the
   call as the file writes it: a helper function's line is skipped for the line that calls the helper, a
   comprehension's line is kept (it is where the entries are written);
-- a YAML file: the line of every key and list item, read from the parsed node tree (`yaml_lines`), registered
+- a YAML file: the line of every key and list item, read with the file (stacks.read_yaml_lines), registered
   for the config validated from it (`register_yaml`).
 A stack module runs in a child process (stacks.load_module): there `calls(config)` collects the line of each model's
 call by config path, and the parent registers that map (`register_calls`) for the config it validates from the
@@ -22,8 +22,6 @@ import sys
 import weakref
 from pathlib import Path
 from typing import Any
-
-import yaml
 
 from config import project
 
@@ -79,25 +77,6 @@ def source_line(model: Any) -> tuple[str, int] | None:
     if known is None or known[0]() is not model:
         return None
     return known[1], known[2]
-
-
-def yaml_lines(node: yaml.Node | None) -> dict[Path_, int]:
-    """The line (1-based) of every key and list item of a parsed YAML document, by config path."""
-    out: dict[Path_, int] = {}
-    stack: list[tuple[yaml.Node, Path_]] = [(node, ())] if node is not None else []
-    while stack:
-        current, path = stack.pop()
-        if isinstance(current, yaml.MappingNode):
-            for key, value in current.value:
-                if isinstance(key, yaml.ScalarNode):
-                    child = (*path, key.value)
-                    out[child] = key.start_mark.line + 1
-                    stack.append((value, child))
-        elif isinstance(current, yaml.SequenceNode):
-            for i, item in enumerate(current.value):
-                out[(*path, i)] = item.start_mark.line + 1
-                stack.append((item, (*path, i)))
-    return out
 
 
 def register_yaml(config: Any, file: str, lines: dict[Path_, int]) -> None:
@@ -173,11 +152,13 @@ def _child(node: Any, part: str | int) -> Any:
     return getattr(node, part, None)
 
 
-def origin(root: Any, path: Path_) -> tuple[str, int] | None:
+def origin(root: Any, path: Path_, call: tuple[tuple[str, int], str] | None = None) -> tuple[str, int] | None:
     """(file, line) that writes the value at `path` of `root` (a config, or the data a config is being built from):
-    the YAML line of the deepest key, or the call that built the deepest model on the path. A plain value the stack
-    module's ClusterConfig(...) call writes (`api_host`, `namespaces[0]`) has its own line: its keyword's, or its
-    list item's (keyword_line), not the line of `ClusterConfig(`."""
+    the YAML line of the deepest key, else the line of the field itself in the call that built the deepest model on the
+    path: the keyword that writes it (`nodes=2`), its list item or dict key (`namespaces=[...]`'s second line), not the
+    line of `Workload(` or `ClusterConfig(`; the call's line where the call does not write the field itself (a helper's
+    `**fields`, a `*spread`). `call`: ((file, line), model class) of the call `root` is the data of, when it is not
+    registered (a model failing as a stack module builds it)."""
     known = _YAML.get(id(root))
     if known is not None and known[0]() is root:
         return yaml_line(known[1], known[2], path)
@@ -187,62 +168,144 @@ def origin(root: Any, path: Path_) -> tuple[str, int] | None:
         if end is None:
             return None
         line_of_call = called[1][path[:end]]
-        if end == 0 and path:  # a plain value the root call writes itself: its keyword's or list item's line
-            line = keyword_line(line_of_call[0], line_of_call[1], type(root).__name__, path)
-            if line is not None:
-                return line_of_call[0], line
-        return line_of_call
+        model = _walk(root, path[:end])
+        name = type(model).__name__ if hasattr(type(model), "model_fields") else None
+        return field_line(line_of_call, name, path[end:]) or line_of_call
     found = source_line(root)
+    name = type(root).__name__
+    if found is None and call is not None:
+        found, name = call
+    end = 0
     node = root
-    below_root = False  # a model on the path was built by a call of its own
-    for part in path:
+    for i, part in enumerate(path):
         node = _child(node, part)
         if node is None:
             break
         built = source_line(node)
-        if built is not None:
-            found, below_root = built, True
-    if found is not None and path and not below_root:
-        line = keyword_line(found[0], found[1], type(root).__name__, path)
-        if line is not None:
-            return found[0], line
-    return found
+        if built is not None:  # a model on the path built by a call of its own
+            found, name, end = built, type(node).__name__, i + 1
+    if found is None:
+        return None
+    return field_line(found, name, path[end:]) or found
 
 
-_PARSED: dict[str, tuple[str, dict[tuple[int, str], ast.Call]]] = {}
+def _walk(root: Any, path: Path_) -> Any:
+    node = root
+    for part in path:
+        node = _child(node, part)
+        if node is None:
+            return None
+    return node
 
 
-def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
-    """The calls of a module by (line, called name), parsed once per text of the file (a check asks for every finding;
-    an edit between two checks of one process, as in a test, is read again)."""
+_PARSED: dict[str, tuple[str, dict[tuple[int, str], ast.Call], dict[str, int], dict[str, str]]] = {}
+
+
+def _parsed(file: str) -> tuple[dict[tuple[int, str], ast.Call], dict[str, int], dict[str, str]]:
+    """A module's calls by (line, called name); the line of each module-level assignment of a plain name (`NS = ...`,
+    the first one); and the text each module-level constant assigned a string literal holds. Parsed once per text of
+    the file (a check asks for every finding; an edit between two checks of one process, as in a test, is read again)."""
     try:
         text = Path(file).read_text(encoding="utf-8")
         cached = _PARSED.get(file)
         if cached is None or cached[0] != text:
+            tree = ast.parse(text)
             calls: dict[tuple[int, str], ast.Call] = {}
-            for n in ast.walk(ast.parse(text)):
+            for n in ast.walk(tree):
                 if isinstance(n, ast.Call):
                     called = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
                     calls.setdefault((n.lineno, called), n)
-            cached = _PARSED[file] = (text, calls)
+            assigned: dict[str, int] = {}
+            texts: dict[str, str] = {}
+            for stmt in tree.body:
+                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+                value = getattr(stmt, "value", None)
+                for target in targets:
+                    if isinstance(target, ast.Name):
+                        assigned.setdefault(target.id, stmt.lineno)
+                        if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                            texts.setdefault(target.id, value.value)
+            cached = _PARSED[file] = (text, calls, assigned, texts)
     except (OSError, SyntaxError, ValueError):
-        return {}
-    return cached[1]
+        return {}, {}, {}
+    return cached[1], cached[2], cached[3]
+
+
+def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
+    return _parsed(file)[0]
+
+
+def assignments(file: str) -> dict[str, int]:
+    """The line of each module-level assignment of a plain name in `file` (`NS = ...`: the first)."""
+    return dict(_parsed(file)[1])
+
+
+def _field_node(file: str, line: int, called: str | None, path: Path_) -> ast.expr | ast.keyword | None:
+    """The expression that writes `path` in the call of `called` at `line` of `file` (any call there with that keyword
+    when `called` is None or not there: a helper's call, `_deepti("name", state="running")`): the keyword, its list item,
+    its dict key's value, as deep as the source writes them literally (not past a `*spread` or `**spread`)."""
+    if not path or not isinstance(path[0], str):
+        return None
+    calls = _calls(file)
+    call = calls.get((line, called)) if called else None
+    if call is None or not any(k.arg == path[0] for k in call.keywords):
+        call = next((c for (at, _), c in calls.items() if at == line and any(k.arg == path[0] for k in c.keywords)), None)
+    keyword = next((k for k in call.keywords if k.arg == path[0]), None) if call is not None else None
+    if keyword is None:
+        return None
+    node: ast.expr | ast.keyword = keyword
+    value = keyword.value
+    for part in path[1:]:
+        if isinstance(part, int) and isinstance(value, ast.List | ast.Tuple):
+            items = value.elts[: part + 1]
+            if len(items) != part + 1 or any(isinstance(item, ast.Starred) for item in items):
+                break
+            node = value = items[-1]
+        elif isinstance(part, str) and isinstance(value, ast.Dict):
+            found = next(
+                (v for k, v in zip(value.keys, value.values, strict=True) if isinstance(k, ast.Constant) and k.value == part), None
+            )
+            if found is None:
+                break
+            node = value = found
+        else:
+            break
+    return node
+
+
+def field_line(call: tuple[str, int], called: str | None, path: Path_) -> tuple[str, int] | None:
+    """(file, line) of the keyword, list item or dict value that writes `path` in the call at `call` (see _field_node)."""
+    node = _field_node(call[0], call[1], called, path)
+    return (call[0], node.lineno) if node is not None else None
 
 
 def keyword_line(file: str, line: int, called: str, path: Path_) -> int | None:
     """The line of keyword `path[0]` in the call of `called` at `line` of `file`, or, where `path[1]` is an index into the
     list the keyword writes literally, the line of that item (not past a `*spread` before it, which shifts the indexes)."""
     call = _calls(file).get((line, called))
-    keyword = next((k for k in call.keywords if k.arg == path[0]), None) if call is not None else None
-    if keyword is None:
+    if call is None:
         return None
-    value = keyword.value
-    if len(path) > 1 and isinstance(path[1], int) and isinstance(value, ast.List | ast.Tuple):
-        items = value.elts[: path[1] + 1]
-        if len(items) == path[1] + 1 and not any(isinstance(item, ast.Starred) for item in items):
-            return items[-1].lineno
-    return keyword.lineno
+    node = _field_node(file, line, called, path[:2])
+    return node.lineno if node is not None else None
+
+
+def constant(call: tuple[str, int], called: str | None, path: Path_, value: Any) -> tuple[str, tuple[str, int]] | None:
+    """The module-level name (`NS`) whose value the field at `path` of the call at `call` is, and the line that sets it:
+    where the field is written as that bare name, or, where the call does not write the field (a helper fills it in),
+    the one module-level string constant holding that very text. None otherwise."""
+    file = call[0]
+    _, assigned, texts = _parsed(file)
+    node = _field_node(file, call[1], called, path)
+    if isinstance(node, ast.keyword):
+        node = node.value
+    if isinstance(node, ast.Name):
+        line = assigned.get(node.id)
+        return (node.id, (file, line)) if line is not None else None
+    if node is None and isinstance(value, str):
+        holders = [name for name, text in texts.items() if text == value]
+        if len(holders) == 1:
+            return holders[0], (file, assigned[holders[0]])
+    return None
 
 
 def shown(where: tuple[str, int] | None) -> str:

@@ -10,16 +10,18 @@ from __future__ import annotations
 
 import ast
 import inspect
+from types import ModuleType
 from typing import Any
 
 from config import cluster, stack, workloads
 from config.stack import ClusterConfig
 
 
-def field_docs() -> dict[str, dict[str, str]]:
-    """{class name: {field name: docstring}} of the models of config/ (class names are unique across its modules)."""
+def field_docs(modules: tuple[ModuleType, ...] = (cluster, workloads, stack)) -> dict[str, dict[str, str]]:
+    """{class name: {field name: docstring}} of the models of `modules` (by default config/'s; class names are unique
+    across them)."""
     out: dict[str, dict[str, str]] = {}
-    nodes = [node for module in (cluster, workloads, stack) for node in ast.parse(inspect.getsource(module)).body]
+    nodes = [node for module in modules for node in ast.parse(inspect.getsource(module)).body]
     for node in nodes:
         if not isinstance(node, ast.ClassDef):
             continue
@@ -38,10 +40,8 @@ def field_docs() -> dict[str, dict[str, str]]:
     return out
 
 
-def schema() -> dict[str, Any]:
-    """ClusterConfig's JSON Schema with every model's fields described."""
-    body = ClusterConfig.model_json_schema()
-    docs = field_docs()
+def described(body: dict[str, Any], root: str, docs: dict[str, dict[str, str]]) -> dict[str, Any]:
+    """A model's JSON Schema (`root` its class) with each field's docstring as its description, where it has none."""
 
     def describe(name: str, node: dict[str, Any]) -> None:
         for field, spec in (node.get("properties") or {}).items():
@@ -49,7 +49,12 @@ def schema() -> dict[str, Any]:
             if doc and isinstance(spec, dict):
                 spec.setdefault("description", doc)
 
-    describe("ClusterConfig", body)
+    describe(root, body)
     for name, node in (body.get("$defs") or {}).items():
         describe(name, node)
     return body
+
+
+def schema() -> dict[str, Any]:
+    """ClusterConfig's JSON Schema with every model's fields described."""
+    return described(ClusterConfig.model_json_schema(), "ClusterConfig", field_docs())

@@ -233,6 +233,15 @@ class ClusterConfig(Strict):
     def enabled_checks(self) -> list[BandwidthCheck]:
         return [c for c in self.bandwidth_checks if c.enabled]
 
+    def pod_requests(self, w: Workload | BandwidthCheck) -> dict[str, str]:
+        """What each pod of a workload or a bandwidth check requests (components/training.py writes its container's
+        requests from this; Kueue charges a pod so): cpu, memory, its GPUs, and one VF of each SR-IOV attachment for an
+        RDMA pod (else it stays Pending)."""
+        out = {"cpu": w.cpu, "memory": w.memory, GPU: str(w.gpus_per_node)}
+        if w.transport == "rdma" and self.fabric is not None:
+            out.update({a.resource: "1" for a in self.fabric.attachments})
+        return out
+
     def pod_specs(self) -> list[Workload | BandwidthCheck]:
         """Everything that runs pods: workloads (any state: a stopped one may be started by a researcher
         without a cluster admin, so its grant and networks exist already) and enabled bandwidth checks."""
@@ -996,12 +1005,20 @@ def _queueing(k: _Checks) -> None:
                         f"{ns.name!r} labels its nodes carry and no other set's do",
                     )
                 seen[told] = ns.name
-        for resource, field in (("cpu", "allocatable_cpu"), ("memory", "allocatable_memory")):
-            with k.problems.collect():
-                if getattr(ns, field) is None and resource not in q.quota.get(ns.name, {}):
-                    raise FieldError(
-                        ("queueing", "quota"),
-                        f"node set {ns.name!r} states no {field}, so the ClusterQueue has no {resource} quota for it: Kueue admits a "
-                        f"workload only against a quota for every resource its pods request ({resource} too). State {field} on "
-                        f"node_sets[{ns.name}] (the nodes' Allocatable), or queueing.quota[{ns.name}][{resource}]",
-                    )
+        # Every resource the set lacks a quota for in one error: one run of `check` says all the user must add.
+        missing = [
+            (resource, field)
+            for resource, field in (("cpu", "allocatable_cpu"), ("memory", "allocatable_memory"))
+            if getattr(ns, field) is None and resource not in q.quota.get(ns.name, {})
+        ]
+        with k.problems.collect():
+            if missing:
+                resources = " and ".join(r for r, _ in missing)
+                fields = " and ".join(f for _, f in missing)
+                stated = " and ".join(f"queueing.quota[{ns.name}][{r}]" for r, _ in missing)
+                raise FieldError(
+                    ("queueing", "quota", ns.name) if ns.name in q.quota else ("queueing", "quota"),
+                    f"node set {ns.name!r} states no {fields}, so the ClusterQueue has no {resources} quota for it: Kueue admits "
+                    f"a workload only against a quota for every resource its pods request ({resources} too). State {fields} on "
+                    f"node_sets[{ns.name}] (the nodes' Allocatable), or {stated} (what the stack may use of the set)",
+                )

@@ -70,7 +70,7 @@ and its NetworkPolicy, whether it runs or not (a stopped StatefulSet keeps its c
 MAX_PORTS = 16
 """Developer ports of one workload: each routed port renders a Route."""
 # Bounds of every other list and dict a stack writes. Each is far above real use (the committed stacks, and the facts
-# of /work/shared/CLUSTER-FACTS.md, stay under a quarter of each: tests/test_issue23_fixes_model.py), and together they keep
+# of /work/shared/CLUSTER-FACTS.md, stay under a quarter of each: tests/config/test_bounds.py), and together they keep
 # `check` of the largest stack accepted (bench/scale.py largest(), every list at its bound) within 2 s: each entry is
 # work for the preflight in every pod template, so an unbounded list (3,000 tolerations) made it minutes. The bounds of
 # what every pod template carries are the tightest: each of their entries is repeated in up to 256 templates.

@@ -7,7 +7,7 @@
 - The objects a stack reads but does not own (components/prerequisites.py, each requirement's `expected`):
   namespaces, the storage classes (served by the live provisioner), the SR-IOV operator's source NADs in
   `default`, the NFS server's root claim without a class, existing ConfigMaps, ImageStreams and claims, and an
-  existing SCC in the shape OpenShift ships it.
+  existing SCC: one OpenShift ships exactly as it ships it (live/scc.py's manifests), another in that shape.
 - What OpenShift makes in every project: the `builder` and `deployer` service accounts.
 """
 
@@ -21,6 +21,7 @@ import yaml
 
 from components.prerequisites import Requirement, requirements
 from config.stack import ClusterConfig
+from live import scc
 from live.controlplane import PROVISIONER, ControlPlane
 
 HERE = Path(__file__).resolve().parent
@@ -98,6 +99,8 @@ def existing_object(req: Requirement) -> dict[str, Any]:
         meta["namespace"], meta["name"] = req.object_id.split("/", 1)
     else:
         meta["name"] = req.object_id
+    if req.kind == "SecurityContextConstraints" and req.object_id in scc.shipped_sccs():
+        return copy.deepcopy(scc.shipped_sccs()[req.object_id])  # one OpenShift ships: as it ships it
     if req.kind == "SecurityContextConstraints":
         caps = obj.get("allowedCapabilities")
         obj.update({k: v for k, v in PRIVILEGED_SCC.items() if k not in obj})

@@ -68,6 +68,10 @@ class ControlPlane:
     procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
     port: int = 0
     token: str = ""
+    # The controller-manager's controllers each under their own service account (kube-system:statefulset-controller,
+    # ...), as on OpenShift, instead of all as the plane's admin: SCC admission (live/scc.py) judges the user who creates
+    # a pod, and the admin may use every SCC.
+    controller_credentials: bool = False
     _stop: threading.Event = field(default_factory=threading.Event)
 
     @property
@@ -124,7 +128,7 @@ class ControlPlane:
             f"--service-account-private-key-file={key}",
             "--leader-elect=false", "--secure-port=0",
             "--controllers=*",
-            "--use-service-account-credentials=false",
+            f"--use-service-account-credentials={str(self.controller_credentials).lower()}",
             # Client-side rate limits well above the defaults (20/s): the differential test's cases make a thousand pods
             # at once, which the StatefulSet and Job controllers would otherwise create at 20 a second.
             "--kube-api-qps=500", "--kube-api-burst=1000", "--concurrent-statefulset-syncs=20", "--concurrent-job-syncs=20",

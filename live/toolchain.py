@@ -2,8 +2,9 @@
 
 Each module under live/toolchain/ pins what it builds (go.mod and go.sum, committed): the control plane
 (etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, the kubernetes provider plugin, and
-the simulated cluster (kube-scheduler from the control plane's module, kwok and Kueue from their own), and the
-SR-IOV network operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py). A binary lives in
+the simulated cluster (kube-scheduler from the control plane's module, kwok and Kueue from their own), the
+SR-IOV network operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py), and OpenShift's
+SCC admission plugin in a webhook (live/scc.py; from the control plane's module). A binary lives in
 CACHE/<module>-<key>/, where the key is a digest of the module's files, the Go version and how each of its
 binaries is built (package and -ldflags), so a changed pin or stamp builds anew and an unchanged one is found
 again by the next run, in CI as on a laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
@@ -65,6 +66,9 @@ BINARIES = [
     Binary("kube-controller-manager", "k8s", "k8s.io/kubernetes/cmd/kube-controller-manager", K8S_LDFLAGS),
     Binary("kubectl", "k8s", "k8s.io/kubernetes/cmd/kubectl", K8S_LDFLAGS),
     Binary("kube-scheduler", "k8s", "k8s.io/kubernetes/cmd/kube-scheduler", K8S_LDFLAGS),
+    # OpenShift's SCC admission plugin (github.com/openshift/apiserver-library-go) in a webhook main of ours
+    # (live/toolchain/k8s/sccadmission/main.go): built from the control plane's module, it shares its k8s v1.34.4 build.
+    Binary("scc-admission", "k8s", "./sccadmission"),
     Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # reports its release itself (pkg/consts.Version)
     # The operator's own SriovNetwork and SriovIBNetwork reconcilers in a small main of ours (live/toolchain/sriov/main.go).
     Binary("sriov-network-controller", "sriov", "."),
@@ -95,7 +99,9 @@ SRIOV_ASSETS = {"crds": "config/crd/bases", "cni-config": "bindata/manifests/cni
 # Also level 3, built and required like it, but apart: the queue of a shared cluster (live/kueue.py). A machine
 # that cannot build Kueue still runs the simulated cluster's other tests.
 QUEUE = ("kueue",)
-EVERYTHING = LEVEL1 + LEVEL2 + LEVEL3 + QUEUE + SRIOV  # what `python -m live.toolchain` builds
+# OpenShift's SCC admission (live/scc.py, docs/live.md "SCC admission"), built and required like level 3.
+SCC = ("scc-admission",)
+EVERYTHING = LEVEL1 + LEVEL2 + LEVEL3 + QUEUE + SRIOV + SCC  # what `python -m live.toolchain` builds
 
 
 class ToolchainError(Exception):
@@ -329,9 +335,9 @@ def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
 
 
 def required() -> tuple[str, ...]:
-    """The binaries a run must have: level 1 always; levels 2 and 3 (with Kueue) and the SR-IOV controller too in CI
-    (CI=true), where a skip would let a run that tested no engine, no scheduling, no queue or no operator pass. A
-    developer without them gets level 1's tests and the skip reasons."""
+    """The binaries a run must have: level 1 always; levels 2 and 3 (with Kueue), the SR-IOV controller and SCC
+    admission too in CI (CI=true), where a skip would let a run that tested no engine, no scheduling, no queue, no
+    operator or no admission pass. A developer without them gets level 1's tests and the skip reasons."""
     return EVERYTHING if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
 
 

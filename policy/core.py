@@ -64,6 +64,9 @@ class Finding:
     when the value changes (a new tag is not the one whose reason the stack wrote)."""
     new: bool = False
     """Filled in by `python -m stacks check`: the check of the committed stack did not have this finding."""
+    brief: str = ""
+    """An info's gist in a few words: what `check` prints of it on a green run, where the whole message would be a
+    block of lines said on every run (`check -v` prints it whole)."""
 
     def _head(self) -> str:
         """`severity rule` (`new severity` for a finding this change made), then the config path and its line where known,
@@ -92,6 +95,18 @@ class Finding:
         if self._on_the_cluster():
             text += f" {self._rendered()}"
         return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
+
+    def briefly(self, prefix: str = "", width: int = WIDTH) -> list[str]:
+        """The finding in brief where it has a brief (`brief`): its head and the gist, wrapped; else `wrapped`."""
+        if not self.brief:
+            return self.wrapped(prefix, width)
+        text = " ".join(f"{prefix}{self._head()}: {self.brief} (-v says why)".split())
+        return textwrap.wrap(text, width=width, subsequent_indent=INDENT, break_long_words=True, break_on_hyphens=False)
+
+    def stated(self, prefix: str = "", width: int = WIDTH) -> list[str]:
+        """What is wrong and where, without the fix (a warning `render` passes on; `check` gives the fix), wrapped."""
+        text = " ".join(f"{prefix}{self._head()}: {self.message}".split())
+        return textwrap.wrap(text, width=width, subsequent_indent=INDENT, break_long_words=True, break_on_hyphens=False)
 
     def wrapped(self, prefix: str = "", width: int = WIDTH) -> list[str]:
         """The finding for a terminal, each line at most `width` characters: `prefix` + line() where that fits;
@@ -127,8 +142,8 @@ def warning(obj: str, where: str, message: str, fix: str, setting: str = "", con
     return Finding("warning", obj, where, message, fix, setting=setting, config=config, value=value)
 
 
-def info(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None) -> Finding:
-    return Finding("info", obj, where, message, fix, setting=setting, config=config)
+def info(obj: str, where: str, message: str, fix: str, setting: str = "", config: ConfigPath | None = None, brief: str = "") -> Finding:
+    return Finding("info", obj, where, message, fix, setting=setting, config=config, brief=brief)
 
 
 # --- the registry -------------------------------------------------------------------------------
@@ -317,9 +332,23 @@ class SccView:
     allows_host_paths: bool = False
     shipped: bool = False
     """One of the SCCs OpenShift ships (OPENSHIFT_SCCS): its facts are the platform's, never the config's."""
+    seccomp: frozenset[str] | None = None
+    """seccompProfiles: the profiles a pod may set; None when any may be (`*`), or when the stack does not know (an
+    existing SCC the config describes: no existing_* field says)."""
+    user_namespace: bool = False
+    """userNamespaceLevel RequirePodLevel: only pods in a user namespace of their own (`hostUsers: false`) are admitted."""
 
     def allows(self, capability: str) -> bool:
         return self.allowed_capabilities is None or capability in self.allowed_capabilities
+
+    def allows_seccomp(self, profile: str) -> bool:
+        """Whether admission lets a container set seccomp `profile` (runtime/default, unconfined, localhost/NAME):
+        apiserver-library-go's seccomp strategy admits `*`, a listed profile, and runtime/default where docker/default
+        is listed (or the other way round); an SCC listing none admits no profile at all."""
+        if self.seccomp is None or "*" in self.seccomp or profile in self.seccomp:
+            return True
+        defaults = {"runtime/default", "docker/default"}
+        return profile in defaults and bool(defaults & self.seccomp)
 
 
 def _scc_from_object(obj: dict[str, Any]) -> SccView:
@@ -335,6 +364,8 @@ def _scc_from_object(obj: dict[str, Any]) -> SccView:
         allows_root=root,
         where=f"the SCC this stack creates ({ref(obj)})",
         allows_host_paths=bool(obj.get("allowHostDirVolumePlugin")),
+        seccomp=frozenset(obj.get("seccompProfiles") or ()),
+        user_namespace=obj.get("userNamespaceLevel") == "RequirePodLevel",
     )
 
 
@@ -417,6 +448,8 @@ class Stack:
                 where=f"OpenShift ships {name} so: runAsUser {facts.run_as_user}",
                 allows_host_paths=facts.host_paths,
                 shipped=True,
+                seccomp=facts.seccomp,
+                user_namespace=facts.user_namespace,
             )
         sec = self.config.security
         if name == sec.scc and not sec.create:

@@ -20,6 +20,7 @@ from config.errors import located
 from config.kube import ConfigPath, ObjectKey
 from config.stack import AcceptedWarning, ClusterConfig
 from policy.core import RULES, Finding, Stack
+from policy.rules.stack import cluster_host
 
 
 def check(
@@ -46,8 +47,9 @@ def check(
     unknown = (wanted or set()) - set(RULES)
     if unknown:
         raise KeyError(f"unknown rule ids: {', '.join(sorted(unknown))} (known: {', '.join(RULES)})")
-    if others is None:  # loaded only for the rule that reads them
-        others = project_stacks(config.name) if wanted is None or "shared-projects" in wanted else []
+    if others is None:  # loaded only for the rule that reads them, and only where it compares (a stack with an api_host)
+        compares = (wanted is None or "shared-projects" in wanted) and cluster_host(config.api_host) is not None
+        others = project_stacks(config.name) if compares else []
     stack = Stack(config, list(objects), list(patches), previous, [o for o in others if o.name != config.name])
     findings: list[Finding] = []
     for r in RULES.values():

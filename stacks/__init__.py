@@ -16,6 +16,8 @@ from stacks import _process  # noqa: F401
 
 # isort: split
 
+import difflib
+import functools
 import importlib.util
 import io
 import linecache
@@ -410,6 +412,41 @@ def preload(wanted: list[str]) -> None:
             continue
 
 
+_STARTED: dict[Path, tuple[str, _child.Started]] = {}
+"""The modules `prefetch` started, by path, with the text they run: load_module takes their answers."""
+
+
+def prefetch(wanted: list[str]) -> None:
+    """Start the modules of these stacks now, each in a child of its own under the time limit, and return at once: a
+    command that loads several stacks (render, check) lets them run while it imports the program (pulumi, the
+    components), which they do not need, on the machine's other core. load_module collects each answer, and runs a
+    module edited since again. A stack deployed from a YAML file (gpu-training:configFile) is not started."""
+    if SPAWN_MODULES or isinstance(MODULE_TIME_LIMIT, str) or not hasattr(os, "fork"):
+        return
+    for name in wanted:
+        path = project.ROOT / CLUSTERS / f"{name}.py"
+        try:
+            if config_file_of(name)[0]:
+                continue
+            version = read_text(path)
+        except ConfigError:  # its own load reports it
+            continue
+        cached = _LOADED.get(path)
+        if path in _STARTED or cached is not None and cached[0] == version:
+            continue
+        started = _child.start(functools.partial(_run_module, name, path))
+        if isinstance(started, _child.Started):
+            _STARTED[path] = (version, started)
+
+
+def forget_prefetched() -> None:
+    """End and reap the children `prefetch` started whose modules were never loaded (the command stopped first, or did
+    not need them): none outlives the command that started it."""
+    while _STARTED:
+        _, (_, started) = _STARTED.popitem()
+        _child.abandon(started)
+
+
 def load_module(name: str) -> ClusterConfig:
     """A stack's module, run as user code: in a child process with a time limit (stacks/_child.py), so nothing it
     does (an exit, an endless loop, a print, a change to the program's state) reaches this process; only its
@@ -425,17 +462,25 @@ def load_module(name: str) -> ClusterConfig:
     cached = _LOADED.get(path)
     if cached is not None and cached[0] == version:
         return cached[1]
-    config = _load_path(name, path)
+    started = _STARTED.pop(path, None)
+    if started is not None and started[0] != version:  # edited since it was started: its answer is not this text's
+        _child.abandon(started[1])
+        started = None
+    config = _load_path(name, path, started[1] if started else None)
     _LOADED[path] = (version, config)
     return config
 
 
-def _load_path(name: str, path: Path) -> ClusterConfig:
-    """Run the module at `path` as stack NAME in a child (stacks/_child.py), and validate the config it answers."""
+def _load_path(name: str, path: Path, started: _child.Started | None = None) -> ClusterConfig:
+    """Run the module at `path` as stack NAME in a child (stacks/_child.py), or take the answer of the child `prefetch`
+    started, and validate the config it answers."""
     if isinstance(MODULE_TIME_LIMIT, str):
         raise ConfigError(MODULE_TIME_LIMIT)
     spawn = ["-c", _SPAWNED, str(Path(__file__).resolve().parent.parent), str(project.ROOT), name, str(path)]
-    answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
+    if started is not None:
+        answer, died = _child.finish(started, MODULE_TIME_LIMIT)
+    else:
+        answer, died = _child.run(lambda: _run_module(name, path), MODULE_TIME_LIMIT, spawn if SPAWN_MODULES else None)
     if died.startswith("was killed") and not SPAWN_MODULES:
         # A crash of a forked child can be the fork's (a library's threads, state no fork can copy): once more, in a
         # fresh interpreter, before it is the module's.
@@ -508,6 +553,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         del sys.modules[loaded]
     os._exit = _exit_at_its_line  # this process is the child: an os._exit in the module is reported with its line
     token = IN_STACK_MODULE.set(True)
+    defined: dict[str, Any] = {}  # the module's globals, once it runs: the names a mistyped one may be meant as
     deferred: list[ModelError] = []
     reported = DEFERRED.set(deferred)
     try:
@@ -515,6 +561,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         if spec is None or spec.loader is None:
             return {"error": f"{source}: not a Python module"}
         module = importlib.util.module_from_spec(spec)
+        defined = module.__dict__
         sys.modules[spec.name] = module  # as an import would: a dataclass in the module looks its module up
         # Compiled from the file as it is now, not from a cached .pyc: a cache is trusted by the file's mtime and size,
         # which an edit within the same clock tick (a test, a script) leaves as they were.
@@ -547,7 +594,7 @@ def _run_module(name: str, path: Path) -> dict[str, Any]:
         }
     except BaseException as err:  # noqa: BLE001 (a user's module: any mistake in it is reported, not raised)
         at = _user_line(err.__traceback__, path) or source
-        hint = _name_hint(err, at) if isinstance(err, NameError) else ""
+        hint = _name_hint(err, at, defined) if isinstance(err, NameError) else ""
         said = ": ".join(part for part in (type(err).__name__, _text(err), hint) if part)
         return {"error": f"{at}: the stack module failed: {said}"}
     finally:
@@ -632,8 +679,9 @@ def _argument(text: str) -> str:
     return text.strip()
 
 
-def _name_hint(err: NameError, at: str) -> str:
-    """A bare word the module uses as a value: `true`, `null`, or text written without quotes."""
+def _name_hint(err: NameError, at: str, defined: dict[str, Any]) -> str:
+    """A bare word the module uses as a value: a mistyped name the module defines (`H_KIM` for `H_KIM_NS`), `true`,
+    `null`, or text written without quotes."""
     name = getattr(err, "name", None)
     if not isinstance(name, str):
         return ""
@@ -646,6 +694,19 @@ def _name_hint(err: NameError, at: str) -> str:
     # `nccl-test` unquoted is `nccl - test` to Python, which names only `nccl`: the text is the whole dashed word.
     dashed = re.search(rf"(?<![\w.'\"-]){re.escape(name)}(?:-\w+)+", text)
     word = dashed.group(0) if dashed else name
+    quote = _quote_hint(name, word, keyword, text)
+    # The names the module defines first: a constant or an import mistyped is likelier than text left unquoted (a
+    # dashed word is text).
+    close = [] if dashed else difflib.get_close_matches(name, [n for n in defined if not n.startswith("__")], n=3, cutoff=0.6)
+    if not close:
+        return quote
+    module = getattr(defined.get("__spec__"), "origin", None) or ""
+    assigned = provenance.assignments(module) if module else {}
+    meant = " or ".join(f"`{c}`" + (f" ({provenance.shown((module, assigned[c]))})" if c in assigned else "") for c in close)
+    return f"did you mean {meant}, which the module defines? Else, {quote}"
+
+
+def _quote_hint(name: str, word: str, keyword: re.Match[str] | None, text: str) -> str:
     if keyword:
         return f'if it is text, quote it: `{keyword.group(1)}="{word}"`'
     if re.search(rf"\b{re.escape(name)}\s*:", text):
@@ -683,15 +744,20 @@ def load_committed(name: str, ref: str) -> ClusterConfig | None:
         return _load_path(name, Path(tmp) / f"{name}.py")  # in a child, as the working tree's module is
 
 
-def _yaml11_numbers(data: Any, loc: tuple[str | int, ...]) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
-    """Where the loader kept a YAML 1.1 number reading (Yaml11Number), and which."""
-    if isinstance(data, Yaml11Number):
-        return [(loc, data)]
-    if isinstance(data, dict):
-        return [hit for k, v in data.items() for hit in _yaml11_numbers(v, (*loc, str(k)))]
-    if isinstance(data, list):
-        return [hit for i, v in enumerate(data) for hit in _yaml11_numbers(v, (*loc, i))]
-    return []
+def _yaml11_numbers(data: Any) -> list[tuple[tuple[str | int, ...], Yaml11Number]]:
+    """Where the loader kept a YAML 1.1 number reading (Yaml11Number), and which, in the file's order. A walk without
+    recursion that looks into containers only: a config is mostly strings."""
+    found: list[tuple[tuple[str | int, ...], Yaml11Number]] = []
+    todo: list[tuple[Any, tuple[str | int, ...]]] = [(data, ())]
+    while todo:
+        node, loc = todo.pop()
+        if type(node) is Yaml11Number:
+            found.append((loc, node))
+        elif type(node) is dict:
+            todo.extend(reversed([(v, (*loc, str(k))) for k, v in node.items() if type(v) is not str]))
+        elif type(node) is list:
+            todo.extend(reversed([(v, (*loc, i)) for i, v in enumerate(node) if type(v) is not str]))
+    return found
 
 
 def validate(
@@ -701,7 +767,7 @@ def validate(
     calls: dict[provenance.Path_, tuple[str, int]] | None = None,
 ) -> ClusterConfig:
     """Validate plain data (parsed YAML, or a stack module's dumped CONFIG) as a ClusterConfig; `source` names it in
-    errors, and `lines` (the line of each key, provenance.yaml_lines) or `calls` (the line of each model's call,
+    errors, and `lines` (the line of each key, read_yaml_lines) or `calls` (the line of each model's call,
     provenance.calls) start each error with its line and stay with the config for the preflight's findings."""
 
     def line_of(loc: provenance.Path_) -> str:  # `FILE:N`, the form editors link
@@ -715,8 +781,7 @@ def validate(
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping of fields, got {type(data).__name__}")
     surprises = [
-        f"{located(loc, data) or 'the file'} ({line_of(loc)}): {value.problem()}".replace(" ()", "")
-        for loc, value in _yaml11_numbers(data, ())
+        f"{located(loc, data) or 'the file'} ({line_of(loc)}): {value.problem()}".replace(" ()", "") for loc, value in _yaml11_numbers(data)
     ]
     if surprises:
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in surprises))
@@ -768,24 +833,10 @@ _YAML11_SURPRISE = re.compile(r"[-+]?(0[0-7_]+|[1-9][0-9_]*(:[0-5]?[0-9])+)")
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]
-    """SafeLoader that refuses duplicate keys (YAML lets the last one win silently, so a stray second
-    `workloads: []` would empty a stack) and keys that are not text (`1:`, `null:`, `? [a]`: no field or name
-    is one, and YAML 1.1 reads `on:` or `no:` as booleans)."""
-
-    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[str, Any] = {}
-        for key_node, _ in node.value:
-            key = self.construct_object(key_node, deep=deep)
-            if not isinstance(key, str):
-                shown = repr(key_node.value) if isinstance(key_node, yaml.ScalarNode) else f"of type {type(key).__name__}"
-                fix = f'quote it ("{key_node.value}": ...)' if isinstance(key_node, yaml.ScalarNode) else "a key is a name"
-                raise yaml.constructor.ConstructorError(None, None, f"the key {shown} is not text: {fix}", key_node.start_mark)
-            if key in seen:
-                raise yaml.constructor.ConstructorError(
-                    None, None, f"duplicate key {key!r} (YAML keeps only the last one)", key_node.start_mark
-                )
-            seen[key] = True
-        return super().construct_mapping(node, deep=deep)  # type: ignore[no-any-return]
+    """SafeLoader's resolver and constructors with the changes below. `_compose` drives it event by event and refuses
+    duplicate keys there (YAML lets the last one win silently, so a stray second `workloads: []` would empty a stack) and
+    keys that are not text (`1:`, `null:`, `? [a]`: no field or name is one, and YAML 1.1 reads `on:` or `no:` as
+    booleans)."""
 
     def construct_yaml_int(self, node: yaml.ScalarNode) -> Any:
         text = str(self.construct_scalar(node))
@@ -868,30 +919,6 @@ def _yaml_error(path: Path | str, err: yaml.YAMLError) -> ConfigError:
     return ConfigError(f"{path}{where}: not valid YAML: {problem}")
 
 
-def _bounded(path: Path | str, text: str, limits: Limits = CONFIG_LIMITS) -> None:
-    """Refuse nesting, size and aliases before anything is built from the text: the event stream is
-    read iteratively, so a file nested 100,000 deep cannot exhaust the stack (libyaml's composer would
-    crash the process on it)."""
-    depth = nodes = 0
-    try:
-        for event in yaml.parse(text, Loader=_Loader):
-            line = event.start_mark.line + 1 if event.start_mark is not None else "?"
-            if isinstance(event, yaml.AliasEvent):
-                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in {limits.what}")
-            if isinstance(event, (yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                depth += 1
-                if depth > limits.max_depth:
-                    raise ConfigError(f"{path}:{line}: nested more than {limits.max_depth} levels deep")
-            elif isinstance(event, (yaml.MappingEndEvent, yaml.SequenceEndEvent)):
-                depth -= 1
-            if isinstance(event, (yaml.ScalarEvent, yaml.MappingStartEvent, yaml.SequenceStartEvent)):
-                nodes += 1
-                if nodes > limits.max_values:
-                    raise ConfigError(f"{path}: more than {limits.max_values} values: not {limits.what}")
-    except yaml.YAMLError as err:
-        raise _yaml_error(path, err) from None
-
-
 def _check_text(data: Any, path: Path | str, where: str = "") -> None:
     """Every string is valid Unicode text: a JSON-style escape like "\\ud800" yields a lone surrogate,
     which no API server accepts."""
@@ -915,9 +942,9 @@ def read_yaml(path: Path, limits: Limits = CONFIG_LIMITS) -> Any:
 
 
 def read_yaml_lines(path: Path) -> tuple[Any, dict[provenance.Path_, int]]:
-    """read_yaml, and the line of every key and list item (provenance.yaml_lines)."""
-    data, node = _compose(read_text(path), path, CONFIG_LIMITS)
-    return data, provenance.yaml_lines(node)
+    """read_yaml, and the line (1-based) of every key and list item by config path, read in the same pass."""
+    data, lines = _compose(read_text(path), path, CONFIG_LIMITS, lines=True)
+    return data, lines
 
 
 def parse_yaml(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
@@ -926,12 +953,105 @@ def parse_yaml(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:
     return _compose(text, source, limits)[0]
 
 
-def _compose(text: str, path: Path | str, limits: Limits) -> tuple[Any, yaml.Node | None]:
-    _bounded(path, text, limits)
+_MAP, _SEQ, _STR = "tag:yaml.org,2002:map", "tag:yaml.org,2002:seq", "tag:yaml.org,2002:str"
+_NO_KEY = object()
+
+
+def _compose(text: str, path: Path | str, limits: Limits, lines: bool = False) -> tuple[Any, dict[provenance.Path_, int]]:
+    """The data of a single-document YAML text, as _Loader constructs it, built in one pass over libyaml's events: no
+    node tree (libyaml's composer recurses in C, so a file nested 100,000 deep would crash the process; the events are
+    read iteratively, and nesting, size and aliases are refused as they come, before anything deep is built). With
+    `lines`, the line of every key and list item by config path. Each scalar is resolved and constructed as the loader
+    does (its implicit tag, a resolution kept per text: a config repeats its keys thousands of times), and each mapping
+    refuses what _Loader.construct_mapping refuses (keys that are not text, duplicates)."""
     loader = _Loader(text)
+    constructors = loader.yaml_constructors
+    resolved: dict[str, str] = {}
+    at: dict[provenance.Path_, int] = {}
+    root: Any = None
+    # One frame per open mapping or sequence: [container, its config path, the key waiting for its value]
+    stack: list[list[Any]] = []
+    depth = values = documents = 0
     try:
-        node = loader.get_single_node()
-        data = loader.construct_document(node) if node is not None else None
+        while True:
+            event = loader.get_event()
+            kind = type(event)
+            if kind is yaml.ScalarEvent or kind is yaml.MappingStartEvent or kind is yaml.SequenceStartEvent:
+                values += 1
+                if values > limits.max_values:
+                    raise ConfigError(f"{path}: more than {limits.max_values} values: not {limits.what}")
+                mark = event.start_mark
+                frame = stack[-1] if stack else None
+                key_wanted = frame is not None and type(frame[0]) is dict and frame[2] is _NO_KEY
+                if kind is yaml.ScalarEvent:
+                    tag = event.tag
+                    if tag is None or tag == "!":
+                        if event.implicit[0]:
+                            tag = resolved.get(event.value)
+                            if tag is None:
+                                tag = resolved[event.value] = loader.resolve(yaml.ScalarNode, event.value, (True, False))
+                        else:
+                            tag = _STR
+                    if tag == _STR:
+                        value: Any = event.value
+                    else:
+                        node = yaml.ScalarNode(tag, event.value, mark, event.end_mark, event.style)
+                        value = (constructors.get(tag) or constructors[None])(loader, node)
+                    if key_wanted:
+                        if not isinstance(value, str):
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f'the key {event.value!r} is not text: quote it ("{event.value}": ...)', mark
+                            )
+                        if value in frame[0]:  # type: ignore[index]
+                            raise yaml.constructor.ConstructorError(
+                                None, None, f"duplicate key {value!r} (YAML keeps only the last one)", mark
+                            )
+                        frame[2] = value  # type: ignore[index]
+                        if lines:
+                            at[(*frame[1], event.value)] = mark.line + 1  # type: ignore[index]
+                        continue
+                else:
+                    if key_wanted:
+                        what = "dict" if kind is yaml.MappingStartEvent else "list"
+                        raise yaml.constructor.ConstructorError(None, None, f"the key of type {what} is not text: a key is a name", mark)
+                    depth += 1
+                    if depth > limits.max_depth:
+                        raise ConfigError(f"{path}:{mark.line + 1}: nested more than {limits.max_depth} levels deep")
+                    tag = event.tag
+                    default = _MAP if kind is yaml.MappingStartEvent else _SEQ
+                    if tag is not None and tag != "!" and tag != default:  # !!set, !!omap, or a tag no constructor has
+                        made = (yaml.MappingNode if kind is yaml.MappingStartEvent else yaml.SequenceNode)(tag, [], mark, mark)
+                        (constructors.get(tag) or constructors[None])(loader, made)
+                    value = {} if kind is yaml.MappingStartEvent else []
+                # The value in its container (or the document itself), and the line of a list item.
+                if frame is None:
+                    root = value
+                    child: provenance.Path_ = ()
+                elif type(frame[0]) is dict:
+                    child = (*frame[1], frame[2])
+                    frame[0][frame[2]] = value
+                    frame[2] = _NO_KEY
+                else:
+                    child = (*frame[1], len(frame[0]))
+                    if lines:
+                        at[child] = mark.line + 1
+                    frame[0].append(value)
+                if kind is not yaml.ScalarEvent:
+                    stack.append([value, child, _NO_KEY])
+            elif kind is yaml.MappingEndEvent or kind is yaml.SequenceEndEvent:
+                depth -= 1
+                stack.pop()
+            elif kind is yaml.AliasEvent:
+                line = event.start_mark.line + 1 if event.start_mark is not None else "?"
+                raise ConfigError(f"{path}:{line}: YAML aliases (*name) are not supported in {limits.what}")
+            elif kind is yaml.DocumentStartEvent:
+                documents += 1
+                if documents > 1:
+                    raise yaml.composer.ComposerError(
+                        "expected a single document in the stream", None, "but found another document", event.start_mark
+                    )
+            elif kind is yaml.StreamEndEvent:
+                break
     except yaml.YAMLError as err:
         raise _yaml_error(path, err) from None
     except (ValueError, RecursionError, MemoryError) as err:
@@ -939,8 +1059,8 @@ def _compose(text: str, path: Path | str, limits: Limits) -> tuple[Any, yaml.Nod
         raise ConfigError(f"{path}: a value cannot be read: {err}") from None
     finally:
         loader.dispose()
-    _check_text(data, path)
-    return data, node
+    _check_text(root, path)
+    return root, at
 
 
 def parse_json(text: str, source: str, limits: Limits = CONFIG_LIMITS) -> Any:

@@ -22,12 +22,21 @@ import signal
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from stacks import _process
 
 ANSWER_FD = "STACKS_ANSWER_FD"
 """The environment variable that gives a spawned child the descriptor of its answer's pipe."""
+
+
+@dataclass(frozen=True)
+class Started:
+    """A child running a job (`start`), whose answer `finish` collects."""
+
+    pid: int
+    read: int
 
 
 def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _end: Callable[[int], Any] = os._exit) -> tuple[Any, str]:
@@ -39,6 +48,15 @@ def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _e
     With `spawn` (the arguments of `python` for a program that does the same job through `answer`), the child is a
     fresh interpreter instead of a fork: for a process whose threads a fork cannot copy (the Pulumi program's gRPC
     threads: a forked child of a live gRPC client can crash in gRPC's fork handlers)."""
+    started = start(job, spawn, _end)
+    if isinstance(started, str):
+        return None, started
+    return finish(started, limit)
+
+
+def start(job: Callable[[], Any], spawn: list[str] | None = None, _end: Callable[[int], Any] = os._exit) -> Started | str:
+    """The child that runs `job`, started and left running (`run` waits for it at once; a command that loads several
+    stacks starts them all, then does other work); or why none could be started."""
     sys.stdout.flush()  # else what the parent has buffered would be written again by the child
     sys.stderr.flush()
     read, write = os.pipe()
@@ -55,10 +73,17 @@ def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _e
                     _end(70)
     except OSError as err:  # no process to run it in (a process limit, no memory)
         os.close(read)
-        return None, f"was not run: no child process could be started ({err.strerror or err})"
+        return f"was not run: no child process could be started ({err.strerror or err})"
     finally:
         os.close(write)
     _process.CHILDREN.add(pid)  # an interrupted command ends it too (stacks/_process.py)
+    return Started(pid, read)
+
+
+def finish(started: Started, limit: float) -> tuple[Any, str]:
+    """The answer of a started child (`run` says what it is), waited for at most `limit` seconds from now: a child started
+    ahead (`start`) ran meanwhile beside the parent's own work, which must not count against its time."""
+    pid, read = started.pid, started.read
     deadline = time.monotonic() + limit
     chunks: list[bytes] = []
     status: int | None = None
@@ -88,6 +113,17 @@ def run(job: Callable[[], Any], limit: float, spawn: list[str] | None = None, _e
     if code < 0:
         return None, f"was killed by signal {signal.Signals(-code).name}"
     return None, f"exited (code {code})"
+
+
+def abandon(started: Started) -> None:
+    """End a started child whose answer is not wanted any more (its module was edited since), and reap it."""
+    os.close(started.read)
+    try:
+        os.kill(started.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    os.waitpid(started.pid, 0)
+    _process.CHILDREN.discard(started.pid)
 
 
 def _collect(pid: int, read: int, deadline: float, chunks: list[bytes]) -> int | None:

@@ -10,12 +10,13 @@ worker keeps writing after the command has exited.
 
 Installed as soon as `python -m stacks` starts importing the package (stacks/__init__.py imports this
 module first) and again, idempotently, by stacks/__main__.py; importing `stacks` as a library (the
-tests, the Pulumi program) changes nothing.
+tests, the Pulumi program) changes nothing. The command's garbage collector is off from the same moment.
 """
 
 from __future__ import annotations
 
 import codecs
+import gc
 import os
 import signal
 import sys
@@ -99,3 +100,7 @@ def _started_as_command() -> bool:
 
 if _started_as_command():
     setup()
+    # The command runs without the garbage collector (cli/main.py run()), from here: the imports that follow build the
+    # config model and load pydantic and the Pulumi SDK, and a collection during them (a tenth of the import) only walks
+    # objects that live as long as the process.
+    gc.disable()

@@ -20,10 +20,17 @@ import pytest
 # compiles all the test modules again (1.5 s a worker). The program's modules imported below are cached the same way.
 sys.dont_write_bytecode = False
 
+from hypothesis import settings  # noqa: E402
+
 import stacks  # noqa: E402
 from config import project  # noqa: E402
 from tests.helpers import rendered_stack  # noqa: E402
 from tools.render import Rendering  # noqa: E402
+
+# No test has a deadline: hypothesis's default fails an example that takes 200 ms, which a loaded machine can make any
+# example take. The work a test must bound is counted instead (docs/architecture.md, "Where tests live").
+settings.register_profile("no-deadline", deadline=None)
+settings.load_profile("no-deadline")
 
 # The longest tests (the recipes about 10 s of CPU, the properties 3 s) start first: `make test` runs the suite on a
 # worker per core (pytest-xdist), and one of them started last would leave the other workers idle while it runs.
@@ -32,6 +39,14 @@ LONGEST_FIRST = ("tests/test_recipes.py::", "tests/test_properties.py::")
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
+
+
+@pytest.fixture(autouse=True)
+def _module_loading_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Pulumi program's gate switches this process to spawning stack modules instead of forking them (policy/gate.py
+    sets stacks.SPAWN_MODULES, for the language host's gRPC threads); a test that runs the gate in process must not leave
+    the rest of the suite, whatever runs after it, loading modules another way (a fork test would then fork nothing)."""
+    monkeypatch.setattr(stacks, "SPAWN_MODULES", stacks.SPAWN_MODULES)
 
 
 @pytest.fixture(params=stacks.names())

@@ -250,17 +250,184 @@ def tcp() -> Data:
 FIXTURES: dict[str, Callable[[], Data]] = {"roce": roce, "ib": infiniband, "tcp": tcp}
 
 
-def config(name: str, edit: Callable[[Data], Any] | None = None) -> ClusterConfig:
-    """A fixture, with one edit of its plain data applied, validated as a user's YAML file would be."""
+def config(name: str, *edits: Callable[[Data], Any] | None) -> ClusterConfig:
+    """A fixture, with edits of its plain data applied in order, validated as a user's YAML file would be."""
     data = copy.deepcopy(FIXTURES[name]())
-    if edit is not None:
-        edit(data)
+    for edit in edits:
+        if edit is not None:
+            edit(data)
     return stacks.validate(data, f"fixture {name}")
 
 
-def data(name: str) -> Data:
-    return copy.deepcopy(FIXTURES[name]())
+def data(name: str, *edits: Callable[[Data], Any]) -> Data:
+    """A fixture's plain data, a copy of its own, with edits applied in order."""
+    d = copy.deepcopy(FIXTURES[name]())
+    for edit in edits:
+        edit(d)
+    return d
 
 
 def workload(d: Data, name: str) -> Data:
     return next(w for w in d["workloads"] if w["name"] == name)
+
+
+# --- edits of the fixtures' data, as a user edits a stack file ----------------------------------------------------------
+
+Edit = Callable[[Data], Any]
+
+
+def both(*edits: Edit) -> Edit:
+    """The edits, one after the other."""
+    return lambda d: _apply(edits, d)  # a lambda: pytest names an unnamed parameter by it (`[case-<lambda>]`)
+
+
+def _apply(edits: tuple[Edit, ...], d: Data) -> None:
+    for e in edits:
+        e(d)
+
+
+def W(name: str, /, **fields: Any) -> Edit:  # noqa: N802 (reads like the fixture's workload)
+    """The workload `name` with `fields` set."""
+    return lambda d: workload(d, name).update(fields)
+
+
+def env(name: str, values: dict[str, str]) -> Edit:
+    return lambda d: workload(d, name).setdefault("env", {}).update(values)
+
+
+def mount(name: str, index: int, /, **fields: Any) -> Edit:
+    return lambda d: workload(d, name)["mounts"][index].update(fields)
+
+
+def port(name: str, index: int, /, **fields: Any) -> Edit:
+    return lambda d: workload(d, name)["ports"][index].update(fields)
+
+
+def add_port(name: str, /, **fields: Any) -> Edit:
+    return lambda d: workload(d, name).setdefault("ports", []).append(fields)
+
+
+def add_workload(base: str, /, **fields: Any) -> Edit:
+    """Another workload: a copy of `base` with `fields` (stopped unless it says otherwise, so it needs no nodes)."""
+
+    def edit(d: Data) -> None:
+        copied = json.loads(json.dumps(workload(d, base)))
+        copied.pop("tcp_variants", None)
+        copied.update({"state": "stopped", **fields})
+        d["workloads"].append(copied)
+
+    return edit
+
+
+def add_volume(**fields: Any) -> Edit:
+    return lambda d: d["volumes"].append({"namespace": "team-a", "size": "1Gi", "storage_class": RWX, **fields})
+
+
+def pvc_fix(pvc: str, namespace: str = "team-a") -> Edit:
+    fix = {"namespace": namespace, "pvc": pvc, "storage_class": RBD, "reason": "a test"}
+    return lambda d: d.setdefault("pvc_fixes", []).append(dict(fix))
+
+
+def add_namespace(ns: str) -> Edit:
+    """One more entry in `namespaces`, and nothing else."""
+    return lambda d: d["namespaces"].append(ns)
+
+
+def add_project(ns: str) -> Edit:
+    """One more project the stack deploys into: its namespace, and a service account `trainer` there."""
+
+    def edit(d: Data) -> None:
+        d["namespaces"].append(ns)
+        d["security"]["service_accounts"].append({"name": "trainer", "namespace": ns})
+
+    return edit
+
+
+def script_file(key: str) -> Edit:
+    return lambda d: d["scripts"][0]["files"].update({key: "echo hi\n"})
+
+
+def secret_key(key: str) -> Edit:
+    return lambda d: workload(d, "train")["secret_env"]["HF_TOKEN"].update(key=key)
+
+
+def node_set(index: int, /, **fields: Any) -> Edit:
+    return lambda d: d["node_sets"][index].update(fields)
+
+
+def check_of(name: str, /, **fields: Any) -> Edit:
+    return lambda d: next(c for c in d["bandwidth_checks"] if c["name"] == name).update(fields)
+
+
+def sec(**fields: Any) -> Edit:
+    return lambda d: d["security"].update(fields)
+
+
+def existing(scc: str, **fields: Any) -> Edit:
+    """The stack's SCC is `scc`, which exists on the cluster, described by `fields` (security.existing_*)."""
+    return sec(scc=scc, create=False, **fields)
+
+
+def toleration(key: str, **fields: Any) -> Data:
+    return {"key": key, "operator": "Exists", **fields}
+
+
+# --- queueing (docs/shared-clusters.md) ------------------------------------------------------------------------------
+
+
+def queued(d: Data, **queueing: Any) -> Data:
+    """The fixture queued: a ClusterQueue `gpu`, each node set labelled `gpu-pool: NAME` and stating its CPU and memory."""
+    d["queueing"] = {"cluster_queue": "gpu", **queueing}
+    for s in d["node_sets"]:
+        s.update(allocatable_cpu="64", allocatable_memory="512Gi", labels={"gpu-pool": s["name"]})
+    return d
+
+
+def queued_config(name: str, edit: Edit | None = None, **queueing: Any) -> ClusterConfig:
+    """The fixture queued (`queueing` added to its settings), then edited."""
+    return config(name, lambda d: queued(d, **queueing), edit)
+
+
+# --- operator-native SR-IOV networks (docs/networks.md) ------------------------------------------------------------------
+
+OPERATOR_NS = "openshift-sriov-network-operator"
+# The CNI config Barcelona's NADs carry (CLUSTER-FACTS "Real NAD configuration"), for the test-owned ports.
+OPERATOR_CNI = {
+    "cniVersion": "1.0.0",
+    "type": "sriov",
+    "vlan": 0,
+    "vlanQoS": 0,
+    "spoofchk": "off",
+    "trust": "on",
+    "link_state": "enable",
+    "mtu": 9000,
+}
+REASON = "the RDMA VFs of the main nodes, applied in a maintenance window"
+
+
+def operator_mode(d: Data) -> None:
+    """roce's attachments made by the SR-IOV operator (fabric.nad_mode operator), each CNI config one it can render."""
+    d["fabric"]["nad_mode"] = "operator"
+    for i, a in enumerate(d["fabric"]["attachments"], start=1):
+        cni = {
+            **OPERATOR_CNI,
+            "name": a["network"],
+            "ipam": {"type": "whereabouts", "range": f"10.1.{i}.0/24", "routes": [{"dst": f"192.168.{i}.0/24"}]},
+        }
+        a["cni_config"] = json.dumps(cni, separators=(",", ":"))
+
+
+def with_policies(d: Data, num_vfs: int = 4, mtu: int | None = 9000) -> None:
+    """Operator mode, and node policies on roce's main nodes: one per attachment's resource."""
+    operator_mode(d)
+    d["node_sets"][0]["node_policies"] = [
+        {"resource": f"openshift.io/port{i}rdma", "pf_names": [f"eno{4 + i}np0"], "num_vfs": num_vfs, **({"mtu": mtu} if mtu else {})}
+        for i in (1, 2)
+    ]
+    d["node_sets"][0]["node_reboot_reason"] = REASON
+
+
+# The control plane's node-role labels (and the taints of the same keys).
+MASTER = "node-role.kubernetes.io/master"
+CONTROL = "node-role.kubernetes.io/control-plane"
+ARBITER = "node-role.kubernetes.io/arbiter"

@@ -315,7 +315,7 @@ def _reads_directly(node: ast.AST) -> bool:
 def committed_stack_tests(tests: Path) -> list[str]:
     """Node ids of the tests that read the committed stacks, directly or through a helper of their module."""
     ids = []
-    for path in sorted(p for p in tests.glob("test_*.py") if p.name != "test_recipes.py"):  # not this test again
+    for path in sorted(p for p in tests.rglob("test_*.py") if p.name != "test_recipes.py"):  # not this test again
         module = ast.parse(path.read_text(encoding="utf-8"))
         defs: dict[str, ast.AST] = {}
         for node in module.body:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 import stacks
 from tests.helpers import ROOT, rendered_stack
 from tools.writer import write
@@ -33,3 +35,21 @@ def problems(stale: list[str], orphans: list[str]) -> str:
     found = [f"rendered/ is stale for: {', '.join(stale)}"] if stale else []
     found += [f"rendered/ has folders left over from removed stacks: {', '.join(orphans)} (remove them)"] if orphans else []
     return "; ".join(found)
+
+
+# --- the message names only what is wrong ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "stale,orphans,says,never",
+    [
+        ([], [], "", "rendered/"),
+        (["nerc"], [], "rendered/ is stale for: nerc", "left over"),
+        ([], ["mylab"], "left over from removed stacks: mylab", "stale"),
+        (["a", "b"], ["c"], "stale for: a, b; rendered/ has folders left over from removed stacks: c", ": -"),
+    ],
+)
+def test_the_freshness_message_names_only_what_is_wrong(stale: list[str], orphans: list[str], says: str, never: str) -> None:
+    message = problems(stale, orphans)
+    assert says in message and (never not in message)
+    assert ": -" not in message

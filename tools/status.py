@@ -663,16 +663,26 @@ def refused(config: ClusterConfig, s: Subject, message: str) -> str:
         return (
             f"the quota {name} of namespace {w.namespace} is full: requested {requested}, used {used}, limited {limited} (asked by {asks})"
         )
+    scc = config.scc_of(w)
+    scc_path: tuple[str, ...] = ("security", "scc") if scc == config.security.scc else ("security", "unprivileged_scc")
+    if "failed to retrieve the required SCC" in message:
+        # OpenShift's admission cannot find the SCC the pods pin (openshift.io/required-scc): the platform tier that
+        # creates it is not applied, or the SCC was deleted by hand (Pulumi's state still has it: --refresh sees it gone).
+        made = (
+            "the platform tier creates it (`pulumi up --refresh` of the platform stack)"
+            if config.security.create and scc == config.security.scc
+            else "the stack does not create it (security.create): a cluster admin must"
+        )
+        return f"the SCC admission refuses the pods: the SCC {scc} they pin ({where(config, scc_path)}) is not on the cluster: {made}"
     if "security context constraint" in message:
-        scc = config.scc_of(w)
-        scc_path: tuple[str, ...] = ("security", "scc") if scc == config.security.scc else ("security", "unprivileged_scc")
         account = next(
             (i for i, a in enumerate(config.security.service_accounts) if a.name == w.service_account and a.namespace == w.namespace), None
         )
         sa = where(config, ("security", "service_accounts", account)) if account is not None else f"service account {w.service_account}"
         if re.search(rf'provider "?{re.escape(scc)}"?: Forbidden: not usable by user or serviceaccount', message):
+            # --refresh: a grant removed by hand is still in Pulumi's state, and a plain `up` would change nothing.
             grant = (
-                "its grant is the platform tier's (`pulumi up` of the platform stack)"
+                "its grant is the platform tier's (`pulumi up --refresh` of the platform stack)"
                 if config.security.grant
                 else f"the stack does not grant it ({where(config, ('security', 'grant'))}): a cluster admin runs "
                 f"`{shlex.join(['oc', 'adm', 'policy', 'add-scc-to-user', scc, '-z', w.service_account, '-n', w.namespace])}`"

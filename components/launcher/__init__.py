@@ -19,7 +19,7 @@ the exit codes, limits and patterns; then its sections, in order, as their `# --
   Decisions: pure functions of Config and Facts: memlock, devices, network, NCCL, argv (`decide` -> `Plan`, `decide_nccl`)
   Output and the thin main: the report, the files an `oc exec` session reads, then exec (`render_report`, `run`, `main`)
 
-tests/test_issue25_launcher_map.py holds this map to the banners and the functions it names to their sections.
+tests/launcher/test_launcher_map.py holds this map to the banners and the functions it names to their sections.
 """
 
 import pathlib

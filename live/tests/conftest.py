@@ -5,8 +5,8 @@ touched).
 
 Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a build failure fails the
 tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok; Kueue) skip, with the
-build's own error, where they could not be built, except in CI (CI=true), where they fail; so does the SR-IOV
-operator's controller (test_sriov_operator.py).
+build's own error, where they could not be built, except in CI (CI=true), where they fail; so do the SR-IOV
+operator's controller (test_sriov_operator.py) and OpenShift's SCC admission (test_scc.py).
 """
 
 from __future__ import annotations
@@ -65,6 +65,12 @@ def sim_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
 def sriov_tools(tools: dict[str, Path | str]) -> Path:
     """The SR-IOV network operator's SriovNetwork controller, its CRDs and NAD templates beside it (live/sriov.py)."""
     return _level(toolchain.SRIOV, "the SR-IOV network operator's controller")["sriov-network-controller"]
+
+
+@pytest.fixture(scope="session")
+def scc_tools(tools: dict[str, Path | str]) -> Path:
+    """OpenShift's SCC admission plugin in its webhook (live/scc.py)."""
+    return _level(toolchain.SCC, "OpenShift's SCC admission")["scc-admission"]
 
 
 @pytest.fixture(scope="session")

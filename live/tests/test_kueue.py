@@ -3,7 +3,7 @@ engine on a simulated cluster: kube-scheduler places the pods Kueue admits on kw
 node set (live/nodes.py: four nodes of 4 nvidia.com/gpu), and the ClusterQueue, ResourceFlavor and LocalQueue are
 the ones components/queueing.py declares (docs/shared-clusters.md).
 
-The config is the tests' own (tests/fixtures.py `tcp`, queued as tests/test_issue27_queueing.py queues it), deployed
+The config is the tests' own (tests/fixtures.py `tcp`, queued as tests/fixtures.py `queued` queues it), deployed
 as YAML through barcelona's two stack files (platform tier, then project tier). In order, on ONE control plane with
 Kueue running before the first `up`:
 1. `up` of both tiers succeeds; every running workload is admitted (its Workload Admitted) and Ready, a Job too

@@ -298,7 +298,7 @@ def test_a_bandwidth_check_gates_up_until_its_verdict(
 # --- `python -m stacks status` against what the cluster says ------------------------------------------------------
 # Each case makes the simulated cluster produce one reason a run is not running, asserts the line `status` prints in
 # the stack file's words, then undoes it and sees `status` say everything runs again. kwok runs no container, so an
-# image that cannot be pulled and a crashing container are not produced here (tests/test_status.py has them offline).
+# image that cannot be pulled and a crashing container are not produced here (tests/tools/test_status.py has them offline).
 
 STATUS_CLUSTER = "barcelona"  # every GPU node in use: nothing else fits, so a tenant's pod leaves a workload no room
 STATUS_QUOTA_CLUSTER = "nerc"

@@ -35,7 +35,7 @@ from live import clusters, sriov, toolchain
 from live.controlplane import ControlPlane
 from live.tests.harness import Project, failure, kubeconfig_of, project_copy, pulumi_env, yaml_config
 from tests import fixtures
-from tests.test_issue28_operator_networks import REASON, with_policies
+from tests.fixtures import REASON, with_policies
 from tools import adoption
 from tools.render import run
 
@@ -50,7 +50,7 @@ IPAM = {"type": "whereabouts", "range": "10.0.103.0/24", "routes": [{"dst": "192
 
 
 # The program's own operator-mode objects (issue 28 part C): a test-owned config, the tests' RoCE fixture in nad_mode
-# operator with node policies (tests/test_issue28_operator_networks.py), named as a committed cluster so that it is
+# operator with node policies (tests/fixtures.py with_policies), named as a committed cluster so that it is
 # deployed through that cluster's two stack files (harness.yaml_config); one RDMA workload in each of two projects.
 CLUSTER = "barcelona"
 IMAGE = "nvcr.io/nvidia/pytorch:25.08-py3@sha256:f2121948025691ba15f702877b9ffdb358b51c5db1105010c1d29646e9189f25"

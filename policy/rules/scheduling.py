@@ -480,6 +480,59 @@ def _pod_vfs(pod: PodView, per_pod: dict[str, int]) -> int:
     return max((int(-(-requests[r] // n)) for r, n in per_pod.items() if requests.get(r)), default=0)
 
 
+@rule(
+    "queue-quota",
+    "On a queued cluster each quota the stack states (queueing.quota) lies between what a workload of the queue needs "
+    "and what its node set holds: a quota under a stopped workload's need leaves it waiting in the queue for ever once "
+    "started (a running one is capacity's error); a quota over the set's GPUs, or its stated CPU or memory, lets Kueue admit "
+    "pods no node can take, which stay Pending holding the quota.",
+)
+def queue_quota(stack: Stack) -> Iterator[Finding]:
+    config = stack.config
+    q = config.queueing
+    if q is None:
+        return
+    for node_set in config.node_sets:
+        held = {GPU: Decimal(node_set.gpus_per_node)}
+        held.update({r: quantity_value(v) for r, v in (("cpu", node_set.allocatable_cpu), ("memory", node_set.allocatable_memory)) if v})
+        workloads = [w for w in config.all_workloads() if config.node_set(w.node_set).name == node_set.name]
+        for resource, stated in (q.quota.get(node_set.name) or {}).items():
+            quota = quantity_value(stated)
+            where = ("queueing", "quota", node_set.name, resource)
+            per_node = held.get(resource)
+            if per_node is not None and quota > per_node * node_set.size:
+                holds = quantity_text(per_node * node_set.size)
+                yield warning(
+                    f"Stack {config.name}",
+                    "queueing.quota",
+                    f"the quota of {resource} on {node_set.name!r} is {stated}, more than the node set holds ({node_set.size} node(s) x "
+                    f"{quantity_text(per_node)} = {holds}): Kueue would admit workloads whose pods no node can take, and they "
+                    "would stay Pending holding the quota",
+                    f"state at most {holds} (what the set holds; less where other tenants share its nodes)",
+                    config=where,
+                    value=f"{resource}={stated}",
+                )
+            # The stopped workloads only: a running one that cannot be admitted is the capacity rule's error, at the workload.
+            short = [
+                (w, need)
+                for w in workloads
+                if w.state == "stopped" and resource in (per_pod := {**config.pod_requests(w), "pods": "1"})
+                and (need := quantity_value(per_pod[resource]) * w.nodes) > quota
+            ]  # fmt: skip
+            if short:
+                needs = ", ".join(f"{w.name} ({w.nodes} x {({**config.pod_requests(w), 'pods': '1'})[resource]})" for w, _ in short)
+                most = quantity_text(max(need for _, need in short))
+                yield warning(
+                    f"Stack {config.name}",
+                    "queueing.quota",
+                    f"the quota of {resource} on {node_set.name!r} is {stated}, less than what stopped workload(s) of the queue "
+                    f"need: {needs}. Started, Kueue could never admit them: they would wait in the queue for ever",
+                    f"raise it to {most} (as far as the set holds), or shrink those workloads (nodes, gpus_per_node, cpu, memory)",
+                    config=where,
+                    value=f"{resource}={stated}",
+                )
+
+
 def _pod_requests(pod: PodView) -> dict[str, Decimal]:
     """Every resource one pod requests, as Kueue counts it: its containers' requests added up, or its largest init
     container's where that is more (a request not given is its limit). CPU in cores, memory in bytes."""

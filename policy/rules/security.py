@@ -13,9 +13,9 @@ from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS, SccFacts
 from config.values import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT
 from policy.core import Finding, PodView, Stack, error, info, rule, warning
 
-# OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2:
-# pods that run under it need no grant.
-SCCS_FOR_EVERYONE = frozenset({"restricted-v2"})
+# OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2 (and, where it ships it,
+# restricted-v3: the manifests bind both to system:authenticated): pods that run under them need no grant.
+SCCS_FOR_EVERYONE = frozenset({"restricted-v2", "restricted-v3"})
 # The default SCCs OpenShift ships a `system:openshift:scc:NAME` use-role for (all but its components' own).
 SHIPPED_SCCS = BUILTIN_SCCS - {"machine-api-termination-handler", "node-exporter"}
 
@@ -178,6 +178,70 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
                 )
 
 
+def _seccomp(pod: PodView, container: dict[str, Any]) -> str:
+    """The seccomp profile admission reads for a container (the container's field, else the pod's), as its annotation
+    value: runtime/default, unconfined, localhost/PATH; '' for none."""
+    profile = _security(container).get("seccompProfile") or (pod.spec.get("securityContext") or {}).get("seccompProfile") or {}
+    kind = profile.get("type")
+    if kind == "RuntimeDefault":
+        return "runtime/default"
+    if kind == "Localhost":
+        return f"localhost/{profile.get('localhostProfile', '')}"
+    return "unconfined" if kind == "Unconfined" else ""
+
+
+@rule(
+    "scc-seccomp",
+    "The SCC a pod runs under allows the seccomp profile its containers set: the program gives every container "
+    "RuntimeDefault, which an SCC without seccompProfiles refuses ('seccomp may not be set': anyuid, restricted, nonroot, "
+    "hostnetwork and hostaccess as OpenShift ships them).",
+)
+def scc_seccomp(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        name = stack.scc_of(pod)
+        scc = stack.scc(name)
+        if scc is None:
+            continue  # scc-capabilities says the SCC is unknown
+        for path, c in pod.containers():
+            profile = _seccomp(pod, c)
+            if not profile or scc.allows_seccomp(profile):
+                continue
+            allowed = ", ".join(sorted(scc.seccomp or ())) or "none"
+            yield error(
+                pod.ref,
+                f"{path}.securityContext.seccompProfile",
+                f"seccomp profile {profile} may not be set: SCC {name!r} allows {allowed} (its seccompProfiles"
+                f"{', as OpenShift ships it' if scc.shipped else ''}), so admission refuses the pod ('seccomp may not be set')",
+                "run the pods under an SCC that allows runtime/default: restricted-v2 or nonroot-v2 as OpenShift ships "
+                "them, or the stack's own (security.create: true)",
+                config=_shipped_cause(stack, name) if scc.shipped else None,
+            )
+
+
+@rule(
+    "scc-user-namespace",
+    "The SCC a pod runs under does not require a user namespace: restricted-v3 and nested-container (as OpenShift ships "
+    "them, userNamespaceLevel RequirePodLevel) admit only pods with hostUsers: false, which the program's pods never set "
+    "('Host Users must be set to false').",
+)
+def scc_user_namespace(stack: Stack) -> Iterator[Finding]:
+    for pod in stack.pods():
+        name = stack.scc_of(pod)
+        scc = stack.scc(name)
+        if scc is None or not scc.user_namespace or pod.spec.get("hostUsers") is False:
+            continue
+        yield error(
+            pod.ref,
+            pod.at("spec.hostUsers"),
+            f"SCC {name!r} admits only pods in a user namespace of their own (userNamespaceLevel RequirePodLevel"
+            f"{', as OpenShift ships it' if scc.shipped else ''}) and the pod runs in the host's (hostUsers unset), so admission "
+            "refuses it ('Host Users must be set to false')",
+            "run the pods under restricted-v2 (every user may use it) or the stack's own SCC (security.create: true): the "
+            "program runs no pod in a user namespace (a capability added there does not reach the host's memlock limit)",
+            config=_shipped_cause(stack, name) if scc.shipped else None,
+        )
+
+
 @rule(
     "memlock-strategy",
     "The way the pod is meant to pin memory can work: added capabilities are effective only for "
@@ -300,6 +364,7 @@ def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
             "nothing, for this strategy; to run the pods non-root, use memlock node-limit with node_level.crio_memlock_unlimited: "
             "true (a MachineConfig that raises CRI-O's memlock limit on the GPU pool)",
             config=("defaults", "memlock_rdma"),
+            brief=f"{len(pods)} pod template(s) run as root with {caps}, as memlock {strategy!r} needs (what checkov and such flag)",
         )
 
 

@@ -264,6 +264,10 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
     entries: list[HandMade] = list(getattr(stack.config, "hand_made", []) or [])
     origins = [provenance.call_line(stack.config, ("hand_made", i)) for i in range(len(entries))]
     missing = {i for i, h in enumerate(entries) if (h.kind, h.namespace, h.name) not in declared}
+    served = [i for i in sorted(missing) if _served_by_operator(stack, entries[i])]
+    if len(served) > 1:  # one cause (nad_mode operator), many copies: one finding listing them, not one per copy
+        yield _served_copies(stack, [entries[i] for i in served], [origins[i] for i in served])
+        missing -= set(served)
     for i in sorted(missing):
         h, origin = entries[i], origins[i]
         where = f"{h.namespace}/{h.name}" if h.namespace else h.name
@@ -279,6 +283,36 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
             + (", or, if the switch is temporary, accept this warning in accepted_warnings with that reason" if temporary else ""),
             config=("hand_made", i),
         )
+
+
+def _served_by_operator(stack: Stack, h: HandMade) -> bool:
+    """A hand-made NAD copy of a project whose NADs the SR-IOV operator now makes (fabric.nad_mode operator)."""
+    c, fabric = stack.config, stack.config.fabric
+    return (
+        h.kind == "NetworkAttachmentDefinition" and bool(h.namespace) and h.namespace in c.namespaces and fabric is not None
+        and fabric.device_access == "sriov" and fabric.nad_mode == "operator" and h.name in {a.network for a in fabric.attachments}
+        and h.namespace in {w.namespace for w in c.pod_specs() if w.transport == "rdma"}
+    )  # fmt: skip
+
+
+def _served_copies(stack: Stack, copies: list[HandMade], origins: list[tuple[str, int] | None]) -> Finding:
+    """The hand-made NAD copies nad_mode operator replaces, as one finding at fabric.nad_mode: the objects listed, one
+    `oc delete` per namespace."""
+    by_ns: dict[str, list[str]] = {}
+    for h in copies:
+        by_ns.setdefault(str(h.namespace), []).append(h.name)
+    deletes = "; ".join(f"`oc delete net-attach-def {' '.join(names)} -n {ns}`" for ns, names in sorted(by_ns.items()))
+    lines = sorted({_shown(o) for o in origins if o is not None})
+    at = f" (the HandMade(...) at {', '.join(lines)})" if lines else ""
+    return warning(
+        f"Stack {stack.config.name}",
+        "hand_made",
+        f"{len(copies)} hand_made entries are NAD copies the stack no longer declares: with fabric.nad_mode operator the SR-IOV "
+        "operator makes each project's NADs itself (PROJECT-NETWORK) from the platform tier's SriovNetworks. The import plan "
+        "leaves the copies out, and Pulumi neither adopts nor deletes them",
+        f"delete them once no pod outside the stack uses them ({deletes}), and drop the entries from hand_made{at}",
+        config=("fabric", "nad_mode"),
+    )
 
 
 def _shown(origin: tuple[str, int] | None) -> str:

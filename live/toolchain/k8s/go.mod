@@ -7,7 +7,13 @@ module gpu-training.local/live/k8s
 go 1.24.0
 
 require (
+	github.com/openshift/apiserver-library-go v0.0.0-20250917015549-a8019f39f670
+	github.com/openshift/client-go v0.0.0-20251015124057-db0dee36e235
 	go.etcd.io/etcd/server/v3 v3.6.4
+	k8s.io/api v0.34.4
+	k8s.io/apimachinery v0.34.4
+	k8s.io/apiserver v0.34.4
+	k8s.io/client-go v0.34.4
 	k8s.io/kubernetes v1.34.4
 )
 
@@ -35,7 +41,7 @@ require (
 	github.com/coreos/go-semver v0.3.1 // indirect
 	github.com/coreos/go-systemd/v22 v22.5.0 // indirect
 	github.com/cyphar/filepath-securejoin v0.4.1 // indirect
-	github.com/davecgh/go-spew v1.1.1 // indirect
+	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/distribution/reference v0.6.0 // indirect
 	github.com/docker/go-units v0.5.0 // indirect
 	github.com/dustin/go-humanize v1.0.1 // indirect
@@ -96,9 +102,11 @@ require (
 	github.com/opencontainers/image-spec v1.1.1 // indirect
 	github.com/opencontainers/runtime-spec v1.2.0 // indirect
 	github.com/opencontainers/selinux v1.11.1 // indirect
+	github.com/openshift/api v0.0.0-20251015095338-264e80a2b6e7 // indirect
+	github.com/openshift/library-go v0.0.0-20250710130336-73c7662bc565 // indirect
 	github.com/peterbourgon/diskv v2.0.1+incompatible // indirect
 	github.com/pkg/errors v0.9.1 // indirect
-	github.com/pmezard/go-difflib v1.0.0 // indirect
+	github.com/pmezard/go-difflib v1.0.1-0.20181226105442-5d4384ee4fb2 // indirect
 	github.com/pquerna/cachecontrol v0.1.0 // indirect
 	github.com/prometheus/client_golang v1.22.0 // indirect
 	github.com/prometheus/client_model v0.6.1 // indirect
@@ -154,12 +162,8 @@ require (
 	gopkg.in/inf.v0 v0.9.1 // indirect
 	gopkg.in/natefinch/lumberjack.v2 v2.2.1 // indirect
 	gopkg.in/yaml.v3 v3.0.1 // indirect
-	k8s.io/api v0.34.4 // indirect
-	k8s.io/apiextensions-apiserver v0.0.0 // indirect
-	k8s.io/apimachinery v0.34.4 // indirect
-	k8s.io/apiserver v0.34.4 // indirect
+	k8s.io/apiextensions-apiserver v0.33.2 // indirect
 	k8s.io/cli-runtime v0.34.4 // indirect
-	k8s.io/client-go v0.34.4 // indirect
 	k8s.io/cloud-provider v0.34.4 // indirect
 	k8s.io/cluster-bootstrap v0.0.0 // indirect
 	k8s.io/component-base v0.34.4 // indirect
@@ -226,3 +230,9 @@ replace (
 	k8s.io/sample-cli-plugin => k8s.io/sample-cli-plugin v0.34.4
 	k8s.io/sample-controller => k8s.io/sample-controller v0.34.4
 )
+
+// OpenShift's SCC admission (the live tier's sccadmission webhook). library-go is not served by the module proxy:
+// its one package that admission imports, pkg/security/uid, is the live tier's own (./librarygo). openshift/client-go
+// and openshift/api are required above at 2025-10-15, newer than apiserver-library-go's own pins (2025-07-10, built for
+// k8s 1.33: their apply configurations use structured-merge-diff v4, k8s 1.34 v6).
+replace github.com/openshift/library-go => ./librarygo

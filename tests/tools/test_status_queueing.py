@@ -1,0 +1,169 @@
+"""`python -m stacks status` on a queued stack, over synthetic Kueue Workloads shaped as Kueue v0.17.0 writes them: a
+workload waiting in the queue with its position and why, in the stack file's words; one that can never be admitted;
+admitted, evicted and finished runs."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+
+from config.stack import ClusterConfig
+from tests import fixtures
+from tests.fixtures import Data, queued_config
+from tests.helpers import ROOT
+from tests.tools.test_status import declared, node, pod
+from tools import status
+
+WAITING = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor roce-main, 4 more needed"
+
+
+def kueue_workload(owner: Data, *conditions: Data, name: str | None = None) -> Data:
+    """A Kueue Workload as Kueue v0.17.0 makes one for a StatefulSet or Job: owned by it, with its conditions."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "Workload",
+        "metadata": {
+            "name": name or f"{owner['kind'].lower()}-{meta['name']}-3f2a1",
+            "namespace": meta["namespace"],
+            "ownerReferences": [
+                {"apiVersion": owner["apiVersion"], "kind": owner["kind"], "name": meta["name"], "uid": "u1", "controller": True}
+            ],
+        },
+        "spec": {"queueName": "gpu-training"},
+        "status": {"conditions": list(conditions)},
+    }
+
+
+def condition(kind: str, state: str, reason: str = "", message: str = "") -> Data:
+    return {"type": kind, "status": state, "reason": reason, "message": message}
+
+
+def pending_summary(*names: tuple[str, str, int]) -> Data:
+    """What Kueue's visibility API answers for a LocalQueue's pendingworkloads (v1beta2 PendingWorkloadsSummary)."""
+    return {
+        "kind": "PendingWorkloadsSummary",
+        "apiVersion": "visibility.kueue.x-k8s.io/v1beta2",
+        "metadata": {},
+        "items": [
+            {
+                "metadata": {"name": n, "namespace": ns},
+                "priority": 0,
+                "localQueueName": "gpu-training",
+                "positionInClusterQueue": p,
+                "positionInLocalQueue": p,
+            }
+            for n, ns, p in names
+        ],
+    }
+
+
+def gated(owner: Data, index: int) -> Data:
+    p = pod(owner, index, node=None, ready=False, phase="Pending")
+    p["spec"]["schedulingGates"] = [{"name": "kueue.x-k8s.io/admission"}]
+    p["status"]["conditions"].append(
+        condition("PodScheduled", "False", "SchedulingGated", "Scheduling is blocked due to non-empty scheduling gates")
+    )
+    return p
+
+
+class TestStatus:
+    def cluster(self) -> tuple[ClusterConfig, dict[str, Data]]:
+        c = queued_config("roce")
+        return c, declared(c)
+
+    def test_waiting_in_the_queue_with_its_position_and_why_in_the_stack_files_words(self) -> None:
+        c, objs = self.cluster()
+        wl = kueue_workload(objs["dev"], condition("QuotaReserved", "False", "Pending", WAITING))
+        extra = [
+            wl,
+            pending_summary(("other", "team-a", 0), (wl["metadata"]["name"], "team-a", 1)),
+            gated(objs["dev"], 0),
+            gated(objs["dev"], 1),
+        ]
+        result = status.stack_status(c, "lab", None, [*objs.values(), *extra])
+        dev = next(w for w in result.workloads if w.config == "workloads[dev]")
+        assert dev.state == "pending" and not dev.ok and dev.ready == 0 and dev.wanted == 2
+        assert dev.reasons == ["waiting in queue gpu (position 2): needs 4 more nvidia.com/gpu than the queue has free on node set main"]
+        assert dev.queue is not None and (dev.queue.admission, dev.queue.position, dev.queue.workload) == (
+            "waiting",
+            2,
+            wl["metadata"]["name"],
+        )
+        assert "workloads[dev]: pending, 0/2 pods ready: waiting in queue gpu (position 2): needs 4 more nvidia.com/gpu" in status.report(
+            result
+        )
+
+    def test_the_position_is_not_made_up_when_it_could_not_be_read(self) -> None:
+        c, objs = self.cluster()
+        wl = kueue_workload(objs["solo"], condition("QuotaReserved", "False", "Pending", WAITING.replace("roce-main", "roce-spare")))
+        solo = next(w for w in status.stack_status(c, "lab", None, [*objs.values(), wl]).workloads if w.config == "workloads[solo]")
+        assert solo.reasons == ["waiting in queue gpu: needs 4 more nvidia.com/gpu than the queue has free on node set spare"]
+        assert solo.queue is not None and solo.queue.position is None
+
+    def test_a_workload_that_can_never_be_admitted_and_other_kueue_reasons(self) -> None:
+        c = queued_config("roce")
+        never = "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor roce-main, previously " \
+            "considered podsets requests (0) + current podset request (8) > maximum capacity (4)"  # fmt: skip
+        assert status.queue_reason(c, never).startswith("asks for 8 nvidia.com/gpu, more than node set main holds in the queue (4)")
+        assert status.queue_reason(c, "couldn't assign flavors to pod set main: resource example.com/fpga unavailable in ClusterQueue") == (
+            "requests example.com/fpga, which the queue does not cover (queueing.quota)"
+        )
+        assert status.queue_reason(c, "LocalQueue gpu-training doesn't exist") == "Kueue says: LocalQueue gpu-training doesn't exist"
+
+    def test_admitted_runs_are_counted_as_before_with_the_pods_ready_timeout(self) -> None:
+        c, objs = self.cluster()
+        wl = kueue_workload(objs["dev"], condition("QuotaReserved", "True"), condition("Admitted", "True"))
+        pods = [pod(objs["dev"], 0, "node-a"), pod(objs["dev"], 1, "node-b", ready=False)]
+        dev = next(
+            w
+            for w in status.stack_status(c, "lab", None, [*objs.values(), wl, *pods, node("node-a")]).workloads
+            if w.config == "workloads[dev]"
+        )
+        assert dev.queue is not None and dev.queue.admission == "admitted" and dev.ready == 1
+        assert dev.reasons[0] == (
+            "admitted by queue gpu; Kueue evicts it and queues it again if its pods are not all Ready within 5 minutes (waitForPodsReady)"
+        )
+        wl["status"]["conditions"].append(condition("PodsReady", "True"))
+        pods[1] = pod(objs["dev"], 1, "node-b")
+        dev = next(w for w in status.stack_status(c, "lab", None, [*objs.values(), wl, *pods]).workloads if w.config == "workloads[dev]")
+        assert dev.ok and dev.state == "running" and dev.reasons == []
+
+    def test_evicted_for_pods_not_ready(self) -> None:
+        c, objs = self.cluster()
+        wl = kueue_workload(
+            objs["dev"],
+            condition("Evicted", "True", "PodsReadyTimeout", "Exceeded the PodsReady timeout default/dev"),
+            condition("QuotaReserved", "False", "Pending", WAITING),
+        )
+        dev = next(w for w in status.stack_status(c, "lab", None, [*objs.values(), wl]).workloads if w.config == "workloads[dev]")
+        assert dev.reasons[0].startswith("waiting in queue gpu: evicted: its pods were not all Ready within 5 minutes (waitForPodsReady)")
+        assert dev.reasons[0].endswith("; needs 4 more nvidia.com/gpu than the queue has free on node set main")
+
+    def test_no_kueue_workload_says_what_to_look_at(self) -> None:
+        c, objs = self.cluster()
+        train = next(w for w in status.stack_status(c, "lab", None, list(objs.values())).workloads if w.config == "workloads[train]")
+        assert train.queue is not None and train.queue.admission == "unknown" and not train.ok
+        assert "Kueue made no Workload for its Job" in train.reasons[0] and "kueue.openshift.io/managed=true" in train.reasons[0]
+
+    def test_a_finished_job_is_not_in_the_queue_any_more(self) -> None:
+        c, objs = self.cluster()
+        job = objs["train-r1"]
+        job["status"] = {"succeeded": 2, "conditions": [{"type": "Complete", "status": "True"}]}
+        wl = kueue_workload(job, condition("Admitted", "False", "NoReservation"), condition("Finished", "True", "Succeeded"))
+        train = next(w for w in status.stack_status(c, "lab", None, [*objs.values(), wl]).workloads if w.config == "workloads[train]")
+        assert train.state == "succeeded" and train.ok
+
+    def test_the_json_validates_and_a_stack_without_queueing_prints_no_queue(self) -> None:
+        schema = json.loads((ROOT / "schemas" / "status.v1.json").read_text(encoding="utf-8"))
+        assert schema == status.schema()
+        c, objs = self.cluster()
+        result = status.stack_status(
+            c, "lab", None, [*objs.values(), kueue_workload(objs["dev"], condition("QuotaReserved", "False", "Pending", WAITING))]
+        )
+        jsonschema.validate(json.loads(result.model_dump_json()), schema)
+        plain = fixtures.config("roce")
+        printed = json.loads(status.stack_status(plain, "lab", None, list(declared(plain).values())).model_dump_json())
+        jsonschema.validate(printed, schema)
+        assert all("queue" not in w for w in printed["workloads"])
