@@ -50,6 +50,7 @@ CLUSTER_SCOPED_KINDS = frozenset(
         "ResourceFlavor",
         "ClusterQueue",
         "WorkloadPriorityClass",
+        "Topology",
     }  # fmt: skip
 )
 

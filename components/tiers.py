@@ -2,7 +2,7 @@
 tier (a researcher with admin in their project), and a Pulumi stack declares one tier or both.
 
 - platform: cluster-scoped objects (SCC, ClusterRole, MachineConfig; a queued cluster's ResourceFlavors, ClusterQueue,
-  WorkloadPriorityClasses and the label patches of its namespaces), RoleBindings to an SCC's use-role
+  Topology, WorkloadPriorityClasses and the label patches of its namespaces), RoleBindings to an SCC's use-role
   (binding it needs `bind` on the role, which project admins do not hold), the SR-IOV operator's SriovNetworks and
   SriovNetworkNodePolicies (in its namespace, wherever that is), and objects in namespaces outside the stack's
   projects (the NFS server's claim in `nfs`, the source NADs in `default`).
@@ -52,6 +52,7 @@ RESOURCES = {
     "ResourceFlavor": "resourceflavors.kueue.x-k8s.io",
     "ClusterQueue": "clusterqueues.kueue.x-k8s.io",
     "WorkloadPriorityClass": "workloadpriorityclasses.kueue.x-k8s.io",
+    "Topology": "topologies.kueue.x-k8s.io",
     "LocalQueue": "localqueues.kueue.x-k8s.io",
     "SriovNetwork": "sriovnetworks.sriovnetwork.openshift.io",
     "SriovNetworkNodePolicy": "sriovnetworknodepolicies.sriovnetwork.openshift.io",

@@ -28,7 +28,7 @@ from components.launcher import LAUNCHER_PATH
 from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, queued_replacements, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
-from config.kube import HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC
+from config.kube import HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC, UNCONSTRAINED_TOPOLOGY
 from config.stack import ClusterConfig
 from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
 from config.workloads import Workload
@@ -243,6 +243,10 @@ def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
 def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
     """The pod every kind of workload runs."""
     annotations = {REQUIRED_SCC: config.scc_of(w)}
+    if config.queueing is not None and config.queueing.topology_aware:
+        # Kueue's Topology Aware Scheduling places the pod set on any nodes of its flavor where each pod fits (the
+        # Topology's one level is the node); the pods carry it from creation, so Kueue counts them as its own.
+        annotations[UNCONSTRAINED_TOPOLOGY] = "true"
     fabric = config.fabric
     if w.transport == "rdma" and fabric is not None and fabric.attachments:
         annotations[NETWORKS] = ",".join(attachment_ref(config, w.namespace, a.network, a.interface) for a in fabric.attachments)

@@ -251,6 +251,16 @@ class NodeSet(Strict):
     def size(self) -> int:
         return len(self.nodes) or self.count or 0
 
+    @property
+    def vfs_per_node(self) -> dict[str, int]:
+        """The SR-IOV VFs each node of the set offers, per device plugin resource, as its node_policies make them: num_vfs
+        per PF named (a policy that selects its PFs by model, not by name, is counted as one PF: the fewest that give the
+        resource any VF). Only the resources a policy here names: the others are the cluster admin's, not known."""
+        out: dict[str, int] = {}
+        for p in self.node_policies:
+            out[p.resource] = out.get(p.resource, 0) + p.num_vfs * max(1, len(p.pf_names))
+        return out
+
 
 # --- hardware and fabric ----------------------------------------------------------------------
 
@@ -701,7 +711,9 @@ class Queueing(Strict):
     """Nominal quota per node set (its ResourceFlavor) and resource, where the stack may use less than the set holds
     (a shared cluster): `{"main": {"nvidia.com/gpu": "16"}}`. A resource not stated defaults to the set's total:
     nvidia.com/gpu (nodes x gpus_per_node), cpu and memory (nodes x allocatable_*, where the set states them), each
-    SR-IOV resource of the fabric's attachments (nodes x gpus_per_node: a pod takes a GPU and one VF of each)."""
+    SR-IOV resource of the fabric's attachments (nodes x gpus_per_node: a pod takes a GPU and one VF of each).
+    `pods` counts pods (Kueue covers it when a set states it; the others then get nodes x 110, the kubelet's
+    maxPods): `{"main": {"pods": "4"}}` on a set of 4 nodes admits at most one pod per node at once."""
     pods_ready: PodsReady = PodsReady()
     """What the stack expects of the Kueue manager's waitForPodsReady (a manager setting, not an object field)."""
     managed_namespace_label: bool = True
@@ -711,3 +723,13 @@ class Queueing(Strict):
     priority_classes: dict[K8sName, PriorityValue] = Field(default={}, max_length=MAX_PRIORITY_CLASSES)
     """WorkloadPriorityClasses this stack declares (cluster-scoped), name -> value: a workload's `priority` names one.
     A higher value is admitted first."""
+    topology_aware: bool = False
+    """Let Kueue's Topology Aware Scheduling (TAS) check the nodes before it admits a run: the platform tier declares a
+    Topology (one level, kubernetes.io/hostname) and names it on every ResourceFlavor, and each pod set asks for it
+    (kueue.x-k8s.io/podset-unconstrained-topology). Kueue then admits a run only when each of its pods fits a Ready node
+    of its set, counting GPUs, SR-IOV VFs, CPU and memory each node has free, other tenants' pods included. TAS does not
+    see one pod per node (pod anti-affinity): a multi-node workload two of whose pods fit one node is refused by the
+    preflight. Needs a Kueue that runs TAS (upstream: on by default since 0.14; the Red Hat build of Kueue: not
+    documented). false (the default): Kueue admits by quota only, and the preflight refuses a quota under which Kueue
+    may admit together runs that their node set's nodes cannot hold (docs/shared-clusters.md "Admitted whole on the
+    nodes")."""

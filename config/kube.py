@@ -38,6 +38,11 @@ PRIORITY_CLASS = "kueue.x-k8s.io/priority-class"
 """Label on a StatefulSet or Job: the WorkloadPriorityClass Kueue admits it by."""
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 """Kueue's API version: v1beta2, the storage version of Kueue 0.17's CRDs (v1beta1 is served, deprecated)."""
+UNCONSTRAINED_TOPOLOGY = "kueue.x-k8s.io/podset-unconstrained-topology"
+"""Pod template annotation ("true"): Kueue's Topology Aware Scheduling places the pod set on any nodes of its flavor's
+Topology where each pod fits (queueing.topology_aware)."""
+KUBELET_MAX_PODS = 110
+"""The kubelet's default maxPods: the pods a node takes, where nothing says otherwise."""
 
 _LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 NAME_DIGEST = 8

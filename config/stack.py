@@ -33,7 +33,7 @@ from config.cluster import (
     Volume,
 )
 from config.errors import FieldError, Problems, Strict, located, named_path
-from config.kube import GPU, node_policy_name, operator_network_name
+from config.kube import GPU, KUBELET_MAX_PODS, node_policy_name, operator_network_name
 from config.openshift import LAUNCHER_FILES, PLATFORM_NAMESPACES, platform_namespace
 from config.values import (
     EXEC_MARGIN,
@@ -363,7 +363,12 @@ class ClusterConfig(Strict):
         stated = sorted({r for per_set in q.quota.values() for r in per_set} - {"cpu", "memory", GPU, *sriov})
         out: dict[str, dict[str, str]] = {}
         for ns in self.node_sets:
-            per_node: dict[str, str | None] = {"cpu": ns.allocatable_cpu, "memory": ns.allocatable_memory, GPU: str(ns.gpus_per_node)}
+            per_node: dict[str, str | None] = {
+                "cpu": ns.allocatable_cpu,
+                "memory": ns.allocatable_memory,
+                GPU: str(ns.gpus_per_node),
+                "pods": str(KUBELET_MAX_PODS),  # where a set states `pods`, the others may run as many as their nodes take
+            }
             # A pod takes at least one GPU and one VF of each attachment: the GPUs bound the VFs a node can use first.
             per_node.update({r: str(ns.gpus_per_node) for r in sriov})
             own = q.quota.get(ns.name, {})
@@ -980,6 +985,13 @@ def _queueing(k: _Checks) -> None:
                     ("node_sets", i, "labels"),
                     f"the ResourceFlavor of {ns.name!r} would name {len(labels)} node labels (gpu_node_selector and the set's labels): "
                     f"Kueue takes at most {KUEUE_MAX_LABELS}. Name fewer",
+                )
+            if q.topology_aware and not labels:
+                raise FieldError(
+                    ("node_sets", i, "labels"),
+                    f"with queueing.topology_aware the ResourceFlavor of {ns.name!r} names a Topology, and Kueue's CRD then needs at "
+                    "least one node label on it (its nodes are the ones Topology Aware Scheduling counts): give the set labels its "
+                    "nodes carry (`oc get nodes --show-labels`), or state gpu_node_selector",
                 )
             if len(c.node_sets) > 1:
                 told = tuple(sorted(labels.items()))

@@ -252,8 +252,9 @@ def _resource(value: str) -> str:
 
 
 def _quota_resource(value: str) -> str:
-    # A queue's quota names the core resources too; every other is an extended one (nvidia.com/gpu, an SR-IOV pool).
-    return value if value in ("cpu", "memory") else _resource(value)
+    # A queue's quota names the core resources too (`pods`: Kueue counts a pod set's pods against it); every other is an
+    # extended one (nvidia.com/gpu, an SR-IOV pool).
+    return value if value in ("cpu", "memory", "pods") else _resource(value)
 
 
 def _env_name(value: str) -> str:

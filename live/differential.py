@@ -309,12 +309,12 @@ def generate(seed: int, n: int, bases: Mapping[str, Callable[[], Data]], validat
 
 def case_nodes(case: Case, config: Any) -> list[dict[str, Any]]:
     """The case's GPU nodes, as live/nodes.py builds a cluster's from its config (labels from gpu_node_selector,
-    taints from gpu_tolerations, one VF per GPU of each attachment's resource), named and labelled for the case, with
+    taints from gpu_tolerations, the VFs of each attachment's resource), named and labelled for the case, with
     the cluster edits' VFs, taints and labels. No worker and no control-plane node: every pod here asks for GPUs."""
     out = []
     for s in config.node_sets:
         names = list(s.nodes) or [f"live-{s.name}-{i}" for i in range(s.count or 0)]
-        offered = nodes.vfs(config, s.gpus_per_node)
+        offered = nodes.vfs(config, s)
         if s.name in case.cluster.vfs:
             offered = {r: str(case.cluster.vfs[s.name]) for r in offered}
         resources = {

@@ -2,8 +2,9 @@
 
 Per cluster:
 - one Node per GPU node its `node_sets` name (named sets: the names; counted sets: `live-SET-N`), offering the set's
-  `gpus_per_node` as nvidia.com/gpu, `allocatable_cpu` / `allocatable_memory` where the config gives them, and one
-  SR-IOV VF per GPU of every resource its `fabric.attachments` name (VFS_PER_GPU);
+  `gpus_per_node` as nvidia.com/gpu, `allocatable_cpu` / `allocatable_memory` where the config gives them, and the
+  SR-IOV VFs of every resource its `fabric.attachments` name: as many as the set's `node_policies` make (num_vfs per
+  PF: NodeSet.vfs_per_node) where they name the resource, else one per GPU (VFS_PER_GPU);
 - labelled as `gpu_node_selector` requires and tainted with what `gpu_tolerations` tolerate, as on the cluster
   (CLUSTER-FACTS "Scheduling": Barcelona's and Cairo's GPU nodes carry nvidia.com/gpu:NoSchedule, NERC's
   nvidia.com/gpu.product=NVIDIA-H100-80GB-HBM3:NoSchedule);
@@ -17,9 +18,11 @@ What the config does not say, and the defaults (documented in docs/live.md):
 - CPU and memory where a node set gives none: the preflight does not check them then ("None: not known, not
   checked"), so the nodes offer the most the config model accepts of one node (4096 cores, 64Ti): never the reason
   a pod stays Pending. The worker and the control-plane node get the same.
-- VFs: no fact names the SR-IOV operator's numVfs. One VF of each attachment's resource per GPU is what the
-  preflight assumes (it counts GPUs, not VFs): every pod requests at least one GPU and one VF per attachment, so a
-  placement that fits the GPUs fits the VFs.
+- VFs of a resource no node policy of the set names: no fact names the cluster admin's numVfs. One VF of each
+  attachment's resource per GPU is what the preflight assumes then (it counts VFs only where node policies state
+  them): every pod requests at least one GPU and one VF per attachment, so a placement that fits the GPUs fits the
+  VFs. Where the set's node policies state fewer, the nodes offer fewer, and a pod the VFs cannot serve stays Pending
+  here as on the cluster.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 from config.kube import GPU
 
 if TYPE_CHECKING:
+    from config.cluster import NodeSet
     from config.stack import ClusterConfig
 
 FAKE = "kwok.x-k8s.io/node"  # =fake: kwok's --manage-nodes-with-annotation-selector
@@ -67,11 +71,16 @@ def gpu_taints(config: ClusterConfig) -> list[dict[str, str]]:
     return taints
 
 
-def vfs(config: ClusterConfig, gpus: int) -> dict[str, str]:
-    """The SR-IOV resources a GPU node offers: VFS_PER_GPU per GPU of each attachment's resource."""
+def vfs(config: ClusterConfig, node_set: NodeSet) -> dict[str, str]:
+    """The SR-IOV resources a GPU node of `node_set` offers, per attachment's resource: what the set's node policies make
+    of it (num_vfs per PF), else VFS_PER_GPU per GPU for each attachment naming it."""
+    stated = node_set.vfs_per_node
     per_resource: dict[str, int] = {}
     for a in config.fabric.attachments if config.fabric else []:
-        per_resource[a.resource] = per_resource.get(a.resource, 0) + VFS_PER_GPU * gpus
+        if a.resource in stated:
+            per_resource[a.resource] = stated[a.resource]
+        else:
+            per_resource[a.resource] = per_resource.get(a.resource, 0) + VFS_PER_GPU * node_set.gpus_per_node
     return {r: str(n) for r, n in per_resource.items()}
 
 
@@ -87,7 +96,7 @@ def nodes(config: ClusterConfig) -> list[dict[str, Any]]:
             "cpu": str(s.allocatable_cpu or DEFAULT_CPU),
             "memory": str(s.allocatable_memory or DEFAULT_MEMORY),
             GPU: str(s.gpus_per_node),
-            **vfs(config, s.gpus_per_node),
+            **vfs(config, s),
         }
         # The set's own labels too: its pods select them (and a queued cluster's ResourceFlavor adds them to its pods).
         labels = {"node-role.kubernetes.io/worker": "", NODE_SET: s.name, **config.gpu_node_selector, **s.labels}

@@ -1,8 +1,8 @@
 """Can every running pod be scheduled at once? An exact search, small enough to run in every preview.
 
 The scheduler places pods one by one; what the stack must guarantee is that a placement of all of
-them exists (GPUs per node, and CPU and memory where the node set states them; one pod of a multi-node
-workload per node, node pins). Nodes that the
+them exists (GPUs per node, and CPU, memory and SR-IOV VFs where the node set states them; one pod of a
+multi-node workload per node, node pins). Nodes that the
 same groups may use and that have the same free GPUs are interchangeable, so the search works on
 classes of nodes (a count per class) instead of on nodes, and remembers the states it has proved
 hopeless. It tries the tightest fit first (nodes the fewest later pods may use, then the fewest free
@@ -18,11 +18,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 
 UNBOUNDED = 1 << 62
-"""The free amount of a resource a node set does not state (its CPU or memory): never the reason a pod does not fit,
-and never lessened, so nodes that differ only in what is used of it stay one class."""
+"""The free amount of a resource a node set does not state (its CPU, memory or VFs): never the reason a pod does not
+fit, and never lessened, so nodes that differ only in what is used of it stay one class."""
 
-Free = tuple[int, int, int]
-"""What a node has free, or a pod asks for: GPUs, CPU in millicores, memory in bytes."""
+Free = tuple[int, int, int, int]
+"""What a node has free, or a pod asks for: GPUs, CPU in millicores, memory in bytes, and VF sets (an RDMA pod takes one
+VF of each of the fabric's attachments: one set; a node offers as many sets as its scarcest VF resource allows)."""
 
 
 @dataclass(frozen=True)
@@ -41,26 +42,31 @@ class Group:
     """CPU each pod requests, in millicores."""
     memory: int = 0
     """Memory each pod requests, in bytes."""
+    vfs: int = 0
+    """VF sets each pod takes: 1 for an RDMA pod (one VF of each attachment), 0 otherwise."""
 
     @property
     def need(self) -> Free:
-        return (self.gpus, self.cpu, self.memory)
+        return (self.gpus, self.cpu, self.memory, self.vfs)
 
 
 def fits(free: Free, need: Free) -> bool:
-    return free[0] >= need[0] and free[1] >= need[1] and free[2] >= need[2]  # spelled out: the search's innermost test
+    # spelled out: the search's innermost test
+    return free[0] >= need[0] and free[1] >= need[1] and free[2] >= need[2] and free[3] >= need[3]
 
 
 def _less(free: Free, need: Free) -> Free:
     def less(f: int, n: int) -> int:
         return f if f >= UNBOUNDED else f - n
 
-    return (free[0] - need[0], less(free[1], need[1]), less(free[2], need[2]))
+    return (free[0] - need[0], less(free[1], need[1]), less(free[2], need[2]), less(free[3], need[3]))
 
 
-def free_of(value: int | Free) -> Free:
-    """A node's free resources: a number is its GPUs, with CPU and memory not stated."""
-    return (value, UNBOUNDED, UNBOUNDED) if isinstance(value, int) else value
+def free_of(value: int | tuple[int, ...]) -> Free:
+    """A node's free resources: a number is its GPUs, with CPU, memory and VFs not stated (a triple: VFs not stated)."""
+    if isinstance(value, int):
+        return (value, UNBOUNDED, UNBOUNDED, UNBOUNDED)
+    return (value[0], value[1], value[2], value[3] if len(value) > 3 else UNBOUNDED)
 
 
 @dataclass(frozen=True)
@@ -92,8 +98,10 @@ def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
     yield from rec(0, pods)
 
 
-def place(nodes: Mapping[str, int | Free], groups: list[Group], budget: int = 50_000, counts: Mapping[str, int] | None = None) -> Placement:
-    """Whether every group fits on `nodes` (name -> GPUs, or GPUs, millicores and bytes) at once. With `counts`, an entry
+def place(
+    nodes: Mapping[str, int | tuple[int, ...]], groups: list[Group], budget: int = 50_000, counts: Mapping[str, int] | None = None
+) -> Placement:
+    """Whether every group fits on `nodes` (name -> GPUs, or GPUs, millicores, bytes and VF sets) at once. With `counts`, an entry
     stands for that many identical nodes that no pod pins by name (a node set's `count`): the same answer as listing
     each of them, with a setup that grows with the entries, not with the nodes."""
     # Pods that may share a node are placed one at a time: each is a group of one.

@@ -31,6 +31,7 @@ import stacks
 from components.bandwidth import job_name
 from components.kube import MANAGED_BY
 from components.outputs import _NoFieldTitles, _one_line
+from components.queueing import flavor_name
 from components.training import resources
 from config import provenance
 from config.errors import located
@@ -383,13 +384,15 @@ def _requests(pod: Mapping[str, Any], resource: str) -> float:
 def scheduler_reasons(message: str) -> tuple[Counter[str], str]:
     """A FailedScheduling message as (nodes per reason, what a PreFilter plugin said instead): `0/6 nodes are available:
     3 Insufficient nvidia.com/gpu, 2 node(s) didn't match Pod's node affinity/selector. preemption: ...` gives
-    {"Insufficient nvidia.com/gpu": 3, ...}. The preemption part (after the filters' sentence) is left out."""
+    {"Insufficient nvidia.com/gpu": 3, ...}. What the PostFilter plugins said is left out: it follows the filters'
+    sentence (k8s.io/kubernetes v1.34 pkg/scheduler/framework/types.go FitError.Error, "0/N nodes are available:
+    <PreFilterMsg>. <FilterMsg>. <PostFilterMsg>"), and is no cause: `no new claims to deallocate, preemption: 0/12
+    nodes are available: ...` (the DRA plugin's and the preemption's notes, joined by ", ")."""
     message = _bounded(message)
     head = re.match(r"\s*0/\d+ nodes are available:\s*", message)
     if head is None:
         return Counter(), _cut(message)
-    body = message[head.end() :]
-    body = re.split(r"\.\s+preemption:", body, maxsplit=1)[0].rstrip().rstrip(".")
+    body = re.split(r"\.(?:\s|$)", message[head.end() :], maxsplit=1)[0].strip()
     parts = re.split(r",\s+(?=\d+ )", body)
     reasons: Counter[str] = Counter()
     other = []
@@ -504,13 +507,14 @@ def _count_use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resou
     return used, sorted(by)
 
 
-def _unseen(view: NodeSetView, used: Mapping[str, float], resource: str, need: float) -> str:
+def _unseen(view: NodeSetView, used: Mapping[str, float], resource: str, need: float, taken: set[str]) -> str:
     """What the pods read do not explain: a node of the set that they leave room on, so pods of other namespaces (which
-    a researcher cannot list) hold the rest. Empty when what was read explains the refusal, or when it cannot be told."""
+    a researcher cannot list) hold the rest. Empty when what was read explains the refusal, or when it cannot be told.
+    A node in `taken` runs a pod of the workload already: one pod per node keeps its room from the others."""
     if view.nodes:
-        room = any(_allocatable(n, resource) - used.get(name, 0.0) >= need for name, n in view.nodes.items())
+        room = any(_allocatable(n, resource) - used.get(name, 0.0) >= need for name, n in view.nodes.items() if name not in taken)
     elif resource == GPU and view.names:
-        room = any(view.gpus_per_node - used.get(name, 0.0) >= need for name in view.names)
+        room = any(view.gpus_per_node - used.get(name, 0.0) >= need for name in view.names if name not in taken)
     else:
         return ""
     return "; the rest is held by pods outside the stack's namespaces" if room else ""
@@ -526,7 +530,11 @@ def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Clu
     per_node, by = _use(config, view, cluster, resource)
     used = sum(per_node.values())
     need = _requests({"spec": {"containers": [{"resources": resources(config, w)}]}}, resource)
-    unseen = _unseen(view, per_node, resource, need)
+    # One pod per node (a multi-node workload): the nodes its placed pods run on have no room for its others.
+    kind = "StatefulSet" if w.kind == "statefulset" else "Job"
+    placed = cluster.pods(kind, w.namespace, s.object, cluster.get(kind, w.namespace, s.object)) if w.nodes > 1 else []
+    taken = {str((p.get("spec") or {}).get("nodeName")) for p in placed if _active(p) and (p.get("spec") or {}).get("nodeName")}
+    unseen = _unseen(view, per_node, resource, need, taken)
     readable = bool(view.nodes)
     size = len(view.nodes) if readable else view.size
     if resource == GPU:
@@ -821,14 +829,18 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     if obj is None:
         reasons.append(f"its {kind} {s.object} is not on the cluster: `pulumi up` creates it (deleted by hand, or not deployed yet)")
         return WorkloadStatus(**base, state="missing", ready=0, wanted=wanted, reasons=reasons, ok=False)
+    admitted_why: int | None = None  # where the queue's word on an admitted run goes in `reasons`
+    said = 0  # and whether it is there already (1) or not (0: waitForPodsReady is off, nothing to say of a healthy run)
     if config.queueing is not None:
         queue, why = queue_status(config, s, cluster, kind)
         base["queue"] = queue
         if queue.admission != "admitted":
             # Its pods (a StatefulSet's, gated) or none (a suspended Job's) say nothing the queue does not.
             return WorkloadStatus(**base, state="pending", ready=0, wanted=wanted, reasons=[why], ok=False)
+        admitted_why = len(reasons)
         if why:
             reasons.append(why)
+            said = 1
     succeeded = 0
     if w.kind == "job":
         succeeded = int((obj.get("status") or {}).get("succeeded") or 0)
@@ -851,6 +863,9 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     if missing > 0:
         refusal = _failed_create(config, s, cluster, kind)
         found += [("not created", refusal or "not created yet (no event says why)")] * missing
+    unplaced = sum(1 for p in live if _unschedulable(p))
+    if admitted_why is not None and unplaced:
+        reasons[admitted_why : admitted_why + said] = [broken_admission(config, unplaced, wanted)]
     reasons += _grouped(found, wanted)
     if ready >= wanted:
         return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)
@@ -860,6 +875,37 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
 
 # --- the queue ------------------------------------------------------------------------------------------------
 
+
+def _unschedulable(pod: Mapping[str, Any]) -> bool:
+    """The scheduler found no node for the pod (PodScheduled False, Unschedulable), not that it waits for a gate."""
+    scheduled = _condition(pod, "PodScheduled")
+    return bool(scheduled and scheduled.get("status") == "False" and scheduled.get("reason") == "Unschedulable")
+
+
+def broken_admission(config: ClusterConfig, unplaced: int, wanted: int) -> str:
+    """A run Kueue admitted whose pods cannot all be placed: it cannot start, and what Kueue does about it. Kueue admits
+    by quota (and, with Topology Aware Scheduling, by the nodes it counts); the scheduler may still find no node."""
+    q = config.queueing
+    assert q is not None
+    cause = (
+        "the nodes changed since Kueue's Topology Aware Scheduling counted them"
+        if q.topology_aware
+        else "Kueue admits by quota, not by node: `python -m stacks check` names the runs the quota admits together that "
+        "the nodes cannot hold"
+    )
+    then = (
+        f"Kueue evicts it at the waitForPodsReady timeout ({q.pods_ready.timeout_minutes} minutes after its admission), releases "
+        "its quota and queues it again; until then it holds its quota and its placed pods' GPUs"
+        if q.pods_ready.enabled
+        else "waitForPodsReady is off (queueing.pods_ready), so Kueue never evicts it: it holds its quota and its placed pods' "
+        "GPUs until it is stopped (state: stopped)"
+    )
+    return (
+        f"broken: admitted by queue {q.cluster_queue}, but {unplaced} of its {wanted} pods cannot be placed, so it cannot start "
+        f"({cause}); {then}"
+    )
+
+
 # Kueue's reasons a pod set gets no flavor (pkg/scheduler/flavorassigner/flavorassigner.go, v0.17): one per flavor tried,
 # joined with ", " after "couldn't assign flavors to pod set NAME: ".
 _UNUSED = re.compile(r"insufficient unused quota for (\S+) in flavor (\S+), (\S+) more needed")
@@ -868,12 +914,44 @@ _TOO_BIG = re.compile(
     r"\((\S+)\) > maximum capacity \((\S+)\)"
 )
 _UNCOVERED = re.compile(r"resource (\S+) unavailable in ClusterQueue")
+# Topology Aware Scheduling's refusal (kueue v0.17.0 pkg/cache/scheduler/tas_flavor_snapshot.go notFitMessage): the pods
+# (or slices) that fit the nodes' free resources, then which nodes it left out and why (formatReasons).
+_TOPOLOGY = re.compile(
+    r'topology "([^"]+)" (?:doesn\'t allow to fit any of (\d{1,9})|allows to fit only (\d{1,9}) out of (\d{1,9})) (?:pod|slice)\(s\)'
+    r"(?:\. Total nodes: (\d{1,9}); excluded: ([^;]*))?"
+)
+_EXCLUDED = re.compile(r'(resource|taint) "([^"]+)": (\d{1,9})|(nodeSelector|affinity|topologyDomain): (\d{1,9})')
+
+
+def _topology_reason(config: ClusterConfig, match: re.Match[str]) -> str:
+    """Topology Aware Scheduling's refusal in the stack's words: how many pods fit the nodes, and why the others do not."""
+    fit = int(match.group(3) or 0)
+    want = int(match.group(2) or match.group(4))
+    where = " or ".join(ns.name for ns in config.node_sets) if len(config.node_sets) > 1 else config.node_sets[0].name
+    why = []
+    for kind, name, n, other, m in _EXCLUDED.findall(match.group(6) or ""):
+        if kind == "resource":
+            why.append(f"{n} without the {name} one pod requests free")
+        elif kind == "taint":
+            why.append(f"{n} with the taint {name}, which the pods do not tolerate (gpu_tolerations)")
+        elif other == "nodeSelector":
+            why.append(f"{m} without the labels the pods select (gpu_node_selector, node_sets[].labels)")
+        elif other == "affinity":
+            why.append(f"{m} outside the pods' node pins (node_sets[].nodes)")
+    nodes = f" ({match.group(5)} nodes: {', '.join(why)})" if match.group(5) and why else ""
+    # Kueue v0.17.0 looks again at a run it held back when a run of its queue ends or leaves, or a node's labels, taints
+    # or allocatable change; not when a pod it does not manage leaves (non_tas_usage_controller only counts it).
+    return (
+        f"Kueue's Topology Aware Scheduling finds room for {fit} of its {want} pods on the nodes of {where}{nodes}; it counts "
+        "every pod on them, other projects' too: it is admitted once they have room for all of them, when Kueue looks again "
+        "(a run of its queue ending or leaving, a change of the nodes) (queueing.topology_aware)"
+    )
 
 
 def queue_reason(config: ClusterConfig, message: str) -> str:
     """Kueue's QuotaReserved=False message in the stack file's words: a flavor is a node set, the shortfall per resource."""
     message = _bounded(message)
-    sets = {f"{config.name}-{ns.name}": ns.name for ns in config.node_sets}  # components/queueing.py flavor_name
+    sets = {flavor_name(config, ns): ns.name for ns in config.node_sets}
     said: list[str] = []
     for resource, flavor, more in _UNUSED.findall(message):
         where = f" on node set {sets[flavor]}" if flavor in sets and len(sets) > 1 else ""
@@ -884,6 +962,7 @@ def queue_reason(config: ClusterConfig, message: str) -> str:
             "admitted (`python -m stacks check` says so: capacity)"
         )
     said += [f"requests {r}, which the queue does not cover (queueing.quota)" for r in _UNCOVERED.findall(message)]
+    said += [_topology_reason(config, m) for m in _TOPOLOGY.finditer(message)]
     return "; ".join(dict.fromkeys(said)) if said else f"Kueue says: {_cut(message)}"
 
 

@@ -237,9 +237,7 @@ def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
         if not node_set.node_policies:
             continue
         pods = per_node[node_set.name]
-        made = Counter[str]()
-        for p in node_set.node_policies:
-            made[p.resource] += p.num_vfs * max(1, len(p.pf_names))
+        made = node_set.vfs_per_node
         for j, p in enumerate(node_set.node_policies):
             obj = f"SriovNetworkNodePolicy {fabric.operator_namespace}/{node_policy_name(node_set.name, p.resource, node_set.nodes[0])}"
             need = pods * per_pod[p.resource]

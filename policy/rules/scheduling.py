@@ -8,11 +8,11 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from config.kube import GPU, HOSTNAME
+from config.kube import GPU, HOSTNAME, ConfigPath
 from config.openshift import CONTROL_PLANE_ROLES
 from config.values import quantity_text, quantity_value
 from policy.core import Finding, PodView, Stack, amount, error, rule, warning
-from policy.placement import UNBOUNDED, Free, Group, place
+from policy.placement import UNBOUNDED, Free, Group, fits, place
 
 _ANY_VALUE = ("Exists",)  # a toleration's value that matches any: no taint value is a tuple
 
@@ -131,10 +131,11 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     # The nodes as the search takes them: a named node each (pods pin them by name), and a count set's nodes as one
     # entry standing for all of them (identical, and never pinned), so the setup grows with entries, not with 4,096 nodes.
-    nodes: dict[str, Free] = {}  # entry -> what each of its nodes offers: GPUs, and CPU and memory where stated
+    nodes: dict[str, Free] = {}  # entry -> what each of its nodes offers: GPUs, and CPU, memory and VFs where stated
     counts: dict[str, int] = {}  # entry -> how many nodes it stands for, where more than one
+    per_pod_vfs = _vf_demand(config)
     for s in config.node_sets:
-        offered = (s.gpus_per_node, _quantity(s.allocatable_cpu, 1000), _quantity(s.allocatable_memory, 1))
+        offered = (s.gpus_per_node, _quantity(s.allocatable_cpu, 1000), _quantity(s.allocatable_memory, 1), _vf_sets(s, per_pod_vfs))
         for n in s.nodes:
             nodes[n] = offered
         if not s.nodes:
@@ -169,13 +170,13 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             else:
                 pinned[pin] = everywhere
         spread = bool((pod.spec.get("affinity") or {}).get("podAntiAffinity")) or pod.replicas == 1
-        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), pinned[pin], spread, *_requests(pod)))
+        groups.append(Group(pod.ref, pod.replicas, _gpus(pod), pinned[pin], spread, *_requests(pod), _pod_vfs(pod, per_pod_vfs)))
         how = _started_by_this_change(stack, pod, groups[-1])
         if how:
             changed[pod.ref] = how
         queued.append((pod, groups[-1]))
     if config.queueing is not None:
-        yield from _against_the_queue(stack, queued)
+        yield from _against_the_queue(stack, queued, nodes, counts)
         return
     result = place(nodes, groups, counts=counts)
     if result.placed:
@@ -195,10 +196,11 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     def short(group: str) -> str:  # `StatefulSet ns/name` -> name: the workload's name in the stack file
         return group.rsplit("/", 1)[-1]
 
-    stated = any(s.allocatable_cpu or s.allocatable_memory for s in config.node_sets)  # else GPUs are all that count
+    stated = any(s.allocatable_cpu or s.allocatable_memory or s.node_policies for s in config.node_sets)  # else GPUs are all that count
     demand = "; ".join(f"{short(g.name)}: {g.pods} x {_shown(g.need, stated)}" for g in sorted(groups, key=lambda g: g.name))
     supply = "; ".join(
-        f"{s.name}: {s.size} node(s) x {_shown(nodes[s.nodes[0] if s.nodes else s.name + '#'], stated)}" for s in config.node_sets
+        f"{s.name}: {s.size} node(s) x {_shown(nodes[s.nodes[0] if s.nodes else s.name + '#'], stated, node=True)}"
+        for s in config.node_sets
     )
     named_culprits = ", ".join(short(c) + (f" ({changed[c]})" if c in changed else "") for c in culprits)
     yield error(
@@ -211,22 +213,33 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     )
 
 
-def _against_the_queue(stack: Stack, queued: list[tuple[PodView, Group]]) -> Iterator[Finding]:
+def _against_the_queue(
+    stack: Stack, queued: list[tuple[PodView, Group]], nodes: dict[str, Free], counts: dict[str, int]
+) -> Iterator[Finding]:
     """On a queued cluster: each workload on its own against its node set's quota (the ResourceFlavor its pods match:
-    Kueue admits a pod set whole, on one flavor). Running workloads are not summed: what does not fit beside the others
-    waits in the queue, which is the point of it. That a workload fits its node set's nodes alone, the config holds
-    already (`nodes` within the set's size, each pod within a node's GPUs, CPU and memory)."""
+    Kueue admits a pod set whole, on one flavor) and its set's nodes. Running workloads are not summed: what does not
+    fit beside the others waits in the queue, which is the point of it. But Kueue admits by quota: where it may admit
+    together runs that their set's nodes cannot hold, the one admitted last cannot start (`_admitted_together`), unless
+    Kueue's Topology Aware Scheduling checks the nodes first (`_topology_aware`)."""
     config = stack.config
+    q = config.queueing
+    assert q is not None
     quota = config.queue_quota()
     whole = {r: sum((quantity_value(q[r]) for q in quota.values()), Decimal(0)) for r in next(iter(quota.values()))}
+    by_set: dict[str, list[tuple[PodView, Group, dict[str, Decimal]]]] = {}
     for pod, group in queued:
         spec = stack.spec_of(pod)
         node_set = config.node_set(spec.node_set if spec is not None else None)
         own = quota[node_set.name]
-        for resource, per_pod in _pod_requests(pod).items():
+        requests = _pod_requests(pod)
+        if "pods" in own:
+            requests["pods"] = Decimal(1)  # Kueue counts a pod set's pods where the queue covers them
+        never = False
+        for resource, per_pod in requests.items():
             want = per_pod * group.pods
             if resource in own and want <= quantity_value(own[resource]):
                 continue
+            never = True
             if resource not in own:
                 problem = f"its pods request {resource}, which the ClusterQueue does not cover (queueing.quota names no such resource)"
             elif want > whole[resource]:
@@ -248,6 +261,223 @@ def _against_the_queue(stack: Stack, queued: list[tuple[PodView, Group]]) -> Ite
                 setting="nodes",
             )
             break
+        if never:
+            continue
+        by_set.setdefault(node_set.name, []).append((pod, group, requests))
+    for name, runs in by_set.items():
+        node_set = config.node_set(name)
+        if q.topology_aware:
+            yield from _topology_aware(node_set, runs, _set_nodes(node_set, nodes, counts))
+        else:
+            yield from _admitted_together(stack, node_set, runs, quota[name], _set_nodes(node_set, nodes, counts))
+
+
+PLACE_BUDGET = 5_000
+"""Steps of one placement search of the queue's checks: a node set's runs, not the whole stack's, in each."""
+SUBSET_BUDGET = 2_000
+"""Combinations of runs the quota admits that `_admitted_together` looks at, per node set; past it, a warning."""
+
+
+def _set_nodes(node_set: Any, nodes: dict[str, Free], counts: dict[str, int]) -> tuple[dict[str, Free], dict[str, int]]:
+    """The capacity rule's node entries of one node set (its named nodes, or the one entry standing for its count)."""
+    names = list(node_set.nodes) or [f"{node_set.name}#"]
+    return {n: nodes[n] for n in names}, {n: counts[n] for n in names if n in counts}
+
+
+def _topology_aware(
+    node_set: Any, runs: list[tuple[PodView, Group, dict[str, Decimal]]], mine: tuple[dict[str, Free], dict[str, int]]
+) -> Iterator[Finding]:
+    """With Kueue's Topology Aware Scheduling, Kueue admits a run only where each of its pods fits a node's free
+    resources (kueue v0.17.0 pkg/cache/scheduler/tas_flavor_snapshot.go: fillInCounts counts the pods that fit each node
+    by their requests, `CountIn`); it reads no pod anti-affinity. So where two pods of a multi-node workload fit one
+    node, it may bind both to it (its ungater writes the node into each pod's node selector), and the scheduler then
+    refuses the second (one pod per node): the run never starts."""
+    offer = next(iter(mine[0].values()))
+    for pod, group, _ in runs:
+        if not group.spread or group.pods < 2:
+            continue
+        gpus, cpu, memory, vfs = group.need
+        if not fits(offer, (2 * gpus, 2 * cpu, 2 * memory, 2 * vfs)):
+            continue
+        stated = bool(node_set.allocatable_cpu or node_set.allocatable_memory or node_set.node_policies)
+        yield error(
+            pod.ref,
+            "spec.template.spec.affinity.podAntiAffinity",
+            f"with queueing.topology_aware, Kueue's Topology Aware Scheduling picks the nodes, and it counts what each pod requests "
+            f"of a node, not one pod per node: two of {pod.instance}'s pods ({_shown(group.need, stated)} each) fit one node of "
+            f"{node_set.name} ({_shown(offer, stated, node=True)}), so it may bind both to one node, where the scheduler refuses "
+            "the second (one pod per node): the run never starts, and is evicted and admitted again at every waitForPodsReady "
+            "timeout",
+            f"ask for more than half a node per pod (gpus_per_node above {offer[0] // 2} on {node_set.name}, or cpu or memory above "
+            "half its allocatable), so that Topology Aware Scheduling too finds one pod per node; or turn queueing.topology_aware "
+            "off (the preflight then checks what the quota admits together)",
+            setting="gpus_per_node",
+        )
+
+
+def _charges(runs: list[tuple[PodView, Group, dict[str, Decimal]]], covered: list[str]) -> list[dict[str, Decimal]]:
+    """What each run charges its flavor's quota, per covered resource: its pods' requests (and pods) times its pods."""
+    return [{r: Decimal(1 if r == "pods" else requests.get(r, 0)) * group.pods for r in covered} for _, group, requests in runs]
+
+
+def _admitted(charges: list[dict[str, Decimal]], limit: dict[str, Decimal]) -> Iterator[tuple[int, frozenset[int], dict[str, Decimal]]]:
+    """Every combination of runs (indexes) whose charges fit `limit`, depth first, as (runs decided, chosen, charges)."""
+    resources = list(limit)
+    todo: list[tuple[int, frozenset[int], dict[str, Decimal]]] = [(0, frozenset(), dict.fromkeys(resources, Decimal(0)))]
+    while todo:
+        i, chosen, total = todo.pop()
+        yield i, chosen, total
+        if i == len(charges):
+            continue
+        todo.append((i + 1, chosen, total))
+        if all(total[r] + charges[i][r] <= limit[r] for r in resources):
+            todo.append((i + 1, chosen | {i}, {r: total[r] + charges[i][r] for r in resources}))
+
+
+def _gpu_sums(charges: list[dict[str, Decimal]], limit: dict[str, Decimal]) -> set[Decimal]:
+    """The GPUs of every combination the quota admits (within the budget): the quotas that admit exactly those."""
+    out: set[Decimal] = set()
+    for seen, (i, _, total) in enumerate(_admitted(charges, limit)):
+        if seen > SUBSET_BUDGET:
+            break
+        if i == len(charges):
+            out.add(total.get(GPU, Decimal(0)))
+    return out
+
+
+def _bad_combination(
+    groups: list[Group], charges: list[dict[str, Decimal]], limit: dict[str, Decimal], mine: tuple[dict[str, Free], dict[str, int]]
+) -> tuple[list[int] | None, bool]:
+    """A combination of runs (indexes) the quota `limit` admits together that the nodes cannot hold, or None; and
+    whether the search stopped at its budget.
+
+    Kueue may admit any combination whose charges fit the quota, in any order. Holding is monotone (fewer runs fit
+    where more did), so only the combinations nothing more can join need a placement search; one that fails is then
+    shrunk to the runs it cannot do without, so the finding names those."""
+    resources = list(limit)
+    held: dict[frozenset[int], bool] = {}
+
+    def holds(chosen: frozenset[int]) -> bool:
+        if chosen not in held:
+            found = place(mine[0], [groups[i] for i in sorted(chosen)], budget=PLACE_BUDGET, counts=mine[1])
+            held[chosen] = found.placed or found.exhausted  # an undecided search is not a proof of harm
+        return held[chosen]
+
+    for seen, (i, chosen, total) in enumerate(_admitted(charges, limit)):
+        if seen > SUBSET_BUDGET:
+            return None, True
+        if i < len(groups) or len(chosen) < 2:
+            continue
+        if any(j not in chosen and all(total[r] + charges[j][r] <= limit[r] for r in resources) for j in range(len(groups))):
+            continue  # not maximal: a larger combination holds it
+        if not holds(chosen):
+            culprit = set(chosen)
+            for j in sorted(chosen):  # the runs it cannot do without
+                if len(culprit) > 2 and not holds(frozenset(culprit - {j})):
+                    culprit.discard(j)
+            return sorted(culprit), False
+    return None, False
+
+
+def _admitted_together(
+    stack: Stack, node_set: Any, runs: list[tuple[PodView, Group, dict[str, Decimal]]], quota: dict[str, str],
+    mine: tuple[dict[str, Free], dict[str, int]],
+) -> Iterator[Finding]:  # fmt: skip
+    """Without Topology Aware Scheduling Kueue admits by quota only: any combination of a set's queued runs whose
+    charges fit the set's quota, in any order. Where one such combination does not fit the set's nodes, the run admitted
+    last gets some of its pods placed and waits for the rest: it holds its quota and their GPUs until Kueue evicts it
+    at the waitForPodsReady timeout, then is admitted again, and which run loses varies."""
+    if len(runs) < 2:
+        return
+    groups = [g for _, g, _ in runs]
+    if place(mine[0], groups, budget=PLACE_BUDGET, counts=mine[1]).placed:
+        return  # all of them at once fit: so does any combination
+    config = stack.config
+    q = config.queueing
+    assert q is not None
+    limit = {r: quantity_value(v) for r, v in quota.items()}
+    charges = _charges(runs, list(limit))
+    bad, exhausted = _bad_combination(groups, charges, limit, mine)
+    where: ConfigPath = ("queueing", "quota", node_set.name) if node_set.name in q.quota else ("queueing",)
+    index = config.node_sets.index(node_set)
+    cq = f"ClusterQueue {q.cluster_queue}"
+    at = f"spec.resourceGroups[0].flavors[{index}]"
+    if exhausted:
+        yield warning(
+            cq,
+            at,
+            f"node set {node_set.name!r} has more combinations of queued runs than the preflight looks at ({SUBSET_BUDGET}): it did "
+            "not check that every combination its quota admits fits its nodes",
+            "run fewer workloads on the set, or state a quota that admits fewer at once (queueing.quota)",
+            config=where,
+        )
+        return
+    if bad is None:
+        return
+    stated = bool(node_set.allocatable_cpu or node_set.allocatable_memory or node_set.node_policies)
+    names = " and ".join(f"{runs[i][0].instance} ({groups[i].pods} x {_shown(groups[i].need, stated)})" for i in bad)
+    asked = "; ".join(
+        f"{quantity_text(sum((charges[i][r] for i in bad), Decimal(0)))} of the {quota[r]} {r}"
+        for r in limit
+        if r in (GPU, "pods") and any(charges[i][r] for i in bad)
+    )
+    offer = next(iter(mine[0].values()))
+    timeout = (
+        f"until Kueue evicts it at the waitForPodsReady timeout ({q.pods_ready.timeout_minutes} minutes) and admits it again; "
+        "which run loses varies"
+        if q.pods_ready.enabled
+        else "for ever: waitForPodsReady is off (queueing.pods_ready), so Kueue never evicts it"
+    )
+    fixes = []
+    largest = max((charges[i].get(GPU, Decimal(0)) for i in range(len(runs))), default=Decimal(0))
+    candidates = _gpu_sums(charges, limit) if GPU in limit else set()
+    for value in sorted((v for v in candidates if largest <= v < limit[GPU]), reverse=True)[:16]:
+        if _bad_combination(groups, charges, {**limit, GPU: value}, mine) == (None, False):
+            fixes.append(f"lower queueing.quota[{node_set.name}][{GPU}] to {quantity_text(value)}")
+            break
+    if "pods" not in limit or limit["pods"] > node_set.size:
+        per_node = {**limit, "pods": Decimal(node_set.size)}
+        with_pods = _charges(runs, list(per_node))
+        if _bad_combination(groups, with_pods, per_node, mine) == (None, False):
+            fixes.append(
+                f"set queueing.quota[{node_set.name}][pods] to {node_set.size} (Kueue then admits at most as many pods as "
+                f"{node_set.name} has nodes)"
+            )
+    fixes.append("stop one of them (state: stopped)")
+    yield error(
+        cq,
+        at,
+        f"Kueue may admit {names} at once: they fit the quota of node set {node_set.name} ({asked}), but its nodes "
+        f"({node_set.size} x {_shown(offer, stated, node=True)}) cannot hold their pods at once (one node for each pod of a multi-node "
+        f"workload). Kueue admits by quota, not by node: the run admitted last cannot start, and holds its quota and its "
+        f"placed pods' GPUs {timeout}",
+        ", or ".join(fixes)
+        + "; where the cluster's Kueue runs Topology Aware Scheduling and each pod of a multi-node run takes more than half a "
+        "node, queueing.topology_aware: true lets Kueue check the nodes itself",
+        config=where,
+    )
+
+
+def _vf_demand(config: Any) -> dict[str, int]:
+    """The VFs one RDMA pod takes of each SR-IOV resource: one per attachment naming it (components/training.py)."""
+    out: dict[str, int] = {}
+    for a in config.fabric.attachments if config.fabric else []:
+        out[a.resource] = out.get(a.resource, 0) + 1
+    return out
+
+
+def _vf_sets(node_set: Any, per_pod: dict[str, int]) -> int:
+    """How many RDMA pods a node of the set has VFs for, where its node_policies state them (the scarcest resource
+    decides); UNBOUNDED where they state none of the fabric's resources (the cluster admin's VFs: not known)."""
+    offered = node_set.vfs_per_node
+    known = [offered[r] // n for r, n in per_pod.items() if r in offered]
+    return min(known) if known else UNBOUNDED
+
+
+def _pod_vfs(pod: PodView, per_pod: dict[str, int]) -> int:
+    """VF sets one pod takes: 1 for an RDMA pod (one VF of each attachment), 0 for a pod that requests none."""
+    requests = _pod_requests(pod)
+    return max((int(-(-requests[r] // n)) for r, n in per_pod.items() if requests.get(r)), default=0)
 
 
 @rule(
@@ -286,11 +516,11 @@ def queue_quota(stack: Stack) -> Iterator[Finding]:
             short = [
                 (w, need)
                 for w in workloads
-                if w.state == "stopped" and resource in (per_pod := config.pod_requests(w))
+                if w.state == "stopped" and resource in (per_pod := {**config.pod_requests(w), "pods": "1"})
                 and (need := quantity_value(per_pod[resource]) * w.nodes) > quota
             ]  # fmt: skip
             if short:
-                needs = ", ".join(f"{w.name} ({w.nodes} x {config.pod_requests(w)[resource]})" for w, _ in short)
+                needs = ", ".join(f"{w.name} ({w.nodes} x {({**config.pod_requests(w), 'pods': '1'})[resource]})" for w, _ in short)
                 most = quantity_text(max(need for _, need in short))
                 yield warning(
                     f"Stack {config.name}",
@@ -352,14 +582,19 @@ def _requests(pod: PodView) -> tuple[int, int]:
     return total("cpu", 1000), total("memory", 1)
 
 
-def _shown(amounts: Free, stated: bool) -> str:
-    """`4 GPUs`, or `4 GPUs, 32 CPUs, 256Gi` where a node set states CPU and memory (an unstated one is left out)."""
-    gpus, cpu, memory = amounts
+def _shown(amounts: Free, stated: bool, node: bool = False) -> str:
+    """`4 GPUs`, or `4 GPUs, 32 CPUs, 256Gi` where a node set states CPU and memory (an unstated one is left out), and
+    the VFs where a set's node policies state them: a node's `VFs for 2 RDMA pods`, an RDMA pod's `1 VF per attachment`."""
+    gpus, cpu, memory, vfs = amounts
     out = f"{gpus} GPUs"
     if stated and cpu < UNBOUNDED:
         out += f", {cpu / 1000:g} CPUs"
     if stated and memory < UNBOUNDED:
         out += f", {memory / 2**30:g}Gi"
+    if node and vfs < UNBOUNDED:
+        out += f", VFs for {vfs} RDMA pod{'' if vfs == 1 else 's'}"
+    elif not node and stated and vfs:
+        out += ", 1 VF per attachment"
     return out
 
 
