@@ -42,7 +42,7 @@ check: $(STAMP)
 # workflow files against the GitHub workflow schema that check-jsonschema ships (no network).
 lint: $(DEV_STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m mypy config stacks components policy tools cli clusters bench live/toolchain.py live/controlplane.py live/clusters.py live/drive.py live/nodes.py live/differential.py live/sriov.py live/kueue.py live/scc.py live/scc_differential.py
+	$(PY) -m mypy config stacks components policy tools cli clusters bench live/toolchain.py live/controlplane.py live/clusters.py live/drive.py live/nodes.py live/differential.py live/sriov.py live/kueue.py live/scc.py live/scc_differential.py live/procs.py
 	$(PY) -m tests.test_layers
 	$(VENV)/bin/check-jsonschema --builtin-schema vendor.github-workflows $(wildcard .github/workflows/*.yml .github/workflows/*.yaml)
 

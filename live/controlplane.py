@@ -96,6 +96,14 @@ class ControlPlane:
         return key, pub
 
     def start(self, timeout: float = 120) -> ControlPlane:
+        """Every process started and the API ready; on any failure the processes started so far are stopped first."""
+        try:
+            return self._start(timeout)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _start(self, timeout: float) -> ControlPlane:
         self.workdir.mkdir(parents=True, exist_ok=True)
         key, pub = self._keys()
         self.token = secrets.token_hex(16)

@@ -13,13 +13,17 @@ again by the next run, in CI as on a laptop. `python -m live.toolchain` builds e
 from __future__ import annotations
 
 import fcntl
+import functools
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
@@ -108,6 +112,15 @@ class ToolchainError(Exception):
     """A reason the toolchain cannot be built at all (no usable Go, no cache folder), in words that say the fix."""
 
 
+# How a cold toolchain is built (docs/live.md "What it builds, once"): every module's `go mod download` at once, so they
+# overlap the first builds; each module's build as soon as its download is done, JOBS module builds at a time. One
+# `go build` leaves a core idle while it loads packages, links (one thread) and compiles a package everything else waits
+# for (6 to 7% of kwok's cold build); a second build fills those gaps (4 to 6% sooner, measured). The longest first, so
+# that the last one to end is a short one.
+JOBS = int(os.environ.get("GPU_TRAINING_LIVE_JOBS") or 2)
+LONGEST_FIRST = ("provider", "pulumi", "kueue", "k8s", "sriov", "kwok")  # a module not named here starts after these
+
+
 # A go step that takes longer than this has hung (a proxy that stopped answering, a stuck lock): it is ended and
 # reported, so a CI run fails with a reason instead of running into its own time limit. The cold provider build
 # took 14 min under load (docs/live.md); the limit leaves room for a slower machine.
@@ -120,6 +133,12 @@ def go_version() -> str:
     go = shutil.which("go")
     if go is None:
         return ""
+    return _go_version(go, _gotoolchain(), os.environ.get("GOROOT", ""))
+
+
+@functools.lru_cache(maxsize=8)
+def _go_version(go: str, gotoolchain: str, goroot: str) -> str:
+    """Asked once per Go (every cache path is keyed by it, and a run asks for a dozen)."""
     try:
         run = subprocess.run([go, "env", "GOVERSION"], capture_output=True, text=True, check=False, timeout=GO_STEP_TIMEOUT)
     except subprocess.TimeoutExpired as err:
@@ -163,7 +182,8 @@ def path_of(name: str) -> Path:
 def _env() -> dict[str, str]:
     env = dict(os.environ)
     # go.sum pins every module; the checksum database is not asked (this proxy's lookups miss some Pulumi modules).
-    env["GOFLAGS"] = "-mod=readonly"
+    # No VCS stamp: the modules sit in this repository's work tree, and a binary must not differ by its commit.
+    env["GOFLAGS"] = "-mod=readonly -buildvcs=false"
     env["GONOSUMDB"] = "github.com/pulumi"
     env.setdefault("CGO_ENABLED", "0")
     return env
@@ -254,16 +274,54 @@ def cached(target: Path) -> bool:
         return False
 
 
-def build(b: Binary, log: Path) -> None:
-    target = path_of(b.name)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    where = _stage(b, log)
-    _assets(b, log)
-    partial = target.with_name(target.name + ".partial")
-    _go(["build", "-trimpath", "-ldflags", f"-s -w {b.ldflags}".strip(), "-o", str(partial), b.package], where, log)
-    digest = _digest(partial)
-    partial.replace(target)  # only a finished build is ever found in the cache
+# Every `go build` compiles without debug information (-dwarf=false): the link's -w drops it anyway, and writing it
+# costs the compiler a tenth of its time (kwok's cold build: 155 s of CPU instead of 176, docs/live.md). It changes no
+# code, so it is not part of a module's key: a binary cached before it was added is as good.
+GCFLAGS = "all=-dwarf=false"
+
+
+def exe_name(package: str) -> str:
+    """The file name `go build -o DIR/` gives the binary of `package`: its last path element, or the one before a major
+    version suffix (/v3); '' for a package named by a relative path that does not say it (".")."""
+    parts = [p for p in package.split("/") if p not in ("", ".")]
+    if len(parts) > 1 and re.fullmatch(r"v[0-9]+", parts[-1]):
+        parts.pop()
+    return parts[-1] if parts else ""
+
+
+def steps(binaries: list[Binary]) -> list[list[Binary]]:
+    """The `go build` invocations that build `binaries` (of one module): one for all that share -ldflags, which then
+    share the loading of packages and their compilation, and are linked at once (`go build -o DIR/ pkg...`); one alone
+    for a binary whose package would give it another name."""
+    groups: dict[tuple[str, str], list[Binary]] = {}
+    for b in binaries:
+        key = ("together", b.ldflags) if exe_name(b.package) == b.name else ("alone", b.name)
+        groups.setdefault(key, []).append(b)
+    return list(groups.values())
+
+
+def _install(built: Path, target: Path) -> None:
+    digest = _digest(built)
+    built.replace(target)  # only a finished build is ever found in the cache
     _sidecar(target).write_text(digest + "\n")
+
+
+def build(group: list[Binary], where: Path, log: Path) -> None:
+    """One `go build` of the binaries of `group` (one module, one -ldflags) in `where`, each into the cache."""
+    targets = [path_of(b.name) for b in group]
+    flags = ["-trimpath", f"-gcflags={GCFLAGS}", "-ldflags", f"-s -w {group[0].ldflags}".strip()]
+    if len(group) == 1:
+        partial = targets[0].with_name(targets[0].name + ".partial")
+        _go(["build", *flags, "-o", str(partial), group[0].package], where, log)
+        _install(partial, targets[0])
+        return
+    partial = targets[0].parent / ".partial"
+    shutil.rmtree(partial, ignore_errors=True)
+    partial.mkdir()
+    _go(["build", *flags, "-o", f"{partial}/", *(b.package for b in group)], where, log)
+    for b, target in zip(group, targets, strict=True):
+        _install(partial / b.name, target)
+    shutil.rmtree(partial)
 
 
 def _make_cache() -> None:
@@ -289,6 +347,11 @@ def ensure(names: tuple[str, ...] = EVERYTHING) -> dict[str, Path | str]:
         _make_cache()
     except ToolchainError as err:
         return {n: str(err) for n in names}
+    # Everything asked for is there already (each binary as its finished build recorded it): nothing to wait for, even
+    # while another run holds the lock to build something else. A binary being installed is not cached() yet.
+    found = {b.name: path_of(b.name) for b in BINARIES if b.name in names}
+    if len(found) == len(set(names)) and all(cached(p) for p in found.values()):
+        return dict(found)
     with (CACHE / ".lock").open("a+") as lock:
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -305,33 +368,123 @@ def ensure(names: tuple[str, ...] = EVERYTHING) -> dict[str, Path | str]:
             lock.flush()
 
 
-def _holds(lock: IO[str], what: str) -> None:
-    lock.seek(0)
-    lock.truncate()
-    lock.write(f"pid {os.getpid()} ({' '.join(sys.argv[:2])}) since {time.strftime('%H:%M:%S')}, {what}\n")
-    lock.flush()
+class _Note:
+    """What the lock file says while this run holds it: who, since when, and what it builds now (from every thread)."""
+
+    def __init__(self, lock: IO[str]) -> None:
+        self.lock, self.since, self.mutex = lock, time.strftime("%H:%M:%S"), threading.Lock()
+        self.building: dict[str, str] = {}
+
+    def update(self, module: str, what: str | None) -> None:
+        with self.mutex:
+            if what is None:
+                self.building.pop(module, None)
+            else:
+                self.building[module] = what
+            self.lock.seek(0)
+            self.lock.truncate()
+            doing = "; ".join(self.building.values()) or "finishing"
+            self.lock.write(f"pid {os.getpid()} ({' '.join(sys.argv[:2])}) since {self.since}, {doing}\n")
+            self.lock.flush()
+
+
+def _failed(b: Binary, err: BaseException, log: Path) -> str:
+    """Why `b` was not built: the error, and the end of its module's log (the failed step's output: a module's steps
+    run one after the other)."""
+    tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
+    return f"{b.name} could not be built ({err}; log {log}): " + " | ".join(tail)
+
+
+BUILD_ERRORS = (subprocess.CalledProcessError, OSError, ValueError)
+
+
+def _download(module: str, log: Path) -> None:
+    """Every module the module's go.mod requires, into the module cache (what its build then reads)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    _go(["mod", "download"], MODULES / module, log)
+
+
+def _build_module(module: str, todo: list[Binary], log: Path, fetched: Future[None], note: _Note) -> dict[str, Path | str]:
+    """The module's binaries, its download done: staged, their assets copied, one `go build` per step. A step of
+    several binaries that fails is built again one binary at a time, so each binary's result says its own reason."""
+    try:
+        fetched.result()
+    except BUILD_ERRORS as err:
+        return {b.name: _failed(b, err, log) for b in todo}
+    started = time.monotonic()
+    names = ", ".join(b.name for b in todo)
+    note.update(module, f"building {names} (log {log})")
+    print(f"live: building {names} ({module} module; log {log})", file=sys.stderr, flush=True)
+    result: dict[str, Path | str] = {}
+    try:
+        where = _stage(todo[0], log)
+        for b in todo:
+            _assets(b, log)
+    except BUILD_ERRORS as err:
+        note.update(module, None)
+        return {b.name: _failed(b, err, log) for b in todo}
+    for group in steps(todo):
+        try:
+            build(group, where, log)
+            result.update((b.name, path_of(b.name)) for b in group)
+        except BUILD_ERRORS as err:
+            if len(group) == 1:
+                result[group[0].name] = _failed(group[0], err, log)
+                continue
+            for b in group:
+                try:
+                    build([b], where, log)
+                    result[b.name] = path_of(b.name)
+                except BUILD_ERRORS as alone:
+                    result[b.name] = _failed(b, alone, log)
+    note.update(module, None)
+    built = [n for n, r in result.items() if isinstance(r, Path)]
+    if built:
+        print(f"live: built {', '.join(built)} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
+    return result
 
 
 def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
+    wanted = [b for b in BINARIES if b.name in names]
     result: dict[str, Path | str] = {}
-    for b in BINARIES:
-        if b.name not in names:
-            continue
+    todo: dict[str, list[Binary]] = {}
+    for b in wanted:
         target = path_of(b.name)
-        if not cached(target):
-            log = target.parent / "build.log"
-            started = time.monotonic()
-            _holds(lock, f"building {b.name} (log {log})")
-            print(f"live: building {b.name} ({b.module} module; log {log})", file=sys.stderr, flush=True)
-            try:
-                build(b, log)
-            except (subprocess.CalledProcessError, OSError, ValueError) as err:
-                tail = log.read_text(errors="replace").strip().splitlines()[-3:] if log.exists() else []
-                result[b.name] = f"{b.name} could not be built ({err}): " + " | ".join(tail)
-                continue
-            print(f"live: built {b.name} in {time.monotonic() - started:.0f} s", file=sys.stderr, flush=True)
-        result[b.name] = target
-    return result
+        if cached(target):
+            result[b.name] = target
+        else:
+            todo.setdefault(b.module, []).append(b)
+    if todo:
+        note = _Note(lock)
+        pending = sorted(todo, key=lambda m: LONGEST_FIRST.index(m) if m in LONGEST_FIRST else len(LONGEST_FIRST))
+        logs = {m: module_dir(m) / "build.log" for m in pending}
+        jobs = max(1, min(JOBS, len(pending)))
+        print(f"live: building {len(pending)} module(s), {jobs} at a time, their downloads at once", file=sys.stderr, flush=True)
+        mutex = threading.Lock()
+
+        def builder() -> None:
+            """Builds modules until none is left: of those downloaded, the first of LONGEST_FIRST; else waits for one."""
+            while True:
+                with mutex:
+                    ready = next((m for m in pending if fetched[m].done()), None)
+                    if ready is not None:
+                        pending.remove(ready)
+                    waiting = [fetched[m] for m in pending]
+                if ready is not None:
+                    built = _build_module(ready, todo[ready], logs[ready], fetched[ready], note)
+                    with mutex:
+                        result.update(built)
+                elif waiting:
+                    wait(waiting, return_when=FIRST_COMPLETED)
+                else:
+                    return
+
+        with ThreadPoolExecutor(len(pending), thread_name_prefix="download") as downloads:
+            fetched = {m: downloads.submit(_download, m, logs[m]) for m in pending}
+            with ThreadPoolExecutor(jobs, thread_name_prefix="build") as builds:
+                for worker in [builds.submit(builder) for _ in range(jobs)]:
+                    worker.result()
+    return {b.name: result[b.name] for b in wanted}
 
 
 def required() -> tuple[str, ...]:

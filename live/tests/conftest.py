@@ -7,6 +7,8 @@ Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a 
 tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok; Kueue) skip, with the
 build's own error, where they could not be built, except in CI (CI=true), where they fail; so do the SR-IOV
 operator's controller (test_sriov_operator.py) and OpenShift's SCC admission (test_scc.py).
+
+Nothing a test starts may outlive the run: live/tests/leftovers.py (registered below) fails it when something does.
 """
 
 from __future__ import annotations
@@ -22,9 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent.parent
 
 from live import clusters, toolchain  # noqa: E402
 from live.controlplane import ControlPlane  # noqa: E402
+from live.tests import leftovers  # noqa: E402
 from live.tests.harness import TIMINGS  # noqa: E402
 
 SHARED_SCHEMAS = clusters.SHARED_SCHEMAS
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.pluginmanager.register(leftovers, "live-leftovers")
 
 
 @pytest.fixture(scope="session")
@@ -94,7 +101,7 @@ class Planes:
             if not SHARED_SCHEMAS.is_dir():
                 pytest.skip(f"../shared/schemas is absent ({SHARED_SCHEMAS}): the SCC and NAD CRDs come from there")
             plane = ControlPlane(cluster, self.workdir / cluster, self.bins).start()
-            self.started[cluster] = plane
+            self.started[cluster] = plane  # stopped with the others, even if seeding it fails
             clusters.install_crds(plane)
             clusters.seed(plane, stacks.load(cluster))
         return self.started[cluster]

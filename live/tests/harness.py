@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 import stacks
+from live import procs
 from live.controlplane import ControlPlane, kubeconfig_of
 
 ROOT = Path(__file__).resolve().parent.parent.parent
@@ -70,10 +71,10 @@ class Project:
 
     def drive(self, stack: str, op: str, *flags: str, env: dict[str, str] | None = None) -> dict[str, Any]:
         report = self.root / f".live-{stack}-{op}-{time.monotonic_ns()}.json"
-        proc = subprocess.run(
+        # In a session of its own, ended with everything in it: the CLI, and the plugins it starts in groups of their own.
+        proc = procs.run(
             [sys.executable, "-m", "live.drive", stack, op, *flags, "--report", str(report)],
-            cwd=self.root, env={**self.env, **(env or {}), "PYTHONPATH": str(self.root)},
-            capture_output=True, text=True, timeout=UP_BOUND_SECONDS + 120,
+            cwd=self.root, env={**self.env, **(env or {}), "PYTHONPATH": str(self.root)}, timeout=UP_BOUND_SECONDS + 120,
         )  # fmt: skip
         if not report.exists():
             raise AssertionError(f"live.drive {stack} {op} wrote no report:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -84,8 +85,7 @@ class Project:
         return result
 
     def pulumi(self, *args: str, check: bool = True, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(["pulumi", *args], cwd=self.root, env={**self.env, **(env or {})}, capture_output=True, text=True,
-                              check=check, timeout=600)  # fmt: skip
+        return procs.run(["pulumi", *args], cwd=self.root, env={**self.env, **(env or {})}, check=check, timeout=600)
 
 
 def yaml_config(project: Project, cluster: str, data: dict[str, Any]) -> None:

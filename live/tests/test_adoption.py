@@ -68,17 +68,18 @@ def adopting(tools: dict[str, Path | str], pulumi_tools: dict[str, Path], tmp_pa
         pytest.skip(f"../shared/schemas is absent ({clusters.SHARED_SCHEMAS}): the SCC and NAD CRDs come from there")
     work = tmp_path_factory.mktemp("adopt")
     plane = ControlPlane(CLUSTER, work / "plane", {n: Path(tools[n]) for n in toolchain.LEVEL1}).start()
-    clusters.install_crds(plane)
-    config = stacks.load(CLUSTER)
-    clusters.seed(plane, config)
-    for obj in hand_made(config):
-        plane.apply(obj)
-    kubeconfig = kubeconfig_of([plane], work / "kubeconfig")
-    (work / "state").mkdir()
-    env = pulumi_env([p.parent for p in pulumi_tools.values()], kubeconfig, work / "state", work / "home")
-    project = Project(project_copy(work / "project"), env, {CLUSTER: plane})
-    yield project
-    plane.stop()
+    try:
+        clusters.install_crds(plane)
+        config = stacks.load(CLUSTER)
+        clusters.seed(plane, config)
+        for obj in hand_made(config):
+            plane.apply(obj)
+        kubeconfig = kubeconfig_of([plane], work / "kubeconfig")
+        (work / "state").mkdir()
+        env = pulumi_env([p.parent for p in pulumi_tools.values()], kubeconfig, work / "state", work / "home")
+        yield Project(project_copy(work / "project"), env, {CLUSTER: plane})
+    finally:
+        plane.stop()
 
 
 def test_adoption_as_the_readme_tells_it(adopting: Project) -> None:

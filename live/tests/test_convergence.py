@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 
+from live import procs
 from live.controlplane import ControlPlane
 from live.tests.harness import UP_BOUND_SECONDS, Project, failure, kubeconfig_of, project_copy, pulumi_env
 
@@ -43,8 +44,12 @@ def _plane(tools: dict[str, Path | str], work: Path) -> ControlPlane:
     if not clusters.SHARED_SCHEMAS.is_dir():
         pytest.skip(f"../shared/schemas is absent ({clusters.SHARED_SCHEMAS}): the SCC and NAD CRDs come from there")
     plane = ControlPlane(STACK, work / "plane", {n: Path(tools[n]) for n in toolchain.LEVEL1}).start()
-    clusters.install_crds(plane)
-    clusters.seed(plane, stacks.load(STACK))
+    try:
+        clusters.install_crds(plane)
+        clusters.seed(plane, stacks.load(STACK))
+    except BaseException:
+        plane.stop()
+        raise
     return plane
 
 
@@ -61,14 +66,16 @@ def _project(plane: ControlPlane, tools: dict[str, Path | str], pulumi_tools: di
 def nerc(tools: dict[str, Path | str], pulumi_tools: dict[str, Path], tmp_path_factory: pytest.TempPathFactory) -> Iterator[Project]:
     work = tmp_path_factory.mktemp("converge")
     plane = _plane(tools, work)
-    yield _project(plane, tools, pulumi_tools, work)
-    plane.stop()
+    try:
+        yield _project(plane, tools, pulumi_tools, work)
+    finally:
+        plane.stop()
 
 
 def stacks_cmd(project: Project, *args: str) -> subprocess.CompletedProcess[str]:
     """`python -m stacks ...` in the project copy, with the operator's PATH (pulumi, kubectl) and kubeconfig."""
     env = {**project.env, "PYTHONPATH": str(project.root)}
-    return subprocess.run([sys.executable, "-m", "stacks", *args], cwd=project.root, env=env, capture_output=True, text=True, timeout=300)
+    return procs.run([sys.executable, "-m", "stacks", *args], cwd=project.root, env=env, timeout=300)
 
 
 def namespace() -> str:
@@ -197,7 +204,9 @@ KILL_POINTS: dict[str, Callable[[list[dict[str, Any]], ControlPlane], bool]] = {
 
 
 def _killed_up(project: Project, at: Callable[[list[dict[str, Any]], ControlPlane], bool]) -> list[dict[str, Any]]:
-    """Start `pulumi up` and SIGKILL its process group (the driver, the CLI, the provider) when `at` holds."""
+    """Start `pulumi up` in a session of its own and SIGKILL the whole session (the driver, the CLI and the provider,
+    which the CLI starts in a process group of its own) when `at` holds: a machine that died, with nothing left
+    running. Killing the driver's group alone left the provider orphaned, running until its health check ends it."""
     events = project.root / f".events-{time.monotonic_ns()}.jsonl"
     cmd = [sys.executable, "-m", "live.drive", STACK, "up", "--events", str(events)]
     proc = subprocess.Popen(cmd, cwd=project.root, env={**project.env, "PYTHONPATH": str(project.root)},
@@ -206,13 +215,12 @@ def _killed_up(project: Project, at: Callable[[list[dict[str, Any]], ControlPlan
     try:
         while time.monotonic() < deadline and proc.poll() is None:
             if at(_events(events), project.planes[STACK]):
-                os.killpg(proc.pid, signal.SIGKILL)
+                procs.end_session(proc.pid)
                 break
             time.sleep(0.02)
         assert proc.wait(timeout=60) == -signal.SIGKILL, "the run ended before the kill point"
     finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+        procs.end_session(proc.pid)
     return _events(events)
 
 

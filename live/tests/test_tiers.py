@@ -25,12 +25,16 @@ def admin(tools: dict[str, Path | str], pulumi_tools: dict[str, Path], tmp_path_
         pytest.skip(f"../shared/schemas is absent ({clusters.SHARED_SCHEMAS}): the SCC and NAD CRDs come from there")
     work = tmp_path_factory.mktemp("tiers")
     plane = ControlPlane(CLUSTER, work / "plane", {n: Path(tools[n]) for n in toolchain.LEVEL1}).start()
-    clusters.install_crds(plane)
-    clusters.seed(plane, stacks.load(CLUSTER))
-    (work / "state").mkdir()
-    env = pulumi_env([p.parent for p in pulumi_tools.values()], kubeconfig_of([plane], work / "kubeconfig"), work / "state", work / "home")
-    yield Project(project_copy(work / "project"), env, {CLUSTER: plane})
-    plane.stop()
+    try:
+        clusters.install_crds(plane)
+        clusters.seed(plane, stacks.load(CLUSTER))
+        (work / "state").mkdir()
+        env = pulumi_env(
+            [p.parent for p in pulumi_tools.values()], kubeconfig_of([plane], work / "kubeconfig"), work / "state", work / "home"
+        )
+        yield Project(project_copy(work / "project"), env, {CLUSTER: plane})
+    finally:
+        plane.stop()
 
 
 def as_researcher(admin: Project, name: str) -> Project:

@@ -184,6 +184,160 @@ def test_the_control_plane_binaries_report_the_pinned_release(name: str, package
         assert f"{package}.{var}={value}" in ldflags
 
 
+# --- how a cold toolchain is built: downloads at once, two module builds at a time, one `go build` per -ldflags ------
+
+# A `go` that builds nothing real: it records each step (what, in which module, start and end) in $FAKE_GO_EVENTS, writes
+# an ELF-looking file where `go build -o` says, and fails the packages named in $FAKE_GO_FAIL and the download of the
+# modules named in $FAKE_GO_FAIL_DOWNLOAD. A step of a module named in $FAKE_GO_TOGETHER_<STEP> waits until every module
+# named there has started the same step (a hang guard of 60 s, then it fails): they can only pass if they run at once.
+FAKE_GO = r"""
+import os, pathlib, sys, time
+args, module = sys.argv[1:], pathlib.Path.cwd().name
+events = pathlib.Path(os.environ["FAKE_GO_EVENTS"])
+def note(what):
+    with events.open("a") as f:
+        f.write(what + "\n")
+def together(step):
+    names = [n for n in os.environ.get("FAKE_GO_TOGETHER_" + step.upper(), "").split(",") if n]
+    if module not in names:
+        return
+    deadline = time.monotonic() + 60
+    while not all(any(e.startswith(f"{step} {n} start") for e in events.read_text().splitlines()) for n in names):
+        if time.monotonic() > deadline:
+            sys.exit(f"{step} {module}: the others never started theirs")
+        time.sleep(0.01)
+if args[:2] == ["env", "GOVERSION"]:
+    print("go1.26.0")
+elif args[:2] == ["mod", "download"]:
+    note(f"download {module} start")
+    together("download")
+    if module in os.environ.get("FAKE_GO_FAIL_DOWNLOAD", "").split(","):
+        sys.exit(f"go: example.com/{module}@v1.0.0: reading https://proxy.golang.org: 403 Forbidden")
+    note(f"download {module} end")
+elif args[0] == "build":
+    out = args[args.index("-o") + 1]
+    packages = args[args.index("-o") + 2:]
+    note(f"build {module} start " + " ".join(packages))
+    together("build")
+    for p in packages:
+        if p in os.environ.get("FAKE_GO_FAIL", "").split(","):
+            sys.exit(f"{p}: undefined: compile error")
+    outputs = [pathlib.Path(out) / p.rstrip("/").split("/")[-1] for p in packages] if out.endswith("/") else [pathlib.Path(out)]
+    for o in outputs:
+        o.write_bytes(b"\x7fELF" + o.name.encode())
+        o.chmod(0o755)
+    note(f"build {module} end")
+else:
+    sys.exit("fake go: unexpected " + " ".join(args))
+"""
+
+FAKE_BINARIES = [
+    toolchain.Binary("x", "alpha", "example.com/cmd/x", "-X example.com/v.Version=1"),
+    toolchain.Binary("y", "alpha", "example.com/cmd/y", "-X example.com/v.Version=1"),
+    toolchain.Binary("z", "alpha", "./z"),
+    toolchain.Binary("w", "beta", "."),
+    toolchain.Binary("v", "gamma", "example.com/cmd/v/v2"),
+]
+
+
+@pytest.fixture
+def fake_go(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Three modules (alpha, beta, gamma) built by the fake `go` into a cache of the test's own; the events file."""
+    bin_dir, modules = tmp_path / "bin", tmp_path / "modules"
+    bin_dir.mkdir()
+    (bin_dir / "go").write_text(f"#!{sys.executable}\n{FAKE_GO}")
+    (bin_dir / "go").chmod(0o755)
+    for m in ("alpha", "beta", "gamma"):
+        (modules / m).mkdir(parents=True)
+        (modules / m / "go.mod").write_text(f"module example.com/{m}\n")
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_GO_EVENTS", str(tmp_path / "events"))
+    monkeypatch.setattr(toolchain, "MODULES", modules)
+    monkeypatch.setattr(toolchain, "CACHE", tmp_path / "cache")
+    monkeypatch.setattr(toolchain, "BINARIES", FAKE_BINARIES)
+    monkeypatch.setattr(toolchain, "JOBS", 2)
+    return tmp_path / "events"
+
+
+def _ensure_quietly(*names: str) -> tuple[dict[str, Path | str], str]:
+    err = io.StringIO()
+    with redirect_stderr(err):
+        got = toolchain.ensure(names)
+    return got, err.getvalue()
+
+
+def test_the_binaries_of_a_module_that_share_ldflags_are_built_by_one_go_build(fake_go: Path) -> None:
+    got, _ = _ensure_quietly("x", "y", "z", "w", "v")
+    builds = sorted(line for line in fake_go.read_text().splitlines() if line.startswith("build") and " start" in line)
+    assert builds == [
+        "build alpha start ./z",
+        "build alpha start example.com/cmd/x example.com/cmd/y",
+        "build beta start .",
+        "build gamma start example.com/cmd/v/v2",
+    ]
+    for name, where in got.items():
+        assert isinstance(where, Path) and where.name == name and toolchain.cached(where), (name, where)
+    assert not list(toolchain.CACHE.rglob("*.partial")), "a finished build leaves no partial file"
+
+
+def test_the_control_planes_kubernetes_binaries_are_one_go_build() -> None:
+    """They share the stamp, so one `go build` loads and compiles their packages once and links the four at once."""
+    k8s = [b for b in toolchain.BINARIES if b.module == "k8s"]
+    grouped = {tuple(b.name for b in step) for step in toolchain.steps(k8s)}
+    assert ("kube-apiserver", "kube-controller-manager", "kubectl", "kube-scheduler") in grouped
+    assert ("etcd",) in grouped  # unstamped: apart
+    for b in toolchain.BINARIES:  # a binary built with others gets the name go gives it; a lone one is named by -o
+        if len(next(s for s in toolchain.steps([x for x in toolchain.BINARIES if x.module == b.module]) if b in s)) > 1:
+            assert toolchain.exe_name(b.package) == b.name
+
+
+def test_every_download_starts_at_once_and_two_modules_build_at_a_time(fake_go: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each module's download waits until the other's has started, and so does its build: neither could pass if the
+    downloads ran one after the other, or the module builds one at a time."""
+    monkeypatch.setenv("FAKE_GO_TOGETHER_DOWNLOAD", "alpha,beta")
+    monkeypatch.setenv("FAKE_GO_TOGETHER_BUILD", "alpha,beta")
+    got, said = _ensure_quietly("x", "y", "z", "w")
+    assert all(isinstance(p, Path) for p in got.values()), got
+    assert "2 module(s), 2 at a time" in said
+
+
+def test_a_failed_step_of_several_binaries_is_built_again_one_at_a_time(fake_go: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """x and y share a `go build`; y does not compile: x is built, and y's result says y's error, with its log."""
+    monkeypatch.setenv("FAKE_GO_FAIL", "example.com/cmd/y")
+    got, _ = _ensure_quietly("x", "y", "w")
+    assert isinstance(got["x"], Path) and toolchain.cached(got["x"]) and isinstance(got["w"], Path)
+    why = str(got["y"])
+    log = toolchain.module_dir("alpha") / "build.log"
+    assert why.startswith("y could not be built") and f"log {log}" in why and "example.com/cmd/y: undefined: compile error" in why
+    assert "go build -trimpath -gcflags=all=-dwarf=false -ldflags -s -w -X example.com/v.Version=1 -o" in log.read_text()
+
+
+def test_a_failed_download_fails_its_modules_binaries_with_its_reason(fake_go: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FAKE_GO_FAIL_DOWNLOAD", "beta")
+    got, _ = _ensure_quietly("x", "w")
+    assert isinstance(got["x"], Path)
+    assert str(got["w"]).startswith(
+        "w could not be built"
+    ) and "example.com/beta@v1.0.0: reading https://proxy.golang.org: 403 Forbidden" in str(got["w"])
+    assert "build beta start ." not in fake_go.read_text()
+
+
+def test_a_cached_toolchain_is_found_without_waiting_for_anothers_build(fake_go: Path) -> None:
+    """Another run holds the lock (building something else): what this run asks for is cached, so it does not wait."""
+    first, _ = _ensure_quietly("x", "w")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl,sys; f=open(sys.argv[1],'a'); fcntl.flock(f, 2); print(1, flush=True); sys.stdin.read()",
+         str(toolchain.CACHE / ".lock")], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "1"
+        again, said = _ensure_quietly("x", "w")
+        assert again == first and "waiting" not in said
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 # --- the simulated cluster's nodes (live/nodes.py), from configs the tests own ------------------------------------
 
 
