@@ -45,11 +45,29 @@ class Proc:
         return f"pid {self.pid} (parent {self.ppid}): {self.cmd} (in {self.cwd})"
 
 
+def _environ(base: Path) -> bytes:
+    """/proc/PID/environ, read again for a moment while it is empty: it is empty for a zombie and a kernel thread, and
+    also for a process in the middle of execve (the kernel closes the close-on-exec pipe that subprocess.Popen waits on
+    before it has laid out the new program's arguments and environment, so a process Popen has just returned can still
+    read empty here for a few milliseconds on a busy machine)."""
+    environ = b""
+    for _ in range(20):
+        environ = (base / "environ").read_bytes()
+        if environ or (base / "cmdline").read_bytes():
+            return environ  # a process with arguments and really no environment (env -i) is not waited for
+        stat = (base / "stat").read_text()
+        fields = stat[stat.rindex(")") + 2 :].split()
+        if fields[0] in ("Z", "X") or int(fields[1]) in (0, 2):  # a zombie, kthreadd or one of its kernel threads
+            return environ
+        time.sleep(0.005)
+    return environ
+
+
 def _read(pid: int) -> Proc | None:
     """The process `pid` if it is running and carries a marker; None if it is gone, a zombie, or unmarked."""
     base = Path("/proc") / str(pid)
     try:
-        environ = (base / "environ").read_bytes()  # empty for a zombie and a kernel thread
+        environ = _environ(base)
         marker = next((item[len(_PREFIX) :] for item in environ.split(b"\0") if item.startswith(_PREFIX)), None)
         if marker is None:
             return None
