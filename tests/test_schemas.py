@@ -1,7 +1,9 @@
-"""Every rendered object is one the API server accepts: built-in kinds against the Kubernetes 1.30
-OpenAPI schemas (OpenShift 4.17), SCC and NAD against the upstream CRDs in ../shared/schemas, and
-the OpenShift kinds that are not CRDs there (Route, BuildConfig, ImageStream, MachineConfig) against
-the schemas in schemas/openshift/, written from the API's rules (see their descriptions)."""
+"""Every rendered object is one the API server accepts, each kind against the schema the project ships or reads: built-in
+kinds against the Kubernetes 1.30 OpenAPI schemas (OpenShift 4.17, kubernetes-validate), SCC and NAD against the upstream
+CRDs in ../shared/schemas, the OpenShift kinds that are not CRDs there (Route, BuildConfig, ImageStream, MachineConfig)
+against schemas/openshift/ (written from the API's rules, see their descriptions), Kueue's kinds against its CRDs in
+schemas/kueue/ and the SR-IOV operator's against its CRDs in schemas/sriov/. A kind with none of these is a failure
+naming it (a stack that starts rendering a new kind needs its schema here), never a traceback."""
 
 from __future__ import annotations
 
@@ -9,6 +11,7 @@ import copy
 import json
 from collections.abc import Iterator
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import jsonschema
@@ -31,6 +34,22 @@ CRD_KINDS = {
     "NetworkAttachmentDefinition": "network-attachment-definitions.crd.yaml",
 }
 OPENSHIFT_KINDS = {"Route": "route", "BuildConfig": "buildconfig", "ImageStream": "imagestream", "MachineConfig": "machineconfig"}
+# The CRD schemas the project ships (schemas/FOLDER/KIND.schema.json), by API group: Kueue v0.17.0's, the SR-IOV network
+# operator v1.5.0's; no Go module cache needed.
+SHIPPED_CRDS = {"kueue.x-k8s.io": "kueue", "sriovnetwork.openshift.io": "sriov"}
+# The groups kubernetes-validate has the built-in kinds of ("" is the core group).
+BUILT_IN_GROUPS = {"", "apps", "batch", "rbac.authorization.k8s.io", "networking.k8s.io", "policy", "storage.k8s.io",
+                   "scheduling.k8s.io", "autoscaling", "coordination.k8s.io", "discovery.k8s.io", "node.k8s.io"}  # fmt: skip
+
+
+def group_of(obj: dict[str, Any]) -> str:
+    api = str(obj.get("apiVersion", ""))
+    return api.rpartition("/")[0]
+
+
+def shipped_schema_path(obj: dict[str, Any]) -> Path | None:
+    folder = SHIPPED_CRDS.get(group_of(obj))
+    return ROOT / "schemas" / folder / f"{str(obj['kind']).lower()}.schema.json" if folder else None
 
 
 def crd_schema(kind: str) -> dict[str, Any]:
@@ -51,30 +70,60 @@ def roce_with_node_level() -> Rendering:
     return run(fixtures.config("roce", lambda d: d.update(node_level={"crio_memlock_unlimited": True, "iommu_passthrough": True})))
 
 
+@cache
+def roce_queued_by_topology_in_operator_mode() -> Rendering:
+    """The kinds no committed stack renders today: Kueue's (topology-aware, with a priority class) and the SR-IOV operator's."""
+
+    def edit(d: dict[str, Any]) -> None:
+        fixtures.queued(d, topology_aware=True, priority_classes={"deadline": 1000})
+        fixtures.with_policies(d)
+
+    return run(fixtures.config("roce", edit))
+
+
 def renderings() -> Iterator[tuple[str, Any]]:
     for name in stacks.names():
         yield f"clusters/{name}.py", rendered_stack(name)
     for name in sorted(fixtures.FIXTURES):
         yield f"fixture {name}", rendered_fixture(name)
     yield "fixture roce with node-level objects", roce_with_node_level()
+    yield "fixture roce queued (topology-aware) in operator mode with node policies", roce_queued_by_topology_in_operator_mode()
 
 
 @cache
-def schema_validator(kind: str) -> Any:
+def schema_validator(kind: str, shipped: Path | None = None) -> Any:
     """What jsonschema.validate checks a CRD or OpenShift kind with, built (and the schema checked) once."""
-    schema = crd_schema(kind) if kind in CRD_KINDS else openshift_schema(kind)
+    if shipped is not None:
+        schema = json.loads(shipped.read_text(encoding="utf-8"))
+    else:
+        schema = crd_schema(kind) if kind in CRD_KINDS else openshift_schema(kind)
     checker = jsonschema.validators.validator_for(schema)
     checker.check_schema(schema)
     return checker(schema)
 
 
+class NoSchema(Exception):
+    """A rendered kind the project ships no schema for."""
+
+
 def validate(obj: dict[str, Any]) -> None:
-    if obj["kind"] in CRD_KINDS or obj["kind"] in OPENSHIFT_KINDS:
-        error = jsonschema.exceptions.best_match(schema_validator(obj["kind"]).iter_errors(obj))
+    kind, shipped = obj["kind"], shipped_schema_path(obj)
+    if shipped is not None and not shipped.is_file():
+        raise NoSchema(f"{kind} ({obj.get('apiVersion')}): {shipped.relative_to(ROOT)} is missing; add the CRD's openAPIV3Schema there")
+    if shipped is not None or kind in CRD_KINDS or kind in OPENSHIFT_KINDS:
+        error = jsonschema.exceptions.best_match(schema_validator(kind, shipped).iter_errors(obj))
         if error is not None:
             raise error
+    elif group_of(obj) in BUILT_IN_GROUPS:
+        try:
+            kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        except kubernetes_validate.SchemaNotFoundError:
+            raise NoSchema(f"{kind} ({obj.get('apiVersion')}): kubernetes-validate has none in Kubernetes {K8S_VERSION}") from None
     else:
-        kubernetes_validate.validate(obj, K8S_VERSION, strict=True)
+        raise NoSchema(
+            f"{kind} ({obj.get('apiVersion')}): the project ships no schema for this kind; add its CRD's openAPIV3Schema under "
+            "schemas/ and its group to SHIPPED_CRDS in tests/test_schemas.py"
+        )
 
 
 def test_every_rendered_object_validates() -> None:
@@ -91,9 +140,46 @@ def test_every_rendered_object_validates() -> None:
                     f"{label}: {obj['kind']} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}: "
                     f"{err.message} at {list(err.path)}"
                 )
+            except NoSchema as err:
+                pytest.fail(f"{label}: {obj['kind']} {obj['metadata'].get('namespace')}/{obj['metadata']['name']}: {err}", pytrace=False)
             seen[obj["kind"]] = seen.get(obj["kind"], 0) + 1
+    folders = [ROOT / "schemas" / folder for folder in SHIPPED_CRDS.values()]
+    shipped = [p.name.removesuffix(".schema.json") for folder in folders for p in folder.glob("*.json")]
     for kind in [*CRD_KINDS, *OPENSHIFT_KINDS, "StatefulSet", "Job", "NetworkPolicy", "PersistentVolumeClaim"]:
         assert seen.get(kind), f"no {kind} rendered: the check would prove nothing for it"
+    unseen = sorted(set(shipped) - {k.lower() for k in seen})
+    assert not unseen, f"no object of {unseen} rendered, though schemas/ ships their schema: the check would prove nothing for them"
+
+
+@pytest.mark.parametrize(
+    "obj",
+    [
+        {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": "x"}, "spec": {}},
+        {"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "x"}},
+        {"apiVersion": "apps/v1", "kind": "Widget", "metadata": {"name": "x"}},
+    ],
+    ids=["a shipped group's unshipped kind", "an unknown group", "an unknown built-in kind"],
+)
+def test_a_kind_without_a_schema_is_named_not_a_traceback(obj: dict[str, Any]) -> None:
+    with pytest.raises(NoSchema, match=obj["kind"]):
+        validate(obj)
+
+
+@pytest.mark.parametrize(
+    "kind,break_it",
+    [
+        ("ClusterQueue", lambda o: o["spec"].update(queueingStrategy="Sometimes")),
+        ("Topology", lambda o: o["spec"].update(levels=[])),
+        ("SriovNetwork", lambda o: o["spec"].update(spoofChk="maybe")),
+        ("SriovNetworkNodePolicy", lambda o: o["spec"].update(numVfs="four")),
+    ],
+)
+def test_the_shipped_crd_schemas_reject_what_the_api_server_would(kind: str, break_it: Any) -> None:
+    obj = copy.deepcopy(next(o for o in roce_queued_by_topology_in_operator_mode().objects() if o["kind"] == kind))
+    validate(obj)
+    break_it(obj)
+    with pytest.raises(jsonschema.ValidationError):
+        validate(obj)
 
 
 def test_scc_schema_rejects_the_seeds_scc() -> None:

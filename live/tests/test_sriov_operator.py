@@ -157,6 +157,26 @@ def test_every_crd_of_the_operator_is_served(plane: ControlPlane, sriov_tools: P
     }  # fmt: skip
 
 
+def test_the_schemas_the_project_ships_are_the_operators_crds(sriov_tools: Path) -> None:
+    """schemas/sriov/ is what `make test` validates SriovNetworks and node policies against, without the Go module cache:
+    it must be the served CRDs' v1 schema, as is."""
+    served = {c["spec"]["names"]["kind"]: c for c in sriov.crds(sriov_tools)}
+    for kind in ("SriovNetwork", "SriovNetworkNodePolicy"):
+        shipped = json.loads((ROOT / "schemas" / "sriov" / f"{kind.lower()}.schema.json").read_text(encoding="utf-8"))
+        shipped.pop("$comment")
+        (v1,) = [v for v in served[kind]["spec"]["versions"] if v["name"] == "v1"]
+        assert shipped == v1["schema"]["openAPIV3Schema"], f"schemas/sriov/{kind.lower()}.schema.json differs from the operator's CRD"
+
+
+def test_the_nad_template_is_the_one_the_offline_tests_follow(sriov_tools: Path) -> None:
+    """tests/components/test_operator_networks.py's operator_nad_config follows the operator's NAD template: the keys it
+    writes are the template's, and the template writes no MTU (a VF's MTU is its node policy's)."""
+    template = (sriov.assets(sriov_tools)["cni-config"] / "sriov" / "sriov-cni-config.yaml").read_text()
+    for key in ('"spoofchk"', '"trust"', '"vlanQoS"', '"link_state"', '"capabilities"', '"min_tx_rate"', "{{.SriovCniIpam}}"):
+        assert key in template
+    assert '"mtu"' not in template
+
+
 def test_every_sriov_object_the_program_renders_is_accepted(plane: ControlPlane) -> None:
     """The platform tier's SriovNetworks (one per attachment and project) and SriovNetworkNodePolicies (one per
     resource and node) of the test config, as `python -m stacks render` gives them, against the operator's CRDs."""
