@@ -1,13 +1,16 @@
 """Every example in docs/*.md, followed as written on a copy of the committed project (HEAD, as the README's recipes are
 in tests/test_recipes.py): a page's ```python and ```sh blocks in order, then `python -m stacks check` and `render` of
-each stack an example edited. A page that cannot be followed (an import the package does not export, a node set no
-stack has, a step `check` refuses) fails here, naming the page and the line of the example.
+each stack an example edited, then the copy's tests that read the committed stacks (as after the README's recipes: a
+user who follows a page, turning on queueing or operator networks, never has to edit a test). A page that cannot be
+followed (an import the package does not export, a node set no stack has, a step `check` refuses) fails here, naming the
+page and the line of the example.
 
 How each example is applied, as a user would:
 - python: a stack module's parts. `from config import ...` lines join the module's imports; a keyword (`queueing=...`)
   goes into its `ClusterConfig(...)`, replacing one of that name; a model call with a name (`NodeSet(name="nairr", ...)`)
-  replaces the keywords of the module's call of that model and name. The stack is the one whose module has the node sets
-  the example names (`NodeSet(name=...)`, the keys of a `quota`).
+  replaces the keywords of the module's call of that model and name, one without (`RdmaFabric(...)`) those of its only
+  call of that model. The stack is the one whose module has the node sets the example names (`NodeSet(name=...)`, the
+  keys of a `quota`), else the one the text before the example names (`clusters/NAME.py`).
 - sh: each command, through bash in the copy: files it writes (`cat > F <<'EOF'`), `python -m stacks` commands (their
   arguments must parse, the stacks and Pulumi stacks they name must exist; those that read no cluster run and must not
   fail on their input: exit 0, or 1 for a verdict), `check-jsonschema`, `jq`, `python3 -c`. What needs a cluster is
@@ -40,7 +43,7 @@ import yaml
 
 from cli.main import COMMANDS, parser
 from tests.helpers import ROOT, SHARED
-from tests.test_recipes import git, span
+from tests.test_recipes import committed_stack_tests, git, span
 
 DOCS = ROOT / "docs"
 RUNS = ("python", "sh")
@@ -64,6 +67,8 @@ class Example:
     line: int
     lang: str
     text: str
+    before: str = ""
+    """The page's prose between the previous block and this one (where it names the stack module an example edits)."""
 
     def __str__(self) -> str:
         return f"docs/{self.page}:{self.line} ({self.lang})"
@@ -71,11 +76,12 @@ class Example:
 
 def examples(page: str, text: str) -> list[Example]:
     """The ```python and ```sh blocks of a page, in order, each dedented as far as its fence (a block in a list item)."""
-    out = []
+    out, previous = [], 0
     for m in re.finditer(r"^( *)```(\w*)\n(.*?)^\1```[ \t]*$", text, flags=re.S | re.M):
         if m.group(2) in RUNS:
             body = textwrap.dedent("\n".join(line[len(m.group(1)) :] for line in m.group(3).splitlines()))
-            out.append(Example(page, text[: m.start()].count("\n") + 1, m.group(2), body))
+            out.append(Example(page, text[: m.start()].count("\n") + 1, m.group(2), body, text[previous : m.start()]))
+        previous = m.end()
     return out
 
 
@@ -187,7 +193,14 @@ def module_node_sets(text: str) -> set[str]:
 
 
 def target_stack(project: Path, example: Example, wanted: set[str]) -> Path:
+    """The stack module an example edits: the one with the node sets it names, else the one the prose before it names."""
     modules = sorted(p for p in (project / "clusters").glob("*.py") if not p.stem.startswith("_"))
+    if not wanted:
+        named = re.findall(r"`clusters/(\w+)\.py`", example.before)
+        assert named, f"{example} names no node set, and the text before it names no stack module (`clusters/NAME.py`)"
+        path = project / "clusters" / f"{named[-1]}.py"
+        assert path in modules, f"{example}: the text before it names clusters/{named[-1]}.py, which is no stack module"
+        return path
     fits = [p for p in modules if wanted <= module_node_sets(p.read_text(encoding="utf-8"))]
     have = {p.stem: sorted(module_node_sets(p.read_text(encoding="utf-8"))) for p in modules}
     assert wanted and fits, f"{example} names node set(s) {sorted(wanted)}, which no stack has together: {have}"
@@ -446,6 +459,17 @@ def test_the_examples_of_a_page_can_be_followed(page: str, tmp_path: Path, reque
         pytest.skip(f"docs/{page} is not committed yet: the examples are followed on HEAD")
     follow = follow_page(project, page)
     assert follow.done or follow.not_run, f"{follow}\nnothing was followed"
+    if follow.edited:  # as after the README's recipes: no test needs an edit (tests/test_recipes.py)
+        selected = committed_stack_tests(project / "tests")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+        tests = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "-m", "not torch", *selected],
+            cwd=project, capture_output=True, text=True, env=env, timeout=1200,
+        )  # fmt: skip
+        assert tests.returncode == 0, (
+            f"{follow}\nthe copy's tests that read the committed stacks fail (a test that needs an edit after following "
+            f"docs/{page}):\n{tests.stdout[-4000:]}{tests.stderr[-2000:]}"
+        )
     if known is not None and cache is not None:
         cache.set(f"{PASSED}/{page}", known)
 
