@@ -60,9 +60,10 @@ fmt: $(DEV_STAMP)
 # renders (tests/test_rendered_is_fresh.py).
 # The tests write some 16,000 small files a run (fake sysfs trees, renders), and pytest deletes an old run's when it ends:
 # on a disk that is seconds of I/O, in memory (tmpfs, where the machine has one) a fraction of one.
+# The torch tests (marked `torch`) are make test-e2e's, which installs torch: here they are deselected, not skipped.
 TEST_TMP := $(firstword $(wildcard /dev/shm))
 test: check lint
-	$(if $(TEST_TMP),TMPDIR=$(TEST_TMP) )$(PY) -m pytest -q -rs -n auto
+	$(if $(TEST_TMP),TMPDIR=$(TEST_TMP) )$(PY) -m pytest -q -rs -n auto -m "not torch"
 
 # The torch end-to-end tests (two launchers running a real two-node torchrun on loopback, the
 # bandwidth loop on gloo) in a separate venv, so the program's own venv stays small. PyTorch is
