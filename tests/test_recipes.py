@@ -6,7 +6,9 @@ snippets and edits are the README's own, so the README cannot drift from what wo
 Afterwards, in the copy, `python -m stacks check --all` and `python -m stacks render --all` (what `make check` and
 `make render` run) pass, and so do the copy's tests that read the committed stacks (found by reading the test
 files, below): "no test needs an edit". The rest of the suite runs on configs the tests own and cannot see a
-stack edit, so it is not run again here. Every failure says what was replayed: recipe, file and workload."""
+stack edit, so it is not run again here. Every failure says what was replayed: recipe, file and workload.
+The docs' own switches (operator networks on Barcelona, queueing on NERC) are followed the same way, with the same
+tests run after them, by tests/test_doc_examples.py."""
 
 from __future__ import annotations
 
