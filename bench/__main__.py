@@ -167,7 +167,10 @@ def edit_loop() -> list[tuple[str, float]]:
     phases = [
         ("make check (the preflight of every stack)", ["make", "-s", "check"]),
         ("make lint (ruff, mypy, the workflow schema)", ["make", "-s", "lint"]),
-        ('pytest -q -rs -n auto -m "not torch"', [py, "-m", "pytest", "-q", "-rs", "-n", "auto", "-m", "not torch"]),
+        (
+            'pytest -q -rs -n auto --dist worksteal -m "not torch"',
+            [py, "-m", "pytest", "-q", "-rs", "-n", "auto", "--dist", "worksteal", "-m", "not torch"],
+        ),
     ]
     out = []
     for name, cmd in phases:

@@ -32,9 +32,16 @@ from tools.render import Rendering  # noqa: E402
 settings.register_profile("no-deadline", deadline=None)
 settings.load_profile("no-deadline")
 
-# The longest tests (the recipes about 10 s of CPU, the properties 3 s) start first: `make test` runs the suite on a
-# worker per core (pytest-xdist), and one of them started last would leave the other workers idle while it runs.
-LONGEST_FIRST = ("tests/test_recipes.py::", "tests/test_properties.py::")
+# The longest tests start first: the README's recipes and the docs' examples that edit a stack (each runs the
+# committed-stack tests on a copy, about 25 s of one core on a new commit), then the largest stack's checks and the
+# properties (3 to 5 s). `make test` runs the suite on a worker per core (pytest-xdist, `--dist worksteal`: a worker
+# that runs out takes half of another's queue), and a long test started last would leave the other workers idle.
+LONGEST_FIRST = (
+    "tests/test_recipes.py::",
+    "tests/test_doc_examples.py::test_the_examples_of_a_page_can_be_followed",
+    "tests/cli/test_check.py::test_check_of_the_largest_accepted_stack",
+    "tests/test_properties.py::",
+)
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 import policy
 import stacks
@@ -27,6 +28,14 @@ from tools.render import Rendering, run
 ROOT = Path(__file__).resolve().parent.parent
 """The checkout (never a test's copy: config.project.ROOT is the one a test may point elsewhere)."""
 SHARED = ROOT.parent / "shared"
+
+_DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def yaml_text(data: Any, **options: Any) -> str:
+    """`yaml.safe_dump` through libyaml where PyYAML has it: the same text (the emitter is the same, in C), some twenty
+    times faster, which the tests that write the largest stack's YAML (7,422 objects' worth) feel in seconds."""
+    return yaml.dump(data, Dumper=_DUMPER, **options)
 
 
 @cache

@@ -314,11 +314,35 @@ def _reads_directly(node: ast.AST) -> bool:
     return False
 
 
+def _points_the_project_elsewhere(node: ast.AST) -> bool:
+    """Whether a fixture sets config.project.ROOT (`monkeypatch.setattr(project, "ROOT", folder)`): the stacks a test
+    that requests it loads, lists or renders are the ones the fixture wrote, never the committed ones."""
+    return any(
+        isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute) and n.func.attr == "setattr" and len(n.args) > 1
+        and isinstance(n.args[1], ast.Constant) and n.args[1].value == "ROOT"
+        for n in ast.walk(node)
+    )  # fmt: skip
+
+
+def _own_project_fixtures(module: ast.Module) -> set[str]:
+    return {
+        node.name for node in module.body
+        if isinstance(node, ast.FunctionDef) and any("fixture" in ast.unparse(d) for d in node.decorator_list)
+        and _points_the_project_elsewhere(node)
+    }  # fmt: skip
+
+
 def committed_stack_tests(tests: Path) -> list[str]:
-    """Node ids of the tests that read the committed stacks, directly or through a helper of their module."""
+    """Node ids of the tests that read the committed stacks, directly or through a helper of their module. Not those
+    that request a fixture giving them a project of their own (conftest's `fixture_project`, a module's `project` or
+    `lab`): the program tests of containment, preloading or line numbers run on stacks they write, whatever the
+    committed ones hold (they are half of the cases, and their processes most of the time, of a copy's run)."""
     ids = []
+    conftest = tests / "conftest.py"
+    shared = _own_project_fixtures(ast.parse(conftest.read_text(encoding="utf-8"))) if conftest.is_file() else set()
     for path in sorted(p for p in tests.rglob("test_*.py") if p.name != "test_recipes.py"):  # not this test again
         module = ast.parse(path.read_text(encoding="utf-8"))
+        own = shared | _own_project_fixtures(module)
         defs: dict[str, ast.AST] = {}
         for node in module.body:
             if isinstance(node, ast.FunctionDef | ast.ClassDef):
@@ -339,7 +363,8 @@ def committed_stack_tests(tests: Path) -> list[str]:
             test = (
                 isinstance(node, ast.FunctionDef) and name.startswith("test_") or isinstance(node, ast.ClassDef) and name.startswith("Test")
             )
-            if test and not _signals(node):
+            requests = {a.arg for a in node.args.args} if isinstance(node, ast.FunctionDef) else set()
+            if test and not _signals(node) and not requests & own:
                 ids.append(f"{path.relative_to(tests.parent).as_posix()}::{name}")
     return ids
 
@@ -407,3 +432,56 @@ def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest) ->
         pytest.skip(f"replayed and passed, but not every recipe applies to HEAD as the README writes it:\n{log}")
     if known is not None and cache is not None:
         cache.set(PASSED, known[1])
+
+
+SELECTION = {
+    "conftest.py": """
+import pytest
+from config import project
+
+@pytest.fixture
+def fixture_project(tmp_path, monkeypatch):
+    monkeypatch.setattr(project, "ROOT", tmp_path)
+""",
+    "stacks/test_a.py": """
+import pytest
+import stacks
+from config import project as folder
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    monkeypatch.setattr(folder, "ROOT", tmp_path)
+
+def first():
+    return stacks.names()[0]
+
+def test_reads():
+    assert stacks.names()
+
+def test_reads_through_a_helper():
+    stacks.load(first())
+
+def test_reads_a_rendering(stack_rendering):
+    pass
+
+def test_on_a_project_of_its_own(project):
+    stacks.load(first())
+
+def test_on_the_shared_fixture_project(fixture_project):
+    assert stacks.names()
+
+def test_reads_nothing():
+    assert 1
+""",
+}
+
+
+def test_the_selected_tests_are_those_that_read_the_committed_stacks(tmp_path: Path) -> None:
+    """What runs on a copy after a recipe or a page of docs: a test reading the committed stacks (itself, through a
+    helper, or through a rendering), never one whose fixture gives it a project of its own, nor one reading none."""
+    for name, text in SELECTION.items():
+        (tmp_path / "tests" / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / "tests" / name).write_text(text, encoding="utf-8")
+    assert committed_stack_tests(tmp_path / "tests") == [
+        f"tests/stacks/test_a.py::{name}" for name in ("test_reads", "test_reads_through_a_helper", "test_reads_a_rendering")
+    ]

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import policy
 import stacks
@@ -42,6 +41,7 @@ from tests.helpers import (
     YAML11,
     cases_of,
     classify,
+    yaml_text,
 )
 from tools.render import run
 
@@ -109,7 +109,7 @@ def test_check_from_a_file_in_a_real_process(
     data = fixtures.data(fixture)
     edit(data)
     path = tmp_path / "config.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml_text(data, sort_keys=False), encoding="utf-8")
     proc = subprocess.run(
         [sys.executable, "-m", "stacks", "check", "--config", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )
@@ -127,7 +127,7 @@ def test_check_from_a_file_in_a_real_process(
 
 @cases_of(YAML11)
 def test_an_octal_port_from_a_file_in_a_real_process(tmp_path: Path) -> None:
-    text = yaml.safe_dump(fixtures.tcp(), sort_keys=False).replace("  transport: tcp\n", "  transport: tcp\n  master_port: 017\n", 1)
+    text = yaml_text(fixtures.tcp(), sort_keys=False).replace("  transport: tcp\n", "  transport: tcp\n  master_port: 017\n", 1)
     path = tmp_path / "config.yaml"
     path.write_text(text, encoding="utf-8")
     proc = subprocess.run(
@@ -331,7 +331,7 @@ def test_check_names_the_capacity_culprit_without_rendering(capsys: pytest.Captu
     data = fixtures.roce()
     _broken_capacity(data)
     path = tmp_path / "roce.yaml"
-    path.write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    path.write_text(yaml_text(data, sort_keys=False), encoding="utf-8")
     assert main(["check", "--config", str(path)]) == 1
     out = capsys.readouterr().out
     assert "roce: error capacity bandwidth_checks[fabric] (" in out and "FAIL: 1 error" in out, out
@@ -367,7 +367,7 @@ def test_check_of_the_largest_accepted_stack_in_a_fresh_process(tmp_path: Path) 
     path = tmp_path / "largest.yaml"
     """As a user runs it: the largest stack's YAML read with the line of every value, checked, 0 errors. The timeout is a
     hang guard (about 3.5 s here: `make bench` times it); the work is counted in process, above."""
-    path.write_text(yaml.safe_dump(scale.largest(), sort_keys=False), encoding="utf-8")
+    path.write_text(yaml_text(scale.largest(), sort_keys=False), encoding="utf-8")
     done = subprocess.run(
         [sys.executable, "-m", "stacks", "check", "--config", str(path)], cwd=ROOT, capture_output=True, text=True, timeout=300
     )

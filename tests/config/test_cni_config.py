@@ -7,12 +7,11 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 import stacks
 from config.values import bounded_json
 from tests import fixtures
-from tests.helpers import run_cli
+from tests.helpers import run_cli, yaml_text
 from tools.render import run as render_run
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
@@ -30,7 +29,7 @@ class TestCniNumbers:
         data = fixtures.roce()
         data["fabric"]["attachments"][0]["cni_config"] = '{"type": "sriov", "mtu": ' + number + "}"
         path = tmp_path / "roce.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False, width=1 << 30), encoding="utf-8")
+        path.write_text(yaml_text(data, sort_keys=False, width=1 << 30), encoding="utf-8")
         code, out, err = run_cli([command, "--config", str(path)], capsys)
         assert code == 2 and out == "", err
         assert err.startswith(f"error: {path}: invalid configuration") and "fabric.attachments[0].cni_config" in err, err
@@ -63,7 +62,7 @@ class TestCniConfigJson:
         data = fixtures.roce()
         data["fabric"]["attachments"][0]["cni_config"] = CNI[case][0]
         path = tmp_path / "roce.yaml"
-        path.write_text(yaml.safe_dump(data, sort_keys=False, width=1 << 30), encoding="utf-8")
+        path.write_text(yaml_text(data, sort_keys=False, width=1 << 30), encoding="utf-8")
         code, out, err = run_cli([command, "--config", str(path)], capsys)
         assert code == 2 and out == "", err
         assert err.startswith(f"error: {path}: invalid configuration") and "fabric.attachments[0].cni_config" in err, err

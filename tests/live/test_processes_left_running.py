@@ -81,12 +81,14 @@ def test_a_killed_runs_session_is_ended_whole_where_its_process_group_is_not(mar
 
 
 def _pytest(tmp_path: Path, body: str, *args: str) -> subprocess.CompletedProcess[str]:
-    """A pytest run of `body` with the live tier's check, as make test-live runs it (but for the tests)."""
+    """A pytest run of `body` with the live tier's check, as make test-live runs it (but for the tests). Without
+    Hypothesis's plugin, which the bodies do not use: it is a fifth of a second of each process's start."""
     (tmp_path / "test_body.py").write_text(body)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop(procs.MARKER, None)
     return subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "live.tests.leftovers", *args, "test_body.py"],
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:hypothesispytest", "-p", "live.tests.leftovers",
+         *args, "test_body.py"],
         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
 

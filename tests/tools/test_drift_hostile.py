@@ -10,13 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import stacks
 from cli.main import main
 from components.kube import logical_name
 from config import project
 from tests import fixtures
+from tests.helpers import yaml_text
 from tools import adoption, drift
 
 FORGED = "1\x1b[2K\r\nlab: no drift: the cluster holds what the stack declares\x07\u202e"
@@ -75,10 +75,10 @@ def lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     data = fixtures.tcp()
     data["name"] = "lab"
     (tmp_path / stacks.CLUSTERS).mkdir()
-    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(data), encoding="utf-8")
+    (tmp_path / "lab.yaml").write_text(yaml_text(data), encoding="utf-8")
     (tmp_path / stacks.CLUSTERS / "lab.py").write_text("raise SystemExit('the YAML config is deployed')\n", encoding="utf-8")
     (tmp_path / "Pulumi.lab.yaml").write_text(
-        yaml.safe_dump({"config": {"gpu-training:configFile": "lab.yaml", "kubernetes:context": "lab"}}), encoding="utf-8"
+        yaml_text({"config": {"gpu-training:configFile": "lab.yaml", "kubernetes:context": "lab"}}), encoding="utf-8"
     )
     monkeypatch.setattr(project, "ROOT", tmp_path)
     monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.lab", raising=False)
@@ -98,7 +98,7 @@ def test_a_saved_object_of_the_wrong_shape_is_one_line_exit_2(lab: Path, edit: A
     live = live_of(stacks.load("lab"))
     edit(find(live, "StatefulSet", "one"))
     path = lab / "live.yaml"
-    path.write_text(yaml.safe_dump({"apiVersion": "v1", "kind": "List", "items": live}), encoding="utf-8")
+    path.write_text(yaml_text({"apiVersion": "v1", "kind": "List", "items": live}), encoding="utf-8")
     assert main(["drift", "lab", "--live", str(path)]) == 2  # never 1: that is "drift"
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and said in err, err
@@ -144,7 +144,7 @@ def test_what_a_live_object_holds_never_forges_a_line_of_adopt_diff(lab: Path, c
     sa["metadata"]["annotations"] = {f"note{FORGED}": FORGED, "other": "a\nb"}
     sa["automountServiceAccountToken"] = True
     path = lab / "sa.yaml"
-    path.write_text(yaml.safe_dump(sa), encoding="utf-8")
+    path.write_text(yaml_text(sa), encoding="utf-8")
     main(["adopt-diff", "lab", str(path)])
     out = capsys.readouterr().out
     assert not any(c in out for c in RAW), repr(out)
@@ -157,7 +157,7 @@ def test_what_a_live_object_holds_never_forges_a_line_of_adopt_diff(lab: Path, c
 def test_a_live_object_named_to_forge_lines_is_named_escaped_in_the_error(lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
     obj = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": f"x{FORGED}", "namespace": "a"}}
     path = lab / "sa.yaml"
-    path.write_text(yaml.safe_dump(obj), encoding="utf-8")
+    path.write_text(yaml_text(obj), encoding="utf-8")
     assert main(["adopt-diff", "lab", str(path)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and not any(c in err for c in RAW), repr(err)

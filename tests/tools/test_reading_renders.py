@@ -13,12 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 import stacks
 from cli.main import main
 from tests import fixtures
-from tests.helpers import ROOT, run_cli
+from tests.helpers import ROOT, run_cli, yaml_text
 from tools import diff
 from tools.render import run as render_run
 from tools.writer import MAX_READ, WriteError, write
@@ -212,7 +211,7 @@ class TestCommittedRenderFiles:
         data = fixtures.tcp()
         path = tmp_path / "tcp.yaml"
         value = "!!binary AAAA" if case == "binary" else ".inf"
-        path.write_text(yaml.safe_dump(data, sort_keys=False) + f"extra: {value}\n", encoding="utf-8")
+        path.write_text(yaml_text(data, sort_keys=False) + f"extra: {value}\n", encoding="utf-8")
         code, out, err = run_cli(["check", "--config", str(path)], capsys)
         assert code == 2 and out == "" and err.startswith(f"error: {path}:"), err
         assert "not supported" in err or "not a JSON number" in err, err
@@ -233,7 +232,7 @@ class TestRenderReadsBackTheRenderItReplaces:
     @pytest.mark.parametrize("case", READ_BACK)
     def test_outputs_json_that_is_not_one_is_named(self, case: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
         config = tmp_path / "tcp.yaml"
-        config.write_text(yaml.safe_dump(fixtures.tcp()), encoding="utf-8")
+        config.write_text(yaml_text(fixtures.tcp()), encoding="utf-8")
         out = tmp_path / "out"
         assert main(["render", "--config", str(config), "--out", str(out)]) == 0
         outputs = out / "tcp" / "outputs.json"
