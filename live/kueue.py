@@ -234,3 +234,35 @@ def condition(obj: dict[str, Any] | None, kind: str) -> dict[str, Any]:
 
 def holds(obj: dict[str, Any] | None, kind: str) -> bool:
     return condition(obj, kind).get("status") == "True"
+
+
+KUEUE_12232 = "kueue#12232 (github.com/kubernetes-sigs/kueue/issues/12232, fixed after v0.17.0)"
+
+
+def orphaned(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
+    """The namespace's Workloads that hold quota for a StatefulSet at 0 replicas (or gone) and have no owner left: what
+    Kueue v0.17.0 can leave behind when a queued StatefulSet is stopped. At 0 replicas Kueue takes the StatefulSet's
+    owner reference off its Workload; the pods, its other owners, are deleted at the same time, and when the garbage
+    collector takes their references off first (the StatefulSet still listed), the Workload ends with no owner at all:
+    nothing ever collects it, and it holds its quota until someone deletes it (KUEUE_12232)."""
+    sets = (plane.get(f"/apis/apps/v1/namespaces/{namespace}/statefulsets") or {}).get("items", [])
+    stopped = {s["metadata"]["uid"] for s in sets if s.get("spec", {}).get("replicas", 1) == 0}
+    present = {s["metadata"]["uid"] for s in sets}
+    out = []
+    for wl in (plane.get(f"/apis/{API}/namespaces/{namespace}/workloads") or {}).get("items", []):
+        meta = wl["metadata"]
+        uid = meta.get("labels", {}).get(JOB_UID, "")
+        if meta.get("ownerReferences") or meta.get("deletionTimestamp") or not holds(wl, "QuotaReserved"):
+            continue
+        if uid in stopped or uid not in present:
+            out.append(dict(wl))
+    return out
+
+
+def delete_orphaned(plane: ControlPlane, namespace: str) -> list[str]:
+    """Deletes what `orphaned` finds, as an admin does (`oc delete workload NAME -n NAMESPACE`); their names."""
+    names = []
+    for wl in orphaned(plane, namespace):
+        plane.request("DELETE", f"/apis/{API}/namespaces/{namespace}/workloads/{wl['metadata']['name']}")
+        names.append(wl["metadata"]["name"])
+    return names

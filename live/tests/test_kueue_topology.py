@@ -25,6 +25,7 @@ import copy
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -36,7 +37,7 @@ import stacks
 from config.kube import GPU
 from live import clusters, nodes, toolchain
 from live.controlplane import ControlPlane
-from live.kueue import ADMISSION_GATE, API, Kueue, condition, holds, workload_of
+from live.kueue import ADMISSION_GATE, API, KUEUE_12232, Kueue, condition, delete_orphaned, holds, workload_of
 from live.tests.harness import PULUMI_STACKS, Project, failure, kubeconfig_of, project_copy, pulumi_env, yaml_config
 from live.tests.test_kueue import EXIT, field, of_workload, pods, running_whole, until, waiting_whole
 from live.tests.test_scheduling import status_of
@@ -54,7 +55,9 @@ READY_TIMEOUT = 20  # waitForPodsReady.timeout, s
 SETTLE = 4.0  # s: long enough for Kueue to admit a waiting run if it were going to (it admits within a second)
 # s: a stopped StatefulSet's Kueue Workload is deleted (its quota released) by the garbage collector once its pods, its
 # last owners, are gone (Kueue takes its own reference off at 0 replicas). Within seconds mostly; at load average 16 to
-# 23 it took more than 60 s twice: the waits that depend on it allow this much.
+# 23 it took more than 60 s twice: the waits that depend on it allow this much. When the collector took the pods' references
+# off before Kueue took its own, no owner is left and nothing collects it (Kueue v0.17.0's bug, live.kueue.orphaned):
+# Gang.runs_whole_once_stopped deletes it as an admin would, and says so.
 RELEASE = 150.0
 
 
@@ -115,6 +118,20 @@ class Gang:
 
     def whole(self, name: str, count: int = 2) -> list[dict[str, Any]]:
         return running_whole(self.plane, NAMESPACE, of_workload(name), count)
+
+    def runs_whole_once_stopped(self, running: str, stopped: str) -> None:
+        """`running` runs whole once `stopped` (its StatefulSet at 0 replicas) released its quota. Kueue v0.17.0 can
+        leave the stopped one's Workload admitted with no owner (live.kueue.orphaned): then it is deleted as an admin
+        would (docs/shared-clusters.md), with a warning naming the Kueue bug, and the rest of the test goes on."""
+        deleted: list[str] = []
+
+        def whole() -> list[dict[str, Any]]:
+            deleted.extend(delete_orphaned(self.plane, NAMESPACE))
+            return self.whole(running)
+
+        until(f"{running} runs whole once {stopped} stopped", whole, timeout=RELEASE, explain=self.state)
+        if deleted:
+            warnings.warn(f"{stopped}: Workload(s) {deleted} held quota with no owner left ({KUEUE_12232}): deleted", stacklevel=2)
 
     def held(self, name: str) -> list[dict[str, Any]]:
         return waiting_whole(self.plane, NAMESPACE, of_workload(name))
@@ -194,13 +211,13 @@ def test_without_topology_aware_scheduling_check_refuses_the_quota_and_its_fix_a
     assert code == 1 and f"waiting in queue {CLUSTER_QUEUE}" in line and "more pods than the queue has free" in line, line
 
     g.up(config(False, ISSUE, (second,), {"pods": str(NODES)}), PROJECT)  # the first stops: the second runs whole
-    until(f"{second} runs whole once {first} stopped", lambda: g.whole(second), timeout=RELEASE, explain=g.state)
+    g.runs_whole_once_stopped(second, first)
     until(f"{first} has no pod", lambda: not pods(g.plane, NAMESPACE, of_workload(first)))
 
     g.up(config(False, ISSUE, ("gamma", "delta"), {"pods": str(NODES)}), PROJECT)  # the mirror: the first waits now
     assert g.one_runs_the_other_waits("gamma", "delta") == (second, first)
     g.up(config(False, ISSUE, (first,), {"pods": str(NODES)}), PROJECT)
-    until(f"{first} runs whole once {second} stopped", lambda: g.whole(first), timeout=RELEASE, explain=g.state)
+    g.runs_whole_once_stopped(first, second)
 
 
 def other_projects_pod(node: str) -> dict[str, Any]:
@@ -243,7 +260,7 @@ def test_with_topology_aware_scheduling_kueue_counts_the_nodes_other_projects_po
     assert f"pods on the nodes of {SET}" in line, line
 
     g.up(config(True, WIDE, (second,)), PROJECT)
-    until(f"{second} runs whole once {first} stopped", lambda: g.whole(second), timeout=RELEASE, explain=g.state)
+    g.runs_whole_once_stopped(second, first)
 
     # A run larger than any placement while the other project's pod holds 4 GPUs of a node: 3 x 5 GPUs, 15 of the
     # quota's 24 (tiny, 1 GPU, beside it: admitted at once). Kueue never admits big, and status says why.

@@ -90,3 +90,48 @@ def test_the_manager_is_configured_for_loopback_without_leader_election_metrics_
     assert config["managedJobsNamespaceSelector"] == {"matchLabels": {kueue.MANAGED: "true"}}
     assert config["waitForPodsReady"]["timeout"] == "20s"
     assert config["waitForPodsReady"]["requeuingStrategy"]["backoffBaseSeconds"] == 5
+
+
+class _Plane:
+    """A control plane's reads and deletes, from lists held in memory."""
+
+    def __init__(self, sets: list[dict[str, Any]], workloads: list[dict[str, Any]]) -> None:
+        self.sets, self.workloads = sets, workloads
+        self.deleted: list[str] = []
+
+    def get(self, path: str) -> Any:
+        return {"items": self.sets if path.endswith("/statefulsets") else self.workloads}
+
+    def request(self, method: str, path: str) -> tuple[int, Any]:
+        assert method == "DELETE"
+        self.deleted.append(path.rsplit("/", 1)[1])
+        return 200, {}
+
+
+def _set(uid: str, replicas: int) -> dict[str, Any]:
+    return {"metadata": {"uid": uid}, "spec": {"replicas": replicas}}
+
+
+def _workload(name: str, uid: str, owners: int = 0, reserved: bool = True, deleting: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name, "labels": {kueue.JOB_UID: uid}, "ownerReferences": [{"kind": "Pod"}] * owners}
+    if deleting:
+        meta["deletionTimestamp"] = "2026-11-28T00:00:00Z"
+    return {"metadata": meta, "status": {"conditions": [{"type": "QuotaReserved", "status": str(reserved)}]}}
+
+
+def test_an_orphaned_workload_is_one_holding_quota_for_a_stopped_or_gone_statefulset_with_no_owner() -> None:
+    """Kueue v0.17.0's leftover (kueue#12232) and nothing else: a Workload still owned, no longer holding quota, already
+    being deleted, or standing for a StatefulSet that runs, is never taken for one."""
+    plane = _Plane(
+        [_set("stopped", 0), _set("running", 2)],
+        [
+            _workload("stopped-orphan", "stopped"),
+            _workload("gone-orphan", "gone"),
+            _workload("stopped-owned", "stopped", owners=1),
+            _workload("stopped-released", "stopped", reserved=False),
+            _workload("stopped-deleting", "stopped", deleting=True),
+            _workload("running-unowned", "running"),
+        ],
+    )
+    assert [w["metadata"]["name"] for w in kueue.orphaned(plane, "proj")] == ["stopped-orphan", "gone-orphan"]
+    assert kueue.delete_orphaned(plane, "proj") == ["stopped-orphan", "gone-orphan"] == plane.deleted
