@@ -2,7 +2,8 @@
 
 import pulumi
 
-from components.program import build, layout, sources
+from components.program import layout, sources
+from components.resources import build
 from policy.gate import adopting, check_kube_context, load_stack, preflight
 
 config, tier, context = load_stack()  # the cluster's module, or the YAML file named by gpu-training:configFile

@@ -23,14 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
 from typing import Any
 
-import pulumi
-
-from components.kube import Declared
-from components.lifecycle import CHECK_MARGIN_MINUTES
-from components.training import declare_workload, workload_objects
+from components.training import workload_objects
 from config.stack import ClusterConfig
 from config.workloads import CHECK_DIGEST
 from config.workloads import BandwidthCheck as CheckConfig
@@ -47,20 +42,3 @@ def bandwidth_objects(config: ClusterConfig, check: CheckConfig) -> list[dict[st
     """The headless Service, NetworkPolicy and Indexed Job of one check (the launcher ConfigMap is
     the namespace's)."""
     return workload_objects(config, config.bandwidth_workload(check), job_name(config, check), check.deadline_minutes * 60)
-
-
-class BandwidthCheck(pulumi.ComponentResource):
-    """Headless Service + NetworkPolicy + Indexed Job running the all-reduce check."""
-
-    TYPE = "gpu-training:index:BandwidthCheck"
-
-    def __init__(
-        self,
-        check: CheckConfig,
-        declared: list[Declared],
-        after: Sequence[pulumi.Input[pulumi.Resource]] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(self.TYPE, f"{check.namespace}/{check.name}", None, opts)
-        declare_workload(self, [d.object for d in declared], after, f"{check.deadline_minutes + CHECK_MARGIN_MINUTES}m")
-        self.register_outputs({})

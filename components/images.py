@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 
-from components.kube import MANAGED_BY, ObjectGroup, Sourced
+from components.kube import MANAGED_BY, Sourced
 from config.cluster import ImageBuild
 from config.stack import ClusterConfig
 
@@ -50,9 +50,3 @@ def image_objects(config: ClusterConfig) -> list[Sourced]:
             )
         )
     return objs
-
-
-class ImageBuilds(ObjectGroup):
-    """The ImageStreams and BuildConfigs of the images the stack builds."""
-
-    TYPE = "gpu-training:index:ImageBuilds"

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from components.kube import MANAGED_BY, NAD_API, NAD_KIND, ObjectGroup, Sourced
+from components.kube import MANAGED_BY, NAD_API, NAD_KIND, Sourced
 from config.cluster import SriovAttachment
 from config.kube import RESOURCE_NAME, operator_network_name
 from config.openshift import SRIOV_API, SRIOV_NETWORK_FIELDS, SRIOV_RESOURCE_PREFIX
@@ -109,10 +109,3 @@ def attachment_ref(config: ClusterConfig, namespace: str, network: str, interfac
         return f"{namespace}/{operator_network_name(namespace, network)}@{interface}"
     ns = namespace if mode == "copy" else config.fabric.nad_source_namespace
     return f"{ns}/{network}@{interface}"
-
-
-class RdmaNetworks(ObjectGroup):
-    """The NAD copies of the SR-IOV networks in every namespace that runs RDMA pods, or the SriovNetworks the operator
-    makes them from (platform tier)."""
-
-    TYPE = "gpu-training:index:RdmaNetworks"

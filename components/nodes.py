@@ -15,7 +15,7 @@ from __future__ import annotations
 import base64
 from typing import Any
 
-from components.kube import MANAGED_BY, ObjectGroup, Sourced
+from components.kube import MANAGED_BY, Sourced
 from config.stack import ClusterConfig
 
 IGNITION_VERSION = "3.2.0"  # accepted by every OpenShift 4.x this program targets
@@ -50,9 +50,3 @@ def node_objects(config: ClusterConfig) -> list[Sourced]:
         spec = {"config": {"ignition": {"version": IGNITION_VERSION}}, "kernelArguments": ["iommu=pt"]}
         objs.append((("node_level", "iommu_passthrough"), _machine_config(f"99-{nl.pool}-iommu-passthrough", nl.pool, spec, nl.reason)))
     return objs
-
-
-class NodeConfiguration(ObjectGroup):
-    """MachineConfigs of the GPU pool (each reboots the pool's nodes when applied or removed)."""
-
-    TYPE = "gpu-training:index:NodeConfiguration"

@@ -4,7 +4,7 @@ These models are the one source of both. `python -m stacks outputs-schema` print
 schemas/outputs.v2.json is that print, committed so consumers can fetch and validate against it
 without running this program (a test keeps the two equal). The values are built here too, by each
 model's `of` (`StackOutputs.of(config, tier)`, `WorkloadOutputs.of(config, workload)`, ...), so they are
-validated against the schema as they are made; components/program.py `build` returns
+validated against the schema as they are made; components/resources.py `build` returns
 `stack_outputs(config, tier)` (the JSON form of `StackOutputs.of`) and __main__.py exports each key.
 
 Names at this boundary: the outputs keep the schema's names, the program uses the config's.

@@ -23,14 +23,11 @@ with it, and a test holds that it passes every check.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-import pulumi
-
-from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF, LiveObject
+from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF
 from components.networks import operator_namespaces, rdma_namespaces
 from components.security import granted_accounts, needed_capabilities, use_binding, use_role_name
 from config.cluster import PvcStorageClassFix, SriovAttachment
@@ -371,42 +368,3 @@ def _merged(reqs: list[Requirement]) -> list[Requirement]:
             )
         )  # fmt: skip
     return out
-
-
-class Prerequisites(pulumi.ComponentResource):
-    """Reads of what the stack relies on; a missing or wrong one fails preview with its fix."""
-
-    TYPE = "gpu-training:index:Prerequisites"
-
-    verdicts: list[pulumi.Input[pulumi.Resource]]
-    """What the pods depend on: each read, once it exists and (where it has a check) passed it. A failed check
-    holds back everything that depends on it, in `pulumi up` as in preview, and fails the run."""
-
-    def __init__(self, name: str, config: ClusterConfig, tier: str, opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        self.verdicts = []
-        # A namespaced read waits for its namespace's read: with the namespace gone, the engine reports the first read
-        # that fails and stops, and that must be the namespace's (its fix is the one that helps), not a grant's in it.
-        namespaces: dict[str, LiveObject] = {}
-        for req in requirements(config, tier):
-            name = f"{req.object_id} (if missing: {req.hint})" if req.hint else req.object_id
-            ns = req.object_id.split("/", 1)[0] if "/" in req.object_id else None
-            after = [namespaces[ns]] if ns in namespaces else []
-            options = pulumi.ResourceOptions(parent=self, depends_on=after)
-            live = LiveObject(req.api_version, req.kind, req.object_id, req.fields, options, name=name)
-            if req.kind == "Namespace":
-                namespaces[req.object_id] = live
-            if req.verify is None:
-                self.verdicts.append(live)
-                continue
-            state = pulumi.Output.all(*[getattr(live, f) for f in req.fields])
-            self.verdicts.append(state.apply(functools.partial(_verified, req, live)))
-        self.register_outputs({})
-
-
-def _verified(req: Requirement, live: LiveObject, values: list[Any]) -> LiveObject:
-    assert req.verify is not None
-    problem = req.verify(dict(zip(req.fields, values, strict=True)))
-    if problem:
-        raise pulumi.RunError(f"{req.kind} {req.object_id}: {problem} ({req.why}). Fix: {req.fix}")
-    return live

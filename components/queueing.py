@@ -27,10 +27,7 @@ import hashlib
 import json
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, Declared, Sourced, declare
-from components.lifecycle import REPLACES
+from components.kube import MANAGED_BY, Sourced
 from components.training import toleration
 from config.cluster import NodeSet
 from config.kube import HOSTNAME, KUEUE_API, NAME_DIGEST
@@ -159,21 +156,3 @@ def namespace_patches(config: ClusterConfig) -> list[Sourced]:
         )
         for ns in config.namespaces
     ]
-
-
-class Queueing(pulumi.ComponentResource):
-    """The Kueue objects of a queued cluster: flavors, ClusterQueue, priority classes, LocalQueues, namespace labels."""
-
-    TYPE = "gpu-training:index:Queueing"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        for d in declared:
-            # Without queueing the label patch goes, and with it only this stack's claim on the label (server-side apply).
-            # The CRD makes a LocalQueue's clusterQueue immutable, which the provider cannot know: the program asks for the
-            # replacement (lifecycle.REPLACES), deleting first, since the new one has the same name.
-            fields = list(REPLACES[LOCAL_QUEUE][0]) if d.object["kind"] == LOCAL_QUEUE else None
-            declare(
-                d.object, pulumi.ResourceOptions(parent=self, replace_on_changes=fields, delete_before_replace=bool(fields)), patch=d.patch
-            )
-        self.register_outputs({})

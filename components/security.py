@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, SCC_API, Declared, Sourced, declare
+from components.kube import MANAGED_BY, SCC_API, Sourced
 from config.kube import SCC_USE_ROLE_PREFIX
 from config.stack import ClusterConfig
 from config.values import STRATEGY_CAPABILITIES
@@ -137,20 +135,3 @@ def security_objects(config: ClusterConfig) -> list[Sourced]:
     if sec.scc:
         objs += [(("security", "scc"), use_binding(sec.scc, ns, accounts)) for ns, accounts in granted_accounts(config).items()]
     return objs
-
-
-class ClusterSecurity(pulumi.ComponentResource):
-    """The SCC (created, or an existing one referenced), its use-grants, and the ServiceAccounts."""
-
-    TYPE = "gpu-training:index:ClusterSecurity"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        # The grant follows the SCC and its role, so a binding never names a role that is not there yet.
-        granted: list[pulumi.Resource] = []
-        for d in declared:
-            after = granted if d.object["kind"] in ("ClusterRole", "RoleBinding") else []
-            res = declare(d.object, pulumi.ResourceOptions(parent=self, depends_on=list(after)))
-            if d.object["kind"] in ("SecurityContextConstraints", "ClusterRole"):
-                granted.append(res)
-        self.register_outputs({})

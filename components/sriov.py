@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from components.kube import MANAGED_BY, ObjectGroup, Sourced
+from components.kube import MANAGED_BY, Sourced
 from config.cluster import NodeSet, SriovNodePolicy
 from config.kube import HOSTNAME, node_policy_name
 from config.openshift import SRIOV_API, SRIOV_RESOURCE_PREFIX
@@ -63,9 +63,3 @@ def node_policy_objects(config: ClusterConfig) -> list[Sourced]:
         for j, p in enumerate(s.node_policies)
         for node in s.nodes
     ]
-
-
-class SriovNodePolicies(ObjectGroup):
-    """SriovNetworkNodePolicies of the named GPU nodes (each drains and reboots its node when applied or changed)."""
-
-    TYPE = "gpu-training:index:SriovNodePolicies"

@@ -16,13 +16,10 @@ from __future__ import annotations
 
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, Declared, Sourced, declare
+from components.kube import MANAGED_BY, Sourced
 from config.cluster import PvcStorageClassFix, Volume
 from config.stack import ClusterConfig
 
-KEEP_DATA = pulumi.ResourceOptions(protect=True, retain_on_delete=True)
 REASON = "gpu-training/reason"
 
 
@@ -76,24 +73,3 @@ def storage_objects(config: ClusterConfig) -> list[Sourced]:
 
 def patch_objects(config: ClusterConfig) -> list[Sourced]:
     return [(("pvc_fixes", i), fix_patch(f)) for i, f in enumerate(config.pvc_fixes)]
-
-
-class SharedStorage(pulumi.ComponentResource):
-    """The stack's PVCs (protected) and patches of existing PVCs."""
-
-    TYPE = "gpu-training:index:SharedStorage"
-
-    def __init__(self, name: str, config: ClusterConfig, declared: list[Declared], opts: pulumi.ResourceOptions | None = None) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        serves = {(f.namespace, f.pvc): f.serves_storage_classes for f in config.pvc_fixes}
-        fixed: dict[str, list[pulumi.Resource]] = {}
-        for d in (d for d in declared if d.patch):  # the patches first: the claims they serve wait for them
-            # Removing the patch from the stack must leave the NFS server's claim alone.
-            res = declare(d.object, pulumi.ResourceOptions(parent=self, retain_on_delete=True), patch=True)
-            meta = d.object["metadata"]
-            for cls in serves[meta["namespace"], meta["name"]]:
-                fixed.setdefault(cls, []).append(res)
-        for d in (d for d in declared if not d.patch):
-            after = fixed.get(d.object["spec"].get("storageClassName", ""), [])
-            declare(d.object, pulumi.ResourceOptions.merge(KEEP_DATA, pulumi.ResourceOptions(parent=self, depends_on=after)))
-        self.register_outputs({})

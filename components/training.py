@@ -16,16 +16,13 @@ waits for the next run (run_number).
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
 from typing import Any
 
-import pulumi
-
-from components.kube import MANAGED_BY, Declared, ObjectGroup, Sourced, declare
+from components.kube import MANAGED_BY, Sourced
 from components.launcher import LAUNCHER_PATH
-from components.lifecycle import JOB_HELD_FIELDS, POD_CREATION_TIMEOUT, SKIP_AWAIT, job_await, queued_replacements, statefulset_await
+from components.lifecycle import SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
 from components.storage import claim_spec, per_pod_claim_name
 from config.kube import HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC, UNCONSTRAINED_TOPOLOGY
@@ -487,52 +484,3 @@ def script_objects(config: ClusterConfig) -> list[Sourced]:
         for i, s in enumerate(config.scripts)
     ]
     return launcher + scripts
-
-
-class PodScripts(ObjectGroup):
-    """The ConfigMaps the pods mount: the launcher in every namespace that runs pods, the stack's scripts."""
-
-    TYPE = "gpu-training:index:PodScripts"
-
-
-def declare_workload(
-    parent: pulumi.Resource,
-    objects: list[dict[str, Any]],
-    after: Sequence[pulumi.Input[pulumi.Resource]],
-    timeout: str = POD_CREATION_TIMEOUT,
-) -> None:
-    """Declare a workload's objects under `parent`: the support objects first, then the StatefulSet
-    or Job, after them and after `after` (grant, networks, claims, scripts, reads, gating checks),
-    awaited at most `timeout` (components/lifecycle.py says for what). A Job never takes a change of the
-    fields the provider would replace it for: it is the record of one run (lifecycle.JOB_HELD_FIELDS)."""
-    if not objects:
-        return
-    *support, last = objects
-    declared = [declare(obj, pulumi.ResourceOptions(parent=parent)) for obj in support]
-    # Explicit object names cannot coexist with their replacement: delete first on replace.
-    options = pulumi.ResourceOptions(
-        parent=parent,
-        delete_before_replace=True,
-        depends_on=[*declared, *after],
-        custom_timeouts=pulumi.CustomTimeouts(create=timeout, update=timeout),
-        ignore_changes=list(JOB_HELD_FIELDS) if last["kind"] == "Job" else None,
-        replace_on_changes=queued_replacements(last),
-    )
-    declare(last, options)
-
-
-class TrainingWorkload(pulumi.ComponentResource):
-    """Headless Service + NetworkPolicy + StatefulSet or Indexed Job (+ developer Service and Routes)."""
-
-    TYPE = "gpu-training:index:TrainingWorkload"
-
-    def __init__(
-        self,
-        name: str,
-        declared: list[Declared],
-        after: Sequence[pulumi.Input[pulumi.Resource]] = (),
-        opts: pulumi.ResourceOptions | None = None,
-    ) -> None:
-        super().__init__(self.TYPE, name, None, opts)
-        declare_workload(self, [d.object for d in declared], after)
-        self.register_outputs({})

@@ -25,7 +25,6 @@ import shlex
 from typing import Any
 
 import yaml
-from pulumi_kubernetes import _utilities
 
 import stacks
 from components.kube import NAD_KIND, logical_name, token
@@ -88,6 +87,10 @@ def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: lis
         unknown = sorted(wanted - known)
         if unknown:
             raise stacks.ConfigError(f"--only: the stack declares no {', '.join(unknown)} (it declares {', '.join(sorted(known))})")
+    # Imported here: the plan is the one thing in this module that needs the SDK. `adopt-diff`, `rights`, `drift` and
+    # `recover` (cli/cluster.py imports this module for them all) then start without it.
+    from pulumi_kubernetes import _utilities
+
     version = _utilities.get_version()
     entries = [e for e in import_entries(config, tier) if e["hand_made"] and (wanted is None or e["kind"] in wanted)]
     components = sorted({e["component"] for e in entries})

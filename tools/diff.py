@@ -33,7 +33,6 @@ from components.lifecycle import (
     restarts,
 )
 from config.kube import QUEUE_NAME
-from tools.render import run
 from tools.writer import MANIFEST, write
 
 OUTPUTS = "outputs.json"
@@ -343,5 +342,9 @@ def committed(root: Path, ref: str, folder: str) -> dict[str, Any] | None:
 
 def fresh(config: Any) -> dict[str, Any]:
     """Render the working tree's program for one config, exactly as `python -m stacks render` writes it."""
+    # Imported here: `check` reads the committed render through this module and never renders, so it starts without
+    # the renderer and the Pulumi SDK it loads (tests/cli/test_check.py).
+    from tools.render import run
+
     with tempfile.TemporaryDirectory(prefix="stacks-diff-") as tmp:
         return read_folder(write(run(config), Path(tmp)))

@@ -1,4 +1,4 @@
-"""Run `components.program.build` under `pulumi.runtime.set_mocks` and record every resource.
+"""Run `components.resources.build` under `pulumi.runtime.set_mocks` and record every resource.
 
 The mocks stand in for the engine and the kubernetes provider: a resource's inputs are exactly what
 the provider would receive from `pulumi up`, and a read of a live object is answered with the state
@@ -25,7 +25,7 @@ from pulumi.runtime.stack import run_in_stack
 from pulumi.runtime.sync_await import _sync_await
 
 from components.prerequisites import requirements
-from components.program import build
+from components.resources import build
 from config.stack import ClusterConfig
 
 PROVIDER_TOKEN = "pulumi:providers:kubernetes"

@@ -27,12 +27,14 @@ import stat
 import sys
 from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 import stacks
-from tools.render import Recorded, Rendering
+
+if TYPE_CHECKING:  # annotations only: `check` reads a committed render through tools/diff.py and never renders
+    from tools.render import Recorded, Rendering
 
 MANIFEST = ".render-manifest"
 """The list `python -m stacks render` keeps of the files it wrote in a stack's folder; not an object."""

@@ -691,3 +691,30 @@ def test_no_line_of_check_all_is_longer_than_the_limit() -> None:
     assert not long, f"`python -m stacks check --all` printed {len(long)} line(s) over {LINE_LIMIT} characters, e.g. {long[0]!r}"
     # a wrapped finding's continuation lines are indented: every unindented line names its stack
     assert all(line.startswith(tuple(f"{n}: " for n in stacks.names())) for line in lines if not line.startswith(" ")), lines
+
+
+def test_only_the_commands_that_declare_resources_load_the_pulumi_sdk() -> None:
+    """Importing Pulumi is most of a command's start (0.2 s of `check`'s 0.4 s): `render` and `diff` run the program
+    under its mock runtime and pay it; every other command reads what a stack declares as plain data (`layout`) and must
+    not. In one fresh interpreter, the entry point and then each other command's module are imported in turn (those of
+    render and diff last), and the first that brings the SDK is named."""
+    from cli.main import COMMANDS
+
+    renders = {COMMANDS["render"][0], COMMANDS["diff"][0]}
+    groups = sorted({group for group, _ in COMMANDS.values()} - renders) + sorted(renders)
+    probe = (
+        "import importlib, json, sys\n"
+        "sdk = lambda: sorted(m for m in sys.modules if m.split('.')[0] in ('pulumi', 'pulumi_kubernetes'))\n"
+        "import cli.main\n"
+        "seen = [('main', sdk())]\n"
+        f"for group in {groups!r}:\n"
+        "    importlib.import_module('cli.' + group)\n"
+        "    seen.append((group, sdk()))\n"
+        "print(json.dumps(seen))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    loads = [(group, modules) for group, modules in json.loads(done.stdout) if modules]
+    assert loads, "no command loads Pulumi: render's module no longer imports the program?"
+    group, modules = loads[0]
+    assert group in renders, f"cli/{group}.py loads Pulumi ({', '.join(modules[:3])}, ...): none of its commands renders"
