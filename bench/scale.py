@@ -279,18 +279,19 @@ def check(stack: dict[str, Any]) -> tuple[float, float, int]:
     """What `python -m stacks check` does for one stack, in process and timed: (validate, preflight) in seconds, and the
     objects it checks. Fails when the preflight finds an error: a generated stack must be one that deploys."""
     from cli.checking import preflight as _preflight
-    from components.program import objects
+    from components.program import layout
     from policy import errors
 
     start = time.perf_counter()
     config = validate(stack, "bench/scale.py")
     validated = time.perf_counter()
-    findings = _preflight(config, None, None)
+    whole = layout(config)  # as cmd_check: once, for the preflight and (here) the count
+    findings = _preflight(config, None, None, whole=whole)
     done = time.perf_counter()
     bad = errors(findings)
     if bad:
         raise AssertionError(f"{config.name}: {bad[0].line()}")
-    return validated - start, done - validated, len(objects(config))
+    return validated - start, done - validated, sum(not d.patch for d in whole)
 
 
 def render(stack: dict[str, Any]) -> float:
