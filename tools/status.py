@@ -48,6 +48,12 @@ SCHEMA_FILE = f"schemas/status.v{SCHEMA_VERSION}.json"
 GPU = "nvidia.com/gpu"
 KUEUE_GROUP = "kueue.x-k8s.io/"  # a Workload of Kueue's (apiVersion kueue.x-k8s.io/v1beta2, or v1beta1)
 INSTANCE = "app.kubernetes.io/instance"  # the label every pod of a workload carries (components/training.py selector)
+KUEUE_JOB_UID = "kueue.x-k8s.io/job-uid"  # on a Kueue Workload: the uid of the StatefulSet or Job it stands for
+KUEUE_JOB_NAME = "kueue.x-k8s.io/job-owner-name"  # and, as an annotation, its name
+# Kueue v0.17.0 can leave a stopped StatefulSet's Workload admitted with no owner: at 0 replicas it takes the StatefulSet's
+# owner reference off, and when the garbage collector has taken the deleted pods' references off first, nothing is left
+# to collect the Workload, which holds its quota until someone deletes it (fixed after v0.17.0; live/kueue.py).
+KUEUE_12232 = "a Kueue bug, kubernetes-sigs/kueue#12232, fixed after v0.17.0"
 JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")  # the Job controller's label on its pods (new, old)
 # The container states of a pod that cannot pull its image (kubelet images/types.go).
 IMAGE_PULL = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName", "ErrImageNeverPull", "RegistryUnavailable")
@@ -96,7 +102,8 @@ class WorkloadStatus(_Status):
     reasons: list[str]
     """Why it does not run, in the stack file's words, one entry per cause (with how many pods it holds)."""
     ok: bool
-    """True when it is as declared: running with every pod ready, a Job running or succeeded, or stopped."""
+    """True when it is as declared: running with every pod ready, a Job running or succeeded, or stopped (and holding no
+    quota of the queue)."""
     queue: QueueStatus | None = Field(default=None, exclude_if=lambda v: v is None)
     """On a queued cluster only: where it is in the queue (absent otherwise)."""
 
@@ -185,6 +192,11 @@ def _labels(obj: Mapping[str, Any]) -> Mapping[str, Any]:
     return labels if isinstance(labels, dict) else {}
 
 
+def _annotations(obj: Mapping[str, Any]) -> Mapping[str, Any]:
+    annotations = _meta(obj).get("annotations")
+    return annotations if isinstance(annotations, dict) else {}
+
+
 def _bounded(message: Any) -> str:
     """A message from the cluster, as much of it as is ever matched or shown (MATCHED_CHARS)."""
     text = message if isinstance(message, str) else str(message or "")
@@ -233,6 +245,7 @@ class Cluster:
     _kueue: dict[tuple[str, str, str], list[dict[str, Any]]] = field(init=False, default_factory=dict)
     positions: dict[tuple[str, str], int] = field(init=False, default_factory=dict)
     """A waiting Kueue Workload's place in its ClusterQueue (1 first), by (namespace, name)."""
+    _ownerless: dict[str, list[dict[str, Any]]] = field(init=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         for o in self.objects:
@@ -251,6 +264,8 @@ class Cluster:
             elif kind == "Workload" and str(o.get("apiVersion", "")).startswith(KUEUE_GROUP):
                 for owner in meta.get("ownerReferences") or []:
                     self._kueue.setdefault((str(owner.get("kind")), namespace, str(owner.get("name"))), []).append(o)
+                if not meta.get("ownerReferences"):
+                    self._ownerless.setdefault(namespace, []).append(o)
             elif kind == "PendingWorkloadsSummary":  # Kueue's visibility API: a LocalQueue's waiting workloads, in order
                 for item in o.get("items") or []:
                     m = _meta(item)
@@ -298,6 +313,29 @@ class Cluster:
             )
         ]
         return owned[-1] if owned else None
+
+    def stranded(self, namespace: str) -> list[dict[str, Any]]:
+        """The namespace's Kueue Workloads left holding quota with no owner (KUEUE_12232): one made for a StatefulSet
+        (Kueue's job-uid label) that is now at 0 replicas or gone, with its quota still reserved, its run not finished and
+        no deletion under way. Only an admin's delete frees it. One Kueue made for a running object, or that a user
+        made by hand (no job-uid label), is never taken for one."""
+        objects = {
+            str(_meta(o).get("uid")): o
+            for kind in ("StatefulSet", "Job")
+            for o in self.by_kind.get(kind, [])
+            if _meta(o).get("uid") and str(_meta(o).get("namespace") or "") == namespace
+        }
+        out = []
+        for wl in self._ownerless.get(namespace, []):
+            uid = str(_labels(wl).get(KUEUE_JOB_UID) or "")
+            reserved, finished = _condition(wl, "QuotaReserved") or {}, _condition(wl, "Finished") or {}
+            if not uid or _meta(wl).get("deletionTimestamp") or reserved.get("status") != "True" or finished.get("status") == "True":
+                continue
+            owner = objects.get(uid)
+            spec = (owner or {}).get("spec")
+            if owner is None or owner.get("kind") == "StatefulSet" and isinstance(spec, dict) and spec.get("replicas") == 0:
+                out.append(wl)
+        return out
 
     def events(self, kind: str, namespace: str, name: str, uid: str | None = None) -> list[dict[str, Any]]:
         """Events about an object (of its uid where both name one), newest last."""
@@ -824,7 +862,13 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
             reasons.append(f"{len(pods)} pod(s) still on the cluster (stopping, or started by hand: `python -m stacks drift`)")
         elif obj is not None and w.kind == "job":
             reasons.append(f"its Job {s.object} is still on the cluster (`pulumi up` removes it)")
-        return WorkloadStatus(**base, state="stopped", ready=ready, wanted=0, reasons=reasons, ok=True)
+        uid = str(_meta(obj or {}).get("uid") or "")
+        held = [
+            wl for wl in cluster.stranded(w.namespace)
+            if _annotations(wl).get(KUEUE_JOB_NAME) == s.object and (not uid or _labels(wl).get(KUEUE_JOB_UID) == uid)
+        ]  # fmt: skip
+        reasons += [stranded_reason(wl, "its Kueue Workload", "the queue's next runs wait for it") for wl in held]
+        return WorkloadStatus(**base, state="stopped", ready=ready, wanted=0, reasons=reasons, ok=not held)
     wanted = w.nodes
     if obj is None:
         reasons.append(f"its {kind} {s.object} is not on the cluster: `pulumi up` creates it (deleted by hand, or not deployed yet)")
@@ -1002,7 +1046,42 @@ def queue_status(config: ClusterConfig, s: Subject, cluster: Cluster, kind: str)
             f"evicted: its pods were not all Ready within {q.pods_ready.timeout_minutes} minutes (waitForPodsReady), so Kueue "
             "released its quota and queued it again" + (f"; {why}" if why else "")
         )
+    # A stopped run's Workload Kueue left holding quota (KUEUE_12232) is often why: named with the one command that frees it.
+    namespaces = sorted({p.namespace for p in config.pod_specs()})
+    held = [wl for ns in namespaces for wl in cluster.stranded(ns) if _admitted_by(wl) in (q.cluster_queue, None)]
+    said = ([why] if why else []) + [stranded_reason(wl, "Kueue Workload", "it counts against the queue") for wl in held]
+    why = "; ".join(said)
     return queue, f"waiting in queue {q.cluster_queue}{at}" + (f": {why}" if why else "")
+
+
+def _admission(wl: Mapping[str, Any]) -> Mapping[str, Any]:
+    state = wl.get("status")
+    admission = state.get("admission") if isinstance(state, dict) else None
+    return admission if isinstance(admission, dict) else {}
+
+
+def _admitted_by(wl: Mapping[str, Any]) -> str | None:
+    """The ClusterQueue whose quota a Kueue Workload holds (status.admission.clusterQueue), None when it does not say."""
+    queue = _admission(wl).get("clusterQueue")
+    return str(queue) if queue else None
+
+
+def stranded_reason(wl: Mapping[str, Any], what: str, effect: str) -> str:
+    """What a Workload left holding quota with no owner (Cluster.stranded) holds, and the command that frees it."""
+    meta = _meta(wl)
+    name, namespace = str(meta.get("name")), str(meta.get("namespace") or "")
+    assignments = _admission(wl).get("podSetAssignments")
+    gpus = sum(
+        _amount((a.get("resourceUsage") or {}).get(GPU, 0))
+        for a in (assignments if isinstance(assignments, list) else [])
+        if isinstance(a, dict) and isinstance(a.get("resourceUsage") or {}, dict)
+    )
+    queue = _admitted_by(wl)
+    holds = (f"{_count(gpus)} {GPU}" if gpus else "quota") + (f" of queue {queue}" if queue else "")
+    return (
+        f"{what} {name} in {namespace} still holds {holds} with no owner left ({KUEUE_12232}): nothing frees it and {effect}; "
+        f"a user allowed to delete Kueue Workloads there frees it: `oc delete workloads.kueue.x-k8s.io {name} -n {namespace}`"
+    )
 
 
 # --- a bandwidth check ----------------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from components.bandwidth import job_name
 from config.stack import ClusterConfig
 from tests import fixtures
 from tools import drift
+from tools.status import KUEUE_JOB_NAME, KUEUE_JOB_UID
 
 Obj = dict[str, Any]
 JOB_UID = "batch.kubernetes.io/controller-uid"
@@ -150,3 +151,20 @@ def running(name: str = "roce", edit: Any = None) -> tuple[ClusterConfig, dict[s
     pods = [pod(objs["dev"], 0, "node-a"), pod(objs["dev"], 1, "node-b")]
     pods += [pod(objs["train-r1"], 0, "node-e"), pod(objs["train-r1"], 1, "node-f"), pod(objs["solo"], 0, "node-g")]
     return config, objs, [*pods, *(node(f"node-{c}") for c in "abcdefg")]
+
+
+def stranded_workload(owner: Obj, job_uid: str, gpus: int = 8, name: str | None = None) -> Obj:
+    """The Workload Kueue v0.17.0 can leave when a queued StatefulSet is stopped (kueue#12232): made for the StatefulSet
+    (job-uid label, owner-name annotation, as statefulset_reconciler.go constructWorkload sets them), its owner
+    references gone, its quota still reserved and admitted."""
+    wl = kueue_workload(owner, condition("QuotaReserved", "True", "QuotaReserved"), condition("Admitted", "True"))
+    wl["metadata"]["name"] = name or wl["metadata"]["name"]
+    meta = wl["metadata"]
+    del meta["ownerReferences"]
+    meta["labels"] = {KUEUE_JOB_UID: job_uid}
+    meta["annotations"] = {KUEUE_JOB_NAME: owner["metadata"]["name"], "kueue.x-k8s.io/job-owner-gvk": "apps/v1, Kind=StatefulSet"}
+    wl["status"]["admission"] = {
+        "clusterQueue": "gpu",
+        "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "roce-main"}, "resourceUsage": {"nvidia.com/gpu": str(gpus)}}],
+    }
+    return wl

@@ -31,6 +31,7 @@ from tests.tools.cluster import (
     pending,
     pod,
     running,
+    stranded_workload,
     uid,
 )
 from tools import kubectl, status
@@ -427,6 +428,7 @@ def _fuzz_cluster() -> tuple[Any, list[Obj]]:
         event(objs["dev"], "FailedCreate", "exceeded quota: q, requested: a=1, used: a=1, limited: a=1"),
     ]
     objects += [kueue_workload(objs["train-r1"], condition("QuotaReserved", "False", "Pending", "insufficient quota for x in flavor y"))]
+    objects += [stranded_workload(objs["dev"], uid("StatefulSet", "gone"), name="statefulset-gone-1")]  # kueue#12232
     objects += [{"kind": "PendingWorkloadsSummary", "apiVersion": "visibility.kueue.x-k8s.io/v1beta2", "metadata": {},
                  "items": [{"metadata": {"name": "w", "namespace": "team-a"}, "positionInClusterQueue": 0}]}]  # fmt: skip
     complete(objs[job_name(config, config.enabled_checks()[0])])

@@ -5,13 +5,16 @@ admitted, evicted and finished runs."""
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import jsonschema
+import pytest
 
 from config.stack import ClusterConfig
 from tests import fixtures
 from tests.fixtures import Data, queued_config
 from tests.helpers import ROOT
+from tests.tools.cluster import stranded_workload
 from tests.tools.test_status import declared, node, pod
 from tools import status
 
@@ -167,3 +170,70 @@ class TestStatus:
         printed = json.loads(status.stack_status(plain, "lab", None, list(declared(plain).values())).model_dump_json())
         jsonschema.validate(printed, schema)
         assert all("queue" not in w for w in printed["workloads"])
+
+
+class TestStrandedWorkload:
+    """Kueue v0.17.0 can leave a stopped StatefulSet's Workload admitted with no owner (kueue#12232, live/kueue.py): it holds
+    its quota until someone deletes it, and the queue's next runs wait for good. `status` names it where it shows, with the
+    command that frees it, and never takes a Workload Kueue still owns or is done with for one."""
+
+    def cluster(self) -> tuple[ClusterConfig, dict[str, Data]]:
+        c = queued_config("roce", lambda d: fixtures.workload(d, "dev").update(state="stopped"))
+        objs = declared(c)
+        objs["dev"]["metadata"]["uid"] = "sts-dev"
+        assert objs["dev"]["spec"]["replicas"] == 0
+        return c, objs
+
+    def waiting(self, objs: dict[str, Data]) -> Data:
+        return kueue_workload(objs["solo"], condition("QuotaReserved", "False", "Pending", WAITING.replace("roce-main", "roce-spare")))
+
+    def test_a_stopped_statefulsets_workload_left_holding_quota_is_named_with_the_command_that_frees_it(self) -> None:
+        c, objs = self.cluster()
+        left = stranded_workload(objs["dev"], "sts-dev", name="statefulset-dev-8c1f2")
+        result = status.stack_status(c, "lab", None, [*objs.values(), left, self.waiting(objs)])
+        dev = next(w for w in result.workloads if w.config == "workloads[dev]")
+        fix = "`oc delete workloads.kueue.x-k8s.io statefulset-dev-8c1f2 -n team-a`"
+        assert dev.state == "stopped" and not dev.ok and not result.ok
+        assert dev.reasons == [
+            "its Kueue Workload statefulset-dev-8c1f2 in team-a still holds 8 nvidia.com/gpu of queue gpu with no owner left (a "
+            "Kueue bug, kubernetes-sigs/kueue#12232, fixed after v0.17.0): nothing frees it and the queue's next runs wait for "
+            f"it; a user allowed to delete Kueue Workloads there frees it: {fix}"
+        ]
+        solo = next(w for w in result.workloads if w.config == "workloads[solo]")
+        assert solo.reasons[0].startswith(
+            "waiting in queue gpu: needs 4 more nvidia.com/gpu than the queue has free on node set spare; Kueue Workload "
+            "statefulset-dev-8c1f2 in team-a still holds 8 nvidia.com/gpu of queue gpu with no owner left"
+        ) and solo.reasons[0].endswith(fix)
+        assert "workloads[dev]: stopped: its Kueue Workload statefulset-dev-8c1f2" in status.report(result)
+        schema = json.loads((ROOT / "schemas" / "status.v1.json").read_text(encoding="utf-8"))
+        jsonschema.validate(json.loads(result.model_dump_json()), schema)
+
+    def test_one_whose_statefulset_is_gone_is_named_too(self) -> None:
+        c, objs = self.cluster()
+        left = stranded_workload(objs.pop("dev"), "sts-dev")
+        result = status.stack_status(c, "lab", None, [*objs.values(), left, self.waiting(objs)])
+        dev = next(w for w in result.workloads if w.config == "workloads[dev]")
+        assert not dev.ok and "kueue#12232" in dev.reasons[0]
+        assert "kueue#12232" in next(w for w in result.workloads if w.config == "workloads[solo]").reasons[0]
+
+    @pytest.mark.parametrize(
+        "edit",
+        [
+            lambda wl, objs: wl["metadata"].update(ownerReferences=[{"kind": "StatefulSet", "name": "dev", "uid": "sts-dev"}]),
+            lambda wl, objs: wl["metadata"].update(deletionTimestamp="2026-11-28T10:00:00Z"),
+            lambda wl, objs: wl["status"].update(conditions=[condition("QuotaReserved", "False", "Pending")]),
+            lambda wl, objs: wl["status"]["conditions"].append(condition("Finished", "True", "Succeeded")),
+            lambda wl, objs: wl["metadata"].pop("labels"),
+            lambda wl, objs: objs["dev"]["spec"].update(replicas=2),  # the stop not applied yet: Kueue gives the owner back
+        ],
+        ids=["still-owned", "being-deleted", "quota-released", "finished", "made-by-hand", "its-statefulset-runs"],
+    )
+    def test_a_workload_kueue_still_owns_or_is_done_with_is_never_called_stranded(self, edit: Any) -> None:
+        c, objs = self.cluster()
+        left = stranded_workload(objs["dev"], "sts-dev")
+        edit(left, objs)
+        result = status.stack_status(c, "lab", None, [*objs.values(), left, self.waiting(objs)])
+        assert status.Cluster([*objs.values(), left]).stranded("team-a") == []
+        dev = next(w for w in result.workloads if w.config == "workloads[dev]")
+        assert dev.ok and dev.reasons == []
+        assert "kueue#12232" not in status.report(result)
