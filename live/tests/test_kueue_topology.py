@@ -37,7 +37,7 @@ import stacks
 from config.kube import GPU
 from live import clusters, nodes, toolchain
 from live.controlplane import ControlPlane
-from live.kueue import ADMISSION_GATE, API, KUEUE_12232, Kueue, condition, delete_orphaned, holds, workload_of
+from live.kueue import ADMISSION_GATE, API, KUEUE_12232, Kueue, condition, delete_orphaned, holds, orphaned, workload_of
 from live.tests.harness import PULUMI_STACKS, Project, failure, kubeconfig_of, project_copy, pulumi_env, yaml_config
 from live.tests.test_kueue import EXIT, field, of_workload, pods, running_whole, until, waiting_whole
 from live.tests.test_scheduling import status_of
@@ -121,17 +121,27 @@ class Gang:
 
     def runs_whole_once_stopped(self, running: str, stopped: str) -> None:
         """`running` runs whole once `stopped` (its StatefulSet at 0 replicas) released its quota. Kueue v0.17.0 can
-        leave the stopped one's Workload admitted with no owner (live.kueue.orphaned): then it is deleted as an admin
-        would (docs/shared-clusters.md), with a warning naming the Kueue bug, and the rest of the test goes on."""
+        leave the stopped one's Workload admitted with no owner (live.kueue.orphaned): then `python -m stacks status` must
+        name it on the stopped workload, exit 1, with the command that frees it; it is deleted as that command would
+        (docs/shared-clusters.md), with a warning naming the Kueue bug, and the rest of the test goes on."""
         deleted: list[str] = []
 
         def whole() -> list[dict[str, Any]]:
+            left = [str(wl["metadata"]["name"]) for wl in orphaned(self.plane, NAMESPACE)]
+            if left:
+                code, line = self.status_line(stopped)
+                assert code == 1 and all(f"workloads.kueue.x-k8s.io {name} -n {NAMESPACE}`" in line for name in left), (
+                    f"status does not name the Workload(s) {left} Kueue left holding quota ({KUEUE_12232}):\n{line}"
+                )
             deleted.extend(delete_orphaned(self.plane, NAMESPACE))
             return self.whole(running)
 
         until(f"{running} runs whole once {stopped} stopped", whole, timeout=RELEASE, explain=self.state)
         if deleted:
-            warnings.warn(f"{stopped}: Workload(s) {deleted} held quota with no owner left ({KUEUE_12232}): deleted", stacklevel=2)
+            warnings.warn(
+                f"{stopped}: Workload(s) {deleted} held quota with no owner left ({KUEUE_12232}): `status` named them; deleted",
+                stacklevel=2,
+            )
 
     def held(self, name: str) -> list[dict[str, Any]]:
         return waiting_whole(self.plane, NAMESPACE, of_workload(name))
