@@ -1077,7 +1077,8 @@ def stranded_reason(wl: Mapping[str, Any], what: str, effect: str) -> str:
         if isinstance(a, dict) and isinstance(a.get("resourceUsage") or {}, dict)
     )
     queue = _admitted_by(wl)
-    holds = (f"{_count(gpus)} {GPU}" if gpus else "quota") + (f" of queue {queue}" if queue else "")
+    # What the cluster wrote is shown only as a count a queue can hold (not inf from "9" * 400, not a negative).
+    holds = (f"{_count(gpus)} {GPU}" if 0 < gpus < 10**6 else "quota") + (f" of queue {queue}" if queue else "")
     return (
         f"{what} {name} in {namespace} still holds {holds} with no owner left ({KUEUE_12232}): nothing frees it and {effect}; "
         f"a user allowed to delete Kueue Workloads there frees it: `oc delete workloads.kueue.x-k8s.io {name} -n {namespace}`"

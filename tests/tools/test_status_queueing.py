@@ -237,3 +237,13 @@ class TestStrandedWorkload:
         dev = next(w for w in result.workloads if w.config == "workloads[dev]")
         assert dev.ok and dev.reasons == []
         assert "kueue#12232" not in status.report(result)
+
+    @pytest.mark.parametrize("usage", ["9" * 400, "1e400", "-8", "eight", None, [], {"a": 1}])
+    def test_what_it_holds_is_said_only_as_a_count_a_queue_can_hold(self, usage: Any) -> None:
+        c, objs = self.cluster()
+        left = stranded_workload(objs["dev"], "sts-dev", name="statefulset-dev-8c1f2")
+        left["status"]["admission"]["podSetAssignments"][0]["resourceUsage"] = {"nvidia.com/gpu": usage}
+        dev = next(w for w in status.stack_status(c, "lab", None, [*objs.values(), left]).workloads if w.config == "workloads[dev]")
+        assert not dev.ok and dev.reasons[0].startswith(
+            "its Kueue Workload statefulset-dev-8c1f2 in team-a still holds quota of queue gpu with no owner left"
+        )
