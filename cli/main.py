@@ -18,6 +18,7 @@ file its stack files name in gpu-training:configFile, else from its module.
 from __future__ import annotations
 
 import argparse
+import functools
 import gc
 import importlib
 import os
@@ -25,7 +26,6 @@ import signal
 import sys
 
 import stacks
-from config import project
 from config.text import escaped_lines
 from stacks import _process
 
@@ -51,7 +51,12 @@ COMMANDS: dict[str, tuple[str, str]] = {
 """Each command's module in cli/ and its function there, which takes the parsed arguments and answers the exit code."""
 
 
+@functools.cache
 def parser() -> argparse.ArgumentParser:
+    """The command line, built once per process: parsing leaves it as it was, and building it (some 90 arguments) costs
+    more than parsing, which a process that runs several commands (the tests, the docs' examples) would pay each time.
+    So no default here may depend on anything that can change while the process runs (render's --out is resolved by
+    the command)."""
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -71,7 +76,7 @@ def parser() -> argparse.ArgumentParser:
     r.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
     r.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
     r.add_argument("--config", metavar="FILE", help="render this YAML config instead of a named stack")
-    r.add_argument("--out", default=str(project.ROOT / "rendered"), metavar="DIR", help="output folder (default: rendered/)")
+    r.add_argument("--out", metavar="DIR", help="output folder (default: rendered/)")
     r.add_argument("--tier", choices=stacks.TIERS, default="all", help="render one tier only (default: all)")
 
     k = sub.add_parser("check", help="run the preflight policy: one finding per line; exit 1 on any error")

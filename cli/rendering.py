@@ -85,6 +85,8 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
 
 
 def cmd_render(args: argparse.Namespace) -> int:
+    if args.out is None:  # the project's, as it is when the command runs
+        args.out = str(project.ROOT / "rendered")
     if not args.out:
         raise stacks.ConfigError("--out '' names no folder: give the folder to render into (default: rendered/)")
     chosen, broken = configs.each_from_args(args)
