@@ -19,7 +19,6 @@ from stacks import _process  # noqa: F401
 import difflib
 import functools
 import importlib.util
-import io
 import linecache
 import math
 import os
@@ -27,7 +26,6 @@ import re
 import stat
 import subprocess
 import sys
-import tarfile
 import tempfile
 import unicodedata
 from dataclasses import dataclass
@@ -43,7 +41,7 @@ from config.errors import DEFERRED, IN_STACK_MODULE, ModelError, describe_errors
 from config.stack import ClusterConfig
 from config.text import escaped
 from config.values import TooDeep, bounded_json
-from stacks import _child
+from stacks import _archive, _child
 
 CLUSTERS = "clusters"
 """The folder of project.ROOT that holds the cluster modules, the files a user edits."""
@@ -739,8 +737,10 @@ def load_committed(name: str, ref: str) -> ClusterConfig | None:
     if name not in committed_names(ref):
         return None
     with tempfile.TemporaryDirectory(prefix="stacks-committed-") as tmp:
-        with tarfile.open(fileobj=io.BytesIO(_committed_clusters(ref, "archive", "--format=tar"))) as tar:
-            tar.extractall(tmp, filter="data")
+        try:
+            _archive.unpack(_committed_clusters(ref, "archive", "--format=tar"), Path(tmp))
+        except _archive.UnsafeMember as err:
+            raise ConfigError(f"{CLUSTERS}/ at {ref} cannot be unpacked: {err}") from None
         return _load_path(name, Path(tmp) / f"{name}.py")  # in a child, as the working tree's module is
 
 

@@ -26,14 +26,12 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import os
 import re
 import shlex
 import shutil
 import subprocess
 import sys
-import tarfile
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +40,7 @@ import pytest
 import yaml
 
 from cli.main import COMMANDS, parser
+from stacks._archive import unpack
 from tests.helpers import ROOT, SHARED
 from tests.test_recipes import committed_stack_tests, git, span
 
@@ -107,8 +106,7 @@ def copy_of_head(dest: Path) -> str:
         pytest.skip(f"{ROOT} is not a git checkout with a commit: there is no committed project to follow the docs on")
     archive = git("archive", "--format=tar", "HEAD", cwd=ROOT)
     assert archive.returncode == 0, f"git archive HEAD: {archive.stderr.decode()}"
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(dest, filter="data")
+    unpack(archive.stdout, dest)
     if SHARED.exists():
         (dest.parent / "shared").symlink_to(SHARED)
     commit(dest, "HEAD", first=True)

@@ -14,12 +14,10 @@ from __future__ import annotations
 
 import ast
 import hashlib
-import io
 import os
 import re
 import subprocess
 import sys
-import tarfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from pathlib import Path
 import pytest
 
 import stacks
+from stacks._archive import unpack
 from tests.helpers import ROOT, SHARED
 
 # --- reading the README -----------------------------------------------------------------------------------
@@ -160,8 +159,7 @@ def head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     archive = git("archive", "--format=tar", "HEAD", cwd=ROOT)
     assert archive.returncode == 0, f"git archive HEAD: {archive.stderr.decode()}"
     root = tmp_path_factory.mktemp("recipes") / "project"
-    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
-        tar.extractall(root, filter="data")
+    unpack(archive.stdout, root)
     if SHARED.exists():
         (root.parent / "shared").symlink_to(SHARED)
     for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", f"HEAD {sha}"]):
