@@ -8,6 +8,7 @@ the tests that check their facts (test_committed_stacks.py) and validity.
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -42,6 +43,16 @@ LONGEST_FIRST = (
     "tests/cli/test_check.py::test_check_of_the_largest_accepted_stack",
     "tests/test_properties.py::",
 )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # Python 3.12+ warns at every fork of a process with threads. An xdist worker always has one (execnet's receiver,
+    # blocked reading its pipe), so each of the loader's forked children (stacks/_child.py) would warn, some 300 a run;
+    # the child runs only the loader and ends with os._exit. Outside xdist the warning still shows: there it would
+    # mean a thread of the program's own (the Pulumi program's gRPC threads are why it spawns instead,
+    # stacks.SPAWN_MODULES).
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        config.addinivalue_line("filterwarnings", r"ignore:This process \(pid=\d+\) is multi-threaded, use of fork\(\):DeprecationWarning")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
