@@ -38,6 +38,7 @@ import shutil
 import subprocess
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -259,10 +260,17 @@ def orphaned(plane: ControlPlane, namespace: str) -> list[dict[str, Any]]:
     return out
 
 
-def delete_orphaned(plane: ControlPlane, namespace: str) -> list[str]:
-    """Deletes what `orphaned` finds, as an admin does (`oc delete workload NAME -n NAMESPACE`); their names."""
-    names = []
-    for wl in orphaned(plane, namespace):
-        plane.request("DELETE", f"/apis/{API}/namespaces/{namespace}/workloads/{wl['metadata']['name']}")
-        names.append(wl["metadata"]["name"])
+def delete_orphaned(plane: ControlPlane, namespace: str, said: Callable[[], tuple[int, str]]) -> list[str]:
+    """Deletes what `orphaned` finds, as an admin does (`oc delete workload NAME -n NAMESPACE`), once `said()` (what
+    `python -m stacks status` says of the stopped workload: its exit code and line) names each with that command and
+    exits 1; an AssertionError, nothing deleted, when it does not. Their names ([] and `said` not asked: none found)."""
+    names = [str(wl["metadata"]["name"]) for wl in orphaned(plane, namespace)]
+    if names:
+        code, line = said()
+        unnamed = [name for name in names if f"workloads.kueue.x-k8s.io {name} -n {namespace}`" not in line]
+        assert code == 1 and not unnamed, (
+            f"status does not name (exit {code}) the Workload(s) {unnamed or names} Kueue left holding quota ({KUEUE_12232}):\n{line}"
+        )
+    for name in names:
+        plane.request("DELETE", f"/apis/{API}/namespaces/{namespace}/workloads/{name}")
     return names

@@ -25,7 +25,6 @@ import copy
 import subprocess
 import sys
 import time
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -37,9 +36,9 @@ import stacks
 from config.kube import GPU
 from live import clusters, nodes, toolchain
 from live.controlplane import ControlPlane
-from live.kueue import ADMISSION_GATE, API, KUEUE_12232, Kueue, condition, delete_orphaned, holds, orphaned, workload_of
+from live.kueue import ADMISSION_GATE, API, Kueue, condition, holds, workload_of
 from live.tests.harness import PULUMI_STACKS, Project, failure, kubeconfig_of, project_copy, pulumi_env, yaml_config
-from live.tests.test_kueue import EXIT, field, of_workload, pods, running_whole, until, waiting_whole
+from live.tests.test_kueue import EXIT, Release, field, of_workload, pods, running_whole, until, waiting_whole
 from live.tests.test_scheduling import status_of
 from tests import fixtures
 
@@ -53,12 +52,6 @@ NAMESPACE = "proj"
 OTHER = "other"  # another project's namespace: not managed by Kueue, its pods not queued
 READY_TIMEOUT = 20  # waitForPodsReady.timeout, s
 SETTLE = 4.0  # s: long enough for Kueue to admit a waiting run if it were going to (it admits within a second)
-# s: a stopped StatefulSet's Kueue Workload is deleted (its quota released) by the garbage collector once its pods, its
-# last owners, are gone (Kueue takes its own reference off at 0 replicas). Within seconds mostly; at load average 16 to
-# 23 it took more than 60 s twice: the waits that depend on it allow this much. When the collector took the pods' references
-# off before Kueue took its own, no owner is left and nothing collects it (Kueue v0.17.0's bug, live.kueue.orphaned):
-# Gang.runs_whole_once_stopped deletes it as an admin would, and says so.
-RELEASE = 150.0
 
 
 def config(tas: bool, sizes: dict[str, tuple[int, int]], running: tuple[str, ...], quota: dict[str, str] | None = None) -> dict[str, Any]:
@@ -120,28 +113,12 @@ class Gang:
         return running_whole(self.plane, NAMESPACE, of_workload(name), count)
 
     def runs_whole_once_stopped(self, running: str, stopped: str) -> None:
-        """`running` runs whole once `stopped` (its StatefulSet at 0 replicas) released its quota. Kueue v0.17.0 can
-        leave the stopped one's Workload admitted with no owner (live.kueue.orphaned): then `python -m stacks status` must
-        name it on the stopped workload, exit 1, with the command that frees it; it is deleted as that command would
-        (docs/shared-clusters.md), with a warning naming the Kueue bug, and the rest of the test goes on."""
-        deleted: list[str] = []
+        """`running` runs whole once `stopped` (its StatefulSet at 0 replicas) released its quota (a Workload Kueue
+        v0.17.0 left holding it named by `status`, then deleted: test_kueue.Release)."""
+        self.released(stopped).until(f"{running} runs whole", lambda: self.whole(running), explain=self.state)
 
-        def whole() -> list[dict[str, Any]]:
-            left = [str(wl["metadata"]["name"]) for wl in orphaned(self.plane, NAMESPACE)]
-            if left:
-                code, line = self.status_line(stopped)
-                assert code == 1 and all(f"workloads.kueue.x-k8s.io {name} -n {NAMESPACE}`" in line for name in left), (
-                    f"status does not name the Workload(s) {left} Kueue left holding quota ({KUEUE_12232}):\n{line}"
-                )
-            deleted.extend(delete_orphaned(self.plane, NAMESPACE))
-            return self.whole(running)
-
-        until(f"{running} runs whole once {stopped} stopped", whole, timeout=RELEASE, explain=self.state)
-        if deleted:
-            warnings.warn(
-                f"{stopped}: Workload(s) {deleted} held quota with no owner left ({KUEUE_12232}): `status` named them; deleted",
-                stacklevel=2,
-            )
+    def released(self, stopped: str) -> Release:
+        return Release(self.plane, NAMESPACE, stopped, self.status_line)
 
     def held(self, name: str) -> list[dict[str, Any]]:
         return waiting_whole(self.plane, NAMESPACE, of_workload(name))
@@ -282,7 +259,7 @@ def test_with_topology_aware_scheduling_kueue_counts_the_nodes_other_projects_po
         return str(condition(workload_of(g.plane, NAMESPACE, uid) if uid else None, "QuotaReserved").get("message") or "")
 
     # The same `up` stopped the run that held the quota: Kueue may first say quota, then, once it is released, the nodes.
-    until("Kueue's Topology Aware Scheduling says why big waits", lambda: "topology" in refused(), explain=g.state)
+    g.released(second).until("Kueue's Topology Aware Scheduling says why big waits", lambda: "topology" in refused(), explain=g.state)
     code, line = g.status_line("big")
     assert code == 1 and "finds room for 2 of its 3 pods on the nodes of qb" in line and "nvidia.com/gpu" in line, line
     time.sleep(SETTLE)

@@ -9,6 +9,7 @@ import base64
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from live import kueue
@@ -134,4 +135,27 @@ def test_an_orphaned_workload_is_one_holding_quota_for_a_stopped_or_gone_statefu
         ],
     )
     assert [w["metadata"]["name"] for w in kueue.orphaned(plane, "proj")] == ["stopped-orphan", "gone-orphan"]
-    assert kueue.delete_orphaned(plane, "proj") == ["stopped-orphan", "gone-orphan"] == plane.deleted
+
+
+def _named(*names: str, code: int = 1) -> Any:
+    """What `stacks status` says of the stopped workload: the exit code, and a line naming these Workloads' fix."""
+    return lambda: (code, "; ".join(f"`oc delete workloads.kueue.x-k8s.io {n} -n proj`" for n in names))
+
+
+def test_an_orphaned_workload_is_deleted_only_once_status_names_it_with_the_command_that_frees_it() -> None:
+    """The gang tests delete Kueue's leftover as an admin would, but only after the program's `status` said so: a
+    status that misses one (or exits 0) fails the wait, and nothing is deleted behind its back."""
+
+    def leftovers() -> _Plane:
+        return _Plane([_set("stopped", 0)], [_workload("a", "stopped"), _workload("b", "gone"), _workload("owned", "stopped", owners=1)])
+
+    plane = leftovers()
+    assert kueue.delete_orphaned(plane, "proj", _named("a", "b")) == ["a", "b"] == plane.deleted
+    for said in (_named("a"), _named("a", "b", code=0)):
+        plane = leftovers()
+        with pytest.raises(AssertionError, match="status does not name"):
+            kueue.delete_orphaned(plane, "proj", said)
+        assert plane.deleted == []
+    asked: list[bool] = []
+    clean = _Plane([_set("stopped", 0)], [_workload("owned", "stopped", owners=1)])
+    assert kueue.delete_orphaned(clean, "proj", lambda: asked.append(True) or (0, "")) == [] == asked  # none: status not run
