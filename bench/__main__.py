@@ -1,7 +1,8 @@
 """`python -m bench`: wall time to render each stack and synthetic stacks of 25/50/100 workloads,
 next to the time a fresh interpreter takes to `import pulumi_kubernetes` alone; `check` of generated stacks of
-10/50/200 workloads on 16/512/4,096 nodes up to the largest the config's bounds accept, and the placement search on
-large stacks (bench/scale.py), each also as a multiple of that import; the phases of `make test`.
+10/50/200 workloads on 16/512/4,096 nodes up to the largest the config's bounds accept, of queued stacks of 10 to 200
+workloads (Kueue's combinations), and the placement search on large stacks (bench/scale.py), each also as a multiple of
+that import; the phases of `make test`.
 
 Two views, because `pulumi preview` pays both:
 - end to end: a fresh `python -m stacks render --all` process (interpreter, imports, program, YAML);
@@ -106,7 +107,7 @@ def main() -> int:
     print(f"import pulumi_kubernetes (fresh interpreter, median of 3): {imp * 1000:7.0f} ms")
     print(
         f"python -m stacks render --all (fresh process, 11 pairs with the import): {e2e * 1000:7.0f} ms wall, {e2e_cpu * 1000:.0f} ms "
-        f"CPU = {ratio:.2f}x the import's wall (goal: under 2.0x), {cpu_ratio:.2f}x its CPU"
+        f"CPU = {ratio:.2f}x the import's wall (goal: at most 1.8x), {cpu_ratio:.2f}x its CPU (goal: at most 2.0x)"
     )
     print()
     print(f"{'stack':<14}{'workloads':>10}{'resources':>10}{'ms':>9}{'ms/resource':>13}{'x import':>10}")
@@ -123,7 +124,7 @@ def main() -> int:
     print_scale(imp)
     print()
     loop = edit_loop()
-    print("the edit loop, `make test` warm (its phases in fresh processes, once each; goal: 30 s on a quiet 2-core machine):")
+    print("the edit loop, `make test` warm (its phases in fresh processes, once each; goal: 45 s on a quiet 2-core machine):")
     for phase, seconds in loop:
         print(f"  {phase:<44}{seconds:7.1f} s")
     print(f"  {'make test':<44}{sum(s for _, s in loop):7.1f} s")
@@ -153,6 +154,13 @@ def print_scale(imp: float) -> None:
         f"{ratio:.2f}x the import's, CPU {cpu * 1000:.0f} ms = {cpu_ratio:.2f}x the import's (goal: under 2 s of CPU, "
         f"{2 / floor_cpu:.1f}x the import's here)"
     )
+    print(
+        "check's preflight of queued stacks, all running on 16 nodes, Kueue admitting by quota (tests/policy/test_queue_placement.py "
+        "counts the steps; medians of 3):"
+    )
+    print(f"{'stack':<22}{'workloads':>10}{'ms':>8}{'x import':>10}{'CPU ms':>8}  capacity")
+    for name, workloads, wall, cpu, said in scale.queue_curve():
+        print(f"{name:<22}{workloads:>10}{wall * 1000:>8.0f}{wall / imp:>10.2f}{cpu * 1000:>8.0f}  {said}")
     print("the placement search on large stacks (tests/policy/test_placement.py counts its steps; medians of 5):")
     print(f"{'case':<34}{'groups':>7}{'steps':>7}{'ms':>8}{'x import':>10}")
     for name, groups, steps, seconds in scale.placement_times():

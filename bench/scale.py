@@ -10,6 +10,7 @@ a stack that deploys, not the reporting of a capacity error.
 from __future__ import annotations
 
 import json
+import random
 import statistics
 import time
 from typing import Any
@@ -51,7 +52,7 @@ from config.values import (
     MAX_VOLUMES,
     MAX_WORKLOADS,
 )
-from policy.placement import Group, place
+from policy.placement import Budget, Group, place
 from stacks import validate
 
 GPUS_PER_NODE = 8
@@ -329,6 +330,53 @@ def curve(repeats: int = 3) -> list[Row]:
     return rows
 
 
+# --- queued stacks ----------------------------------------------------------------------------------------------------
+
+
+def queued(workloads: int, nodes: int = 16, varied: bool = False, pods_quota: bool = False) -> dict[str, Any]:
+    """A queued stack (docs/shared-clusters.md) of `workloads` workloads on one count set of `nodes` 8-GPU nodes, all
+    running: Kueue admits them by quota, and the capacity rule asks whether every combination the quota admits together
+    fits the nodes. The shapes of `data`, or (`varied`) each workload's pods, GPUs, CPU and memory drawn from a seeded
+    generator (issue 43's audit: each combination had its own placement search, 58 s for 26 workloads). With
+    `pods_quota`, the fix that keeps the GPU quota: a pods quota of one per node."""
+    stack = data(workloads, nodes)
+    draw = random.Random(1)
+    for w in stack["workloads"]:
+        w["state"] = "running"
+        if varied:
+            w.update(nodes=draw.randint(1, 4), gpus_per_node=draw.randint(1, GPUS_PER_NODE), cpu=draw.choice(["4", "16", "32", "48"]),
+                     memory=draw.choice(["16Gi", "64Gi", "100Gi", "200Gi"]))  # fmt: skip
+    stack["node_sets"][0].update(allocatable_cpu="96", allocatable_memory="512Gi")
+    stack["queueing"] = {"cluster_queue": "scale", **({"quota": {"pool": {"pods": str(nodes)}}} if pods_quota else {})}
+    stack["name"] = f"queued-{workloads}" + ("-varied" if varied else "") + ("-pods" if pods_quota else "")
+    return stack
+
+
+QueueRow = tuple[str, int, float, float, str]
+"""(stack, workloads, preflight s, its CPU s, what the capacity rule said: ok, error or cut short)."""
+
+
+def queue_curve(repeats: int = 3, sizes: tuple[int, ...] = (10, 26, 30, 50, 100, 200)) -> list[QueueRow]:
+    """The preflight of queued stacks of 10 to 200 workloads on 16 nodes: the shapes of `data`, varied ones, and those
+    with a pods quota; medians of `repeats` (wall and CPU). What the capacity rule says beside it: `error` (a combination
+    the nodes cannot hold), `cut short` (the budget decided), `ok`."""
+    from cli.checking import preflight
+
+    cases = [queued(n, varied=v, pods_quota=p) for v, p in ((False, False), (True, False), (False, True)) for n in sizes]
+    rows: list[QueueRow] = []
+    for stack in cases:
+        config = validate(stack, "bench/scale.py")
+        wall, cpu = [], []
+        for _ in range(repeats):
+            start, start_cpu = time.perf_counter(), time.process_time()
+            found = [f for f in preflight(config, None, None) if f.rule == "capacity"]
+            wall.append(time.perf_counter() - start)
+            cpu.append(time.process_time() - start_cpu)
+        said = "error" if any(f.severity == "error" for f in found) else "cut short" if found else "ok"
+        rows.append((stack["name"], len(stack["workloads"]), statistics.median(wall), statistics.median(cpu), said))
+    return rows
+
+
 # --- the placement search ---------------------------------------------------------------------------------------------
 
 Placing = tuple[str, dict[str, int], dict[str, int], list[Group], bool]
@@ -358,14 +406,9 @@ def placements() -> list[Placing]:
 
 def steps(nodes: dict[str, int], counts: dict[str, int], groups: list[Group]) -> int:
     """The steps the search takes to decide: the least budget it decides within (it counts its steps against it)."""
-    low, high = 0, 50_000
-    while low < high:
-        mid = (low + high) // 2
-        if place(nodes, groups, budget=mid, counts=counts).exhausted:
-            low = mid + 1
-        else:
-            high = mid
-    return low
+    budget = Budget(50_000)
+    place(nodes, groups, budget, counts=counts)
+    return budget.spent
 
 
 def placement_times(repeats: int = 5) -> list[tuple[str, int, int, float]]:

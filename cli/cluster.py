@@ -1,7 +1,6 @@
-"""The commands about a cluster's objects rather than a stack's render: what you may declare (`rights`), adopting
-what was made by hand (`import-plan`, `adopt-diff`), what was changed by hand since (`drift`), and the way back
-after a killed `pulumi up` (`recover`). Most of them name a Pulumi stack (its file says cluster, tier and kube
-context) and read the cluster unless given its objects as a file."""
+"""The commands about a cluster's objects: what you may declare (`rights`), adopting what was made by hand
+(`import-plan`, `adopt-diff`), what was changed by hand since (`drift`), and the way back after a killed `pulumi up`
+(`recover`). Most name a Pulumi stack and read the cluster unless given its objects as a file."""
 
 from __future__ import annotations
 
@@ -26,8 +25,7 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
     plan = adoption.import_plan(config, target.name, target.tier, kinds)
     text = json.dumps(plan, indent=2) + "\n"
     # nad_mode operator: the hand-made NAD copies are not adopted; they go before the operator makes the networks.
-    deletions = adoption.operator_deletions(config)
-    if deletions:
+    if deletions := adoption.operator_deletions(config):
         print(f"{target.name}: delete first (nad_mode operator; not in the plan):", file=sys.stderr)
         for line in deletions:
             print(f"  {escaped(line)}", file=sys.stderr)
@@ -36,7 +34,8 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
             Path(args.out).write_text(text, encoding="utf-8")
         except OSError as err:
             raise stacks.ConfigError(f"{escaped(args.out)}: cannot write the import file: {err.strerror or err}") from None
-        summary = adoption.plan_summary(plan)
+        objects = sum(1 for r in plan["resources"] if not r.get("component"))
+        summary = f"{objects} object(s) to adopt under {len(plan['resources']) - objects} component(s)"
         print(f"{target.name} ({target.cluster}, tier {target.tier}): wrote {escaped(args.out)}: {summary}")
     else:
         sys.stdout.write(text)
@@ -55,8 +54,7 @@ def pulumi_stack(name: str, role: str = "") -> stacks.PulumiStack:
     """The Pulumi stack a command names (held to Pulumi's grammar first: the name goes into the commands it prints)."""
     stacks.check_stack_name(name)
     files = {s.name: s for s in stacks.pulumi_stacks()}
-    target = files.get(name)
-    if target is None:
+    if (target := files.get(name)) is None:
         what = f"the Pulumi stack {role}" if role else "a Pulumi stack"
         raise stacks.ConfigError(
             f"no Pulumi.{name}.yaml: name {what} ({', '.join(files) or 'none'}); its file says which cluster, tier and context"
@@ -64,26 +62,22 @@ def pulumi_stack(name: str, role: str = "") -> stacks.PulumiStack:
     return target
 
 
-KUBECTL_TIMEOUT = 30
-"""Seconds `oc config get-contexts` may take (it reads the kubeconfig only, no cluster)."""
-
-
-def require_context(command: str, target: stacks.PulumiStack, api_host: str | None, offline: str) -> None:
-    """Before a command reads the cluster: the kube context the stack file names exists in the kubeconfig. Without it
-    every `oc` call fails the same way (`context "nerc" does not exist`, once per kind it asked for); instead, one
-    message with both ways on: log in and name the context, or give the command saved objects (`offline`)."""
+def require_context(command: str, target: stacks.PulumiStack, api_host: str | None, offline: str = "") -> None:
+    """Before a command reads the cluster: the stack file's kube context is in the kubeconfig; else one message with both
+    ways on (log in and name the context, or give saved objects: `offline`), not one `oc` failure per kind read."""
     tool = shutil.which("oc") or shutil.which("kubectl")
     if tool is None or not target.context:  # no tool: the command's own read says so; no context: the current one
         return
     try:
-        proc = subprocess.run(
-            [tool, "config", "get-contexts", "-o", "name"], capture_output=True, text=True, timeout=KUBECTL_TIMEOUT, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
+        proc = kubectl.run([tool, "config", "get-contexts", "-o", "name"], command)
+    except stacks.ConfigError:
         return  # the command's own read reports what is wrong with the tool
     if proc.returncode != 0 or target.context in proc.stdout.split():
         return
     server = f"https://{api_host}:6443" if api_host else "https://api.CLUSTER:6443"
+    offline = offline or (
+        f"`python -m stacks {command} {shlex.quote(target.name)} --live FILE`, FILE the objects as `oc get ... -o yaml` saved them"
+    )
     raise stacks.ConfigError(
         f"{command} {target.name}: the kubeconfig has no context {target.context!r} ({target.path.name} names it in "
         f"kubernetes:context), so the cluster cannot be read. Log in and name the context: `oc login --server={server}`, then "
@@ -97,8 +91,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
     config = stacks.load(target.cluster)
     declared = drift.declared_for(config, target.tier)
     if not args.live:
-        offline = f"`python -m stacks drift {shlex.quote(target.name)} --live FILE`, FILE the objects as `oc get ... -o yaml` saved them"
-        require_context("drift", target, config.api_host, offline)
+        require_context("drift", target, config.api_host)
     live = live_objects(args.live) if args.live else drift.read_live(declared, target.context)
     found = drift.drift(config, declared, live)
     sys.stdout.write(escaped_lines(drift.report(config, found, target.name)))
@@ -119,8 +112,7 @@ def live_objects(file: str) -> list[dict[str, Any]]:
 
 def cmd_recover(args: argparse.Namespace) -> int:
     target = pulumi_stack(args.pulumi_stack)
-    root = None if args.state else recovery.diy_root()
-    if root is not None:
+    if (root := None if args.state else recovery.diy_root()) is not None:
         half = recovery.half_written(root, target.name)
         if half:  # nothing can read the state until these go: say so first
             print(f"{target.name}: the state backend cannot load the stack: a killed run left {len(half)} file(s) empty:")
@@ -130,16 +122,19 @@ def cmd_recover(args: argparse.Namespace) -> int:
             print("1. " + escaped(shlex.join(["rm", *map(str, half)])))
             print("2. " + shlex.join(["python", "-m", "stacks", "recover", target.name]))
             return 1
+    if not args.state and shutil.which("pulumi") is None:
+        raise stacks.ConfigError(
+            "recover reads the stack's state with the Pulumi CLI, which is not on PATH: install it (`curl -fsSL "
+            "https://get.pulumi.com | sh`, https://www.pulumi.com/docs/install/), or give a saved `pulumi stack export` "
+            f"with `python -m stacks recover {shlex.quote(target.name)} --state FILE`"
+        )
     ops = recovery.pending(recovery.exported(target.name, args.state))
     creates = [p.obj for p in ops if p.op == "creating" and p.obj is not None]
     if args.live:
-        keys = recovery.keys_of(live_objects(args.live))
+        keys = {drift.key_of(o) for o in live_objects(args.live)}
     else:
         if creates:
-            offline = (
-                f"`python -m stacks recover {shlex.quote(target.name)} --live FILE`, FILE the objects as `oc get ... -o yaml` saved them"
-            )
-            require_context("recover", target, stacks.load(target.cluster).api_host, offline)
+            require_context("recover", target, stacks.load(target.cluster).api_host)
         keys = recovery.existing(creates, target.context)
     text, _ = recovery.plan(target.name, ops, keys, recovery.locks(root, target.name) if root is not None else None)
     sys.stdout.write(escaped_lines(text))
@@ -147,5 +142,45 @@ def cmd_recover(args: argparse.Namespace) -> int:
 
 
 def cmd_rights(args: argparse.Namespace) -> int:
-    sys.stdout.write(escaped_lines(adoption.rights_report(stacks.load(args.stack), args.tier)))
-    return 0
+    config = stacks.load(args.stack)
+    if not args.run:
+        sys.stdout.write(escaped_lines(adoption.rights_report(config, args.tier)))
+        return 0
+    if (tool := shutil.which("oc") or shutil.which("kubectl")) is None:
+        raise stacks.ConfigError(
+            "rights --run: neither oc nor kubectl is on PATH: install the OpenShift CLI (oc, from your cluster's console: "
+            "? > Command line tools), or run the lines `python -m stacks rights` prints by hand"
+        )
+    files = {s.tier: s for s in stacks.pulumi_stacks() if s.cluster == config.name}
+    offline = f"run the lines `python -m stacks rights {shlex.quote(config.name)}` prints by hand, logged in to the cluster"
+    for target in files.values():
+        require_context("rights", target, config.api_host, offline)
+    said: dict[tuple[str | None, str], str] = {}
+
+    def answer(tier: str, line: str) -> str:
+        # A tier's lines are asked with its stack file's context; the reads (the preview's) with the project tier's.
+        target = files.get(tier) or files.get("project") or files.get("all") or next(iter(files.values()), None)
+        context = target.context if target is not None else None
+        if (context, line) not in said:
+            said[context, line] = can_i(tool, shlex.split(line)[3:], context)
+        return said[context, line]
+
+    report = adoption.rights_report(config, args.tier, answer)
+    no = [line for line in said.items() if line[1] != "yes"]
+    sys.stdout.write(escaped_lines(report))
+    where = ", ".join(f"context {c}" for c in sorted({c or "(current)" for c, _ in said}))
+    print(f"{config.name}: {len(said) - len(no)} of {len(said)} answered yes ({where})" + (f"; {len(no)} did not: above" if no else ""))
+    return 1 if no else 0
+
+
+def can_i(tool: str, asked: list[str], context: str | None) -> str:
+    """What `oc auth can-i` answers (yes, no), or why it did not."""
+    cmd = [tool, "auth", "can-i", *asked, *(["--context", context] if context else [])]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"not asked: {err}"
+    out = proc.stdout.strip()
+    if out in ("yes", "no"):
+        return out
+    return "not answered: " + ((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0])[:200]

@@ -1,15 +1,13 @@
-"""The commands that read configs and nothing more: `list`, `config`, `schema`; and which stacks a command names
-(`from_args`, `each_from_args`, which check, render and diff use).
-
-Light on purpose: these import the loader and the config model only, never the program or the tools (pulumi), so
-that `list` answers at once; cli/main.py imports this module only when one of its commands runs.
-"""
+"""The commands that read configs only (`list`, `config`, `schema`) and which stacks a command names (`from_args`).
+Light on purpose: the loader and the config model only, never the program or pulumi, so `list` answers at once."""
 
 from __future__ import annotations
 
 import argparse
 import json
 import sys
+import textwrap
+from typing import Any
 
 import stacks
 from config.schema import schema
@@ -30,9 +28,7 @@ def from_args(args: argparse.Namespace) -> list[ClusterConfig]:
 
 
 def each_from_args(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]:
-    """`from_args` for the commands that go through several stacks (render, check): a stack whose config does not load
-    is reported (`error: ...` on stderr) and left out, so one broken stack stops only itself; (the configs that
-    loaded, whether any did not). One stack, or --config FILE, fails as `from_args` does."""
+    """(the configs that loaded, whether any did not): a stack that does not load is said on stderr and stops only itself."""
     if getattr(args, "config", None) or args.all and args.stacks or len(dict.fromkeys(args.stacks)) == 1:
         return from_args(args), False
     wanted = list(dict.fromkeys(args.stacks or stacks.names()))
@@ -50,21 +46,14 @@ def each_from_args(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]
 
 def cmd_list(args: argparse.Namespace) -> int:
     if args.pulumi_stacks:
-        rows = [
-            {
-                "stack": s.name,
-                "cluster": s.cluster,
-                "tier": s.tier,
-                "context": s.context or "",
-                "kubeconfig_secret": f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}",
-            }
-            for s in stacks.pulumi_stacks()
-        ]
+        rows = []
+        for s in stacks.pulumi_stacks():
+            secret = f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}"
+            rows.append(dict(stack=s.name, cluster=s.cluster, tier=s.tier, context=s.context or "", kubeconfig_secret=secret))
         if args.json:
             print(json.dumps(rows))
             return 0
-        # Tab-separated under a header line naming the columns (`column -t` aligns them); --json for scripts.
-        # A kube context's name is free text in a kubeconfig: shown escaped (a tab in it would shift the columns).
+        # Tab-separated under a header line; a context's name is free text in a kubeconfig: escaped (a tab would shift).
         lines = [f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{escaped(r['context'])}" for r in rows]
         print("\n".join(["STACK\tCLUSTER\tTIER\tCONTEXT", *lines]))
         return 0
@@ -84,5 +73,74 @@ def cmd_config(args: argparse.Namespace) -> int:
 
 
 def cmd_schema(args: argparse.Namespace) -> int:
-    print(json.dumps(schema(), indent=2, sort_keys=True))
+    print(json.dumps(schema(), indent=2, sort_keys=True) if args.json else fields(schema()))
     return 0
+
+
+def fields(body: dict[str, Any]) -> str:
+    """Each model (ClusterConfig first, then as reached), each field with its type, bounds, default and description."""
+    models, order = {"ClusterConfig": body, **body.get("$defs", {})}, ["ClusterConfig"]
+    out = ["The fields of a stack's config (clusters/NAME.py's ClusterConfig; as JSON Schema: `python -m stacks schema --json`)."]
+    for name in order:
+        model = models[name]
+        out += ["", flowed(f"{name}: {model.get('description') or ''}", 0, 4)]
+        for field, spec in model.get("properties", {}).items():
+            order += [r for r in refs(spec) if r not in order]
+            said = [type_of(spec), *bounds(spec)]
+            if field in model.get("required", []):
+                said.append("required")
+            elif "default" in spec:
+                said.append(f"default {spec['default']!r}" if len(repr(spec["default"])) <= 40 else "default: see --json")
+            out += [f"  {field}: {', '.join(said)}", *([flowed(spec["description"], 6, 6)] if spec.get("description") else [])]
+    return "\n".join(out)
+
+
+def flowed(text: str, first: int, rest: int) -> str:
+    """A docstring's paragraphs, each re-wrapped: its first line indented by `first`, the others by `rest`."""
+    return "\n".join(
+        textwrap.fill(" ".join(p.split()), 116, initial_indent=" " * first, subsequent_indent=" " * rest)
+        for p in text.strip().split("\n\n")
+    )
+
+
+def refs(spec: object) -> list[str]:
+    if isinstance(spec, dict):
+        own = [spec["$ref"].rsplit("/", 1)[1]] if "$ref" in spec else []
+        return own + [r for v in spec.values() for r in refs(v)]
+    return [r for v in spec for r in refs(v)] if isinstance(spec, list) else []
+
+
+TYPES = {"string": "str", "integer": "int", "number": "float", "boolean": "bool", "null": "None", "object": "dict"}
+
+
+def type_of(spec: dict[str, Any]) -> str:
+    """A JSON Schema type written as in the stack module: list[NodeSet], dict[str, str], 'rdma' | 'tcp', int | None."""
+    if "$ref" in spec:
+        return str(spec["$ref"].rsplit("/", 1)[1])
+    if "enum" in spec or "const" in spec:
+        return " | ".join(repr(v) for v in spec.get("enum", [spec.get("const")]))
+    if "anyOf" in spec:
+        return " | ".join(dict.fromkeys(type_of(s) for s in spec["anyOf"]))
+    if spec.get("type") == "array":
+        return f"list[{type_of(spec.get('items', {}))}]"
+    if spec.get("type") == "object" and isinstance(spec.get("additionalProperties"), dict):
+        return f"dict[str, {type_of(spec['additionalProperties'])}]"
+    return TYPES.get(str(spec.get("type")), "any")
+
+
+BOUNDS = (("Items", "items"), ("Length", "characters"), ("Properties", "entries"))
+LIMITS = {"minimum": ">= {}", "maximum": "<= {}", "exclusiveMinimum": "> {}", "exclusiveMaximum": "< {}"}
+
+
+def bounds(spec: dict[str, Any]) -> list[str]:
+    """The bounds the config holds a value to (of the value itself, or of the one type beside None)."""
+    inner = [s for s in spec.get("anyOf", []) if s.get("type") != "null"]
+    spec = {**(inner[0] if len(inner) == 1 else {}), **spec}
+    out = []
+    for suffix, unit in BOUNDS:
+        low, high = spec.get(f"min{suffix}") or 0, spec.get(f"max{suffix}")  # at least 0: no bound
+        if low and high is not None:
+            out.append(f"{low} to {high} {unit}")
+        elif low or high is not None:
+            out.append(f"at least {low} {unit}" if low else f"at most {high} {unit}")
+    return out + [text.format(spec[k]) for k, text in LIMITS.items() if k in spec]

@@ -1,19 +1,6 @@
-"""`python -m stacks`: the command-line front door (see README "Commands"), the top layer.
-
-This module holds the parser and hands each command to the module of its group (COMMANDS), which does the work with
-the loader (stacks/), the preflight (policy/), the program (components/) and the tools (tools/):
-
-    configs.py    list, config, schema; which stacks a command names (the others use it)
-    checking.py   check; the preflight that render runs too
-    rendering.py  render, diff
-    results.py    outputs-schema, bandwidth-report
-    cluster.py    rights, import-plan, adopt-diff, drift, recover
-    status.py     status, status-schema
-
-Every expected failure is one message on stderr and a non-zero exit, never a traceback.
-A stack named on the command line is loaded the way `pulumi up -s STACK` loads it: from the YAML
-file its stack files name in gpu-training:configFile, else from its module.
-"""
+"""`python -m stacks`: the command-line front door (see README "Commands"), the top layer. The parser is here; each
+command runs in its group's module (GROUPS). Every expected failure is one message on stderr and a non-zero exit, never
+a traceback. A stack is loaded as `pulumi up -s STACK` loads it: the YAML file its stack files name, else its module."""
 
 from __future__ import annotations
 
@@ -26,37 +13,30 @@ import signal
 import sys
 
 import stacks
+from cli import process
 from config.text import escaped_lines
-from stacks import _process
 
-STACK_HELP = "a stack name (python -m stacks list); none, or --all, means every stack"
-
-COMMANDS: dict[str, tuple[str, str]] = {
-    "list": ("configs", "cmd_list"),
-    "config": ("configs", "cmd_config"),
-    "schema": ("configs", "cmd_schema"),
-    "check": ("checking", "cmd_check"),
-    "render": ("rendering", "cmd_render"),
-    "diff": ("rendering", "cmd_diff"),
-    "outputs-schema": ("results", "cmd_outputs_schema"),
-    "bandwidth-report": ("results", "cmd_bandwidth_report"),
-    "rights": ("cluster", "cmd_rights"),
-    "import-plan": ("cluster", "cmd_import_plan"),
-    "adopt-diff": ("cluster", "cmd_adopt_diff"),
-    "drift": ("cluster", "cmd_drift"),
-    "recover": ("cluster", "cmd_recover"),
-    "status": ("status", "cmd_status"),
-    "status-schema": ("status", "cmd_status_schema"),
+# Each command's module in cli/ (its function there, cmd_NAME, takes the parsed arguments and answers the exit code).
+GROUPS = {
+    "configs": ("list", "config", "schema"),
+    "checking": ("check",),
+    "rendering": ("render", "diff"),
+    "results": ("outputs-schema", "bandwidth-report"),
+    "cluster": ("rights", "import-plan", "adopt-diff", "drift", "recover"),
+    "status": ("status", "status-schema"),
 }
-"""Each command's module in cli/ and its function there, which takes the parsed arguments and answers the exit code."""
+COMMANDS = {command: (group, "cmd_" + command.replace("-", "_")) for group, commands in GROUPS.items() for command in commands}
+
+
+def _stacks(p: argparse.ArgumentParser, config_help: str) -> None:  # the stacks render, check and diff take
+    p.add_argument("stacks", nargs="*", metavar="STACK", help="a stack name (python -m stacks list); none, or --all, means every stack")
+    p.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
+    p.add_argument("--config", metavar="FILE", help=config_help)
 
 
 @functools.cache
 def parser() -> argparse.ArgumentParser:
-    """The command line, built once per process: parsing leaves it as it was, and building it (some 90 arguments) costs
-    more than parsing, which a process that runs several commands (the tests, the docs' examples) would pay each time.
-    So no default here may depend on anything that can change while the process runs (render's --out is resolved by
-    the command)."""
+    """The command line, built once per process (its 90 arguments cost more than parsing): no default may vary."""
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -70,28 +50,23 @@ def parser() -> argparse.ArgumentParser:
     c.add_argument("stack", nargs="?", metavar="STACK", help="the stack to print (python -m stacks list)")
     c.add_argument("--config", metavar="FILE", help="validate and print this YAML file instead")
 
-    sub.add_parser("schema", help="print the JSON Schema of the config")
+    sc = sub.add_parser("schema", help="describe each field of the config: its type, bounds, default and what it is")
+    sc.add_argument("--json", action="store_true", help="the config's JSON Schema instead, every field described")
 
     r = sub.add_parser("render", help="write every object the program would create, and the stack outputs")
-    r.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
-    r.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
-    r.add_argument("--config", metavar="FILE", help="render this YAML config instead of a named stack")
+    _stacks(r, "render this YAML config instead of a named stack")
     r.add_argument("--out", metavar="DIR", help="output folder (default: rendered/)")
     r.add_argument("--tier", choices=stacks.TIERS, default="all", help="render one tier only (default: all)")
 
     k = sub.add_parser("check", help="run the preflight policy: one finding per line; exit 1 on any error")
-    k.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
-    k.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
-    k.add_argument("--config", metavar="FILE", help="check this YAML config instead of a named stack")
+    _stacks(k, "check this YAML config instead of a named stack")
     k.add_argument(
         "--against", metavar="GIT_REF", help="compare with the stack and render committed at this ref: what is new, claims (default: HEAD)"
     )
     k.add_argument("-v", "--verbose", action="store_true", help="print the warnings the stack accepts too, each with its reason")
 
     d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and now")
-    d.add_argument("stacks", nargs="*", metavar="STACK", help=STACK_HELP)
-    d.add_argument("--all", action="store_true", help="every stack (the default when none is named)")
-    d.add_argument("--config", metavar="FILE", help="compare this YAML config's render with the committed render of its stack")
+    _stacks(d, "compare this YAML config's render with the committed render of its stack")
     d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
 
     sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
@@ -136,6 +111,7 @@ def parser() -> argparse.ArgumentParser:
     g = sub.add_parser("rights", help="per object: its tier and the `oc auth can-i` line that checks you may declare it")
     g.add_argument("stack", metavar="STACK", help="the stack to list")
     g.add_argument("--tier", choices=stacks.TIERS, default="all", help="list one tier only (default: all)")
+    g.add_argument("--run", action="store_true", help="run each line (oc, the stack files' contexts) and say its answer; exit 1 on a no")
 
     st = sub.add_parser("status", help="per workload: running, or why not, in the stack file's words (reads the cluster); exit 1 when not")
     st.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
@@ -149,14 +125,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     group, name = COMMANDS[args.command]
-    if args.command in ("render", "check") and not args.config:
-        # Every stack's module starts now, in children (they need the config model only): the command's module imports
-        # the program meanwhile (pulumi, most of a render's start), and both the named stacks and the others the
-        # preflight compares with (shared-projects) are loaded by the time it asks.
-        stacks.prefetch(stacks.names())
-    # The one import the command line puts off until a command runs: its group's module, which imports at its top what
-    # the command needs. So `list` loads no more than the loader, and `check` not the mock runtime nor the cluster tools:
-    # importing pulumi and the renderer (most of a second) is paid by the commands that use them only.
+    # Imported only now: only the commands that render pay for importing pulumi (most of a second).
     try:
         command = getattr(importlib.import_module(f"cli.{group}"), name)
         return int(command(args))
@@ -164,20 +133,14 @@ def main(argv: list[str] | None = None) -> int:
         # A message may quote what a file, the cluster or a log holds: whatever it brought is shown escaped.
         print(f"error: {escaped_lines(str(err))}", file=sys.stderr)
         return 2
-    finally:
-        stacks.forget_prefetched()
 
 
 def run() -> None:
     """The process around main(): `python -m stacks` (stacks/__main__.py) and the `stacks` console script."""
-    # A short-lived command: the collector would only walk the SDK's and pydantic's long-lived objects again
-    # and again, and tearing the interpreter down after everything is written costs as much as a stack's render.
+    # A short-lived command: collecting long-lived objects and tearing the interpreter down cost as much as a render.
     gc.disable()
-    # Output piped into `head` ends quietly, as any command line tool's does, instead of a BrokenPipeError traceback.
-    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
-    # Likewise Ctrl-C (exit 130) and SIGTERM (143) end it with one line, and a terminal that cannot show
-    # non-ASCII gets it escaped, never a UnicodeEncodeError (stacks/_process.py; already set up under -m).
-    _process.setup()
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # output piped into `head` ends quietly, no BrokenPipeError
+    process.setup()
     code = main()
     sys.stdout.flush()
     sys.stderr.flush()

@@ -11,18 +11,16 @@ from pathlib import Path
 
 import policy
 import stacks
-from cli import checking, configs
+from cli import checking, configs, process
 from config import project
 from config.stack import ClusterConfig
-from stacks import _process
 from tools import diff
 from tools.render import run  # imported here, before any fork, so each render worker starts warm (_in_children)
-from tools.writer import WriteError, write
+from tools.writer import write
 
 
 def _rendered_outputs(path: Path) -> dict[str, object] | None:
-    """The stack outputs of the render on disk that a render replaces, or None where there is none. Read as the
-    committed render is (a rendered file's limits): a file that is not one is a message naming it, not a crash."""
+    """The stack outputs of the render a render replaces (None: none), read with a rendered file's limits."""
     if path.is_symlink() or not path.is_file():  # the writer refuses the folder, naming what is wrong with it
         return None
     data = stacks.parse_json(stacks.read_text(path, stacks.RENDERED_LIMITS), str(path), stacks.RENDERED_LIMITS)
@@ -30,26 +28,19 @@ def _rendered_outputs(path: Path) -> dict[str, object] | None:
 
 
 def _render_one(config: ClusterConfig, tier: str, out: str, previous: dict[str, object] | None) -> str:
-    """Render one stack and run the preflight on it (as `pulumi preview` would); write it only when the preflight
-    finds no error. Answers "wrote\tFOLDER", or "refused\tFINDINGS" (its folder left as it was)."""
+    """Render one stack, written only past the preflight: "wrote\tFOLDER\tWARNINGS\tCOUNT", or "refused\tFINDINGS"."""
     rendering = run(config, tier)
     findings = checking.preflight(config, rendering, previous)
-    bad = policy.errors(findings)
-    if bad:
+    if bad := policy.errors(findings):
         return "refused\t" + "\n".join(line for f in bad for line in f.wrapped(f"{config.name}: "))
-    # The warnings the stack does not accept (none, in a committed stack: each is accepted with its reason), so an edit
-    # that makes one shows it here too, where the user looks after `make render`; `check` gives each one's fix.
+    # The warnings the stack does not accept, shown where the user looks after `make render`; `check` gives the fixes.
     warned = [f for f in findings if f.severity == "warning" and not f.accepted]
-    try:
-        folder = write(rendering, Path(out))
-    except WriteError as err:
-        raise stacks.ConfigError(str(err)) from None
+    folder = write(rendering, Path(out))
     return "\t".join(["wrote", str(folder), "\n".join(line for f in warned for line in f.stated(f"{config.name}: ")), str(len(warned))])
 
 
 def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
-    """Run each job in a child forked from this process (imports and configs already loaded), at most one
-    per core, the parent taking the first; a job's answer, or its error message, comes back over a pipe."""
+    """Run each job in a child forked from this process, the parent taking the first; the answers come back over pipes."""
     children = []
     for job in jobs[1:]:
         read, write_end = os.pipe()
@@ -67,7 +58,7 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
             os._exit(0)
         os.close(write_end)
         children.append((pid, read))
-        _process.CHILDREN.add(pid)  # an interrupted command ends them too, and waits for them
+        process.CHILDREN.add(pid)  # an interrupted command ends them too, and waits for them
     try:
         answers = [jobs[0]()]
     finally:  # the children are always waited for, even when the parent's own job failed
@@ -76,7 +67,7 @@ def _in_children(jobs: list[Callable[[], str]]) -> list[str]:
             with os.fdopen(read, encoding="utf-8") as pipe:
                 replies.append(pipe.read())
             os.waitpid(pid, 0)
-            _process.CHILDREN.discard(pid)
+            process.CHILDREN.discard(pid)
     for answer in replies:
         if not answer.startswith("0"):
             raise stacks.ConfigError(answer[1:] or "a render worker died without an answer")
@@ -92,15 +83,12 @@ def cmd_render(args: argparse.Namespace) -> int:
     chosen, broken = configs.each_from_args(args)
     if not chosen:
         return 2
-    cores = os.cpu_count() or 1
-    # Stacks render independently, and a fresh `render --all` runs on every pull request and in `make test`:
-    # one process per core, the stacks dealt out so that each process gets a similar number of workloads.
-    lanes: list[list[ClusterConfig]] = [[] for _ in range(min(cores, len(chosen)) if hasattr(os, "fork") else 1)]
+    # One process per core, each dealt a similar number of workloads.
+    lanes: list[list[ClusterConfig]] = [[] for _ in range(min(os.cpu_count() or 1, len(chosen)) if hasattr(os, "fork") else 1)]
     for config in sorted(chosen, key=lambda c: -len(c.all_workloads())):
         min(lanes, key=lambda lane: sum(len(c.all_workloads()) for c in lane)).append(config)
 
-    # What the render being replaced says ran (the capacity rule names what a change started), read from the folder
-    # itself: no git process, which a signal to the command could leave running.
+    # What the replaced render says ran (the capacity rule's "started"): from the folder, no git process to outlive a signal.
     previous = {c.name: _rendered_outputs(Path(args.out) / c.name / "outputs.json") for c in chosen}
 
     def lane_job(lane: list[ClusterConfig]) -> Callable[[], str]:
@@ -115,10 +103,8 @@ def cmd_render(args: argparse.Namespace) -> int:
             folder, warnings, count = detail.split("\t")
             if warnings:
                 print(warnings)
-            said = (
-                f" ({count} warning{'s' * (count != '1')} above: `python -m stacks check {config.name}` gives the fix)" if warnings else ""
-            )
-            print(f"{config.name}: wrote {folder}{said}")
+                folder += f" ({count} warning{'s' * (count != '1')} above: `python -m stacks check {config.name}` gives the fix)"
+            print(f"{config.name}: wrote {folder}")
             continue
         refused += 1
         print(detail, file=sys.stderr)
@@ -128,10 +114,7 @@ def cmd_render(args: argparse.Namespace) -> int:
 
 def cmd_diff(args: argparse.Namespace) -> int:
     for config in configs.from_args(args):
-        try:
-            before = diff.committed(project.ROOT, args.against, f"rendered/{config.name}")
-        except diff.DiffError as err:
-            raise stacks.ConfigError(str(err)) from None
+        before = diff.committed(project.ROOT, args.against, f"rendered/{config.name}")
         after = diff.fresh(config)
         label = f"{args.against}:rendered/{config.name}"
         if before is None:

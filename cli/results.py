@@ -26,9 +26,8 @@ def _bandwidth_check(config: ClusterConfig, name: str | None) -> BandwidthCheck:
         raise stacks.ConfigError(f"stack {config.name!r} has no bandwidth checks (bandwidth_checks is empty)")
     if name is None and len(names) == 1:
         return config.bandwidth_checks[0]
-    for c in config.bandwidth_checks:
-        if c.name == name:
-            return c
+    if found := next((c for c in config.bandwidth_checks if c.name == name), None):
+        return found
     have = ", ".join(names)
     if name is None:
         raise stacks.ConfigError(f"stack {config.name!r} has several bandwidth checks ({have}): name one with --check")

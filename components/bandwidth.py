@@ -1,23 +1,6 @@
-"""A bandwidth check: an all-reduce benchmark Job that gates the rollout of the workloads of its transport.
-
-The check is a workload (`ClusterConfig.bandwidth_workload`) rendered by the same function as every
-training workload (`training.workload_objects`), so its pods carry the same networks annotation,
-SR-IOV requests, SCC, memlock strategy and launcher as training pods of the same transport: what it
-measures is the network training gets. Inside the pod the launcher runs its usual checks and execs
-components/launcher/bandwidth.py (shipped in the same ConfigMap), which benchmarks, judges and
-exits 1 on failure; with backoffLimit 0 the Job is then Failed.
-
-Unlike a training Job, `pulumi up` waits for this one (the provider's Job await: Complete, or Failed
-at once for BackoffLimitExceeded and DeadlineExceeded), at most deadline_minutes plus a margin; the
-Job's activeDeadlineSeconds, which counts Pending time too, ends it before that. The workloads of its
-transport are declared after it, so a slow fabric stops the rollout before training starts.
-
-It runs again only when asked: its Job is named NAME-DIGEST, DIGEST covering the fabric and the
-check's own config (run_number included). An unchanged stack keeps the finished Job and does nothing;
-a changed fabric or a raised run_number is a new Job, and the old one is deleted after it. A failed
-check fails every `pulumi up` at once (the provider sees the Failed Job again) until the fabric is
-fixed and run_number raised, or the check is disabled; nothing replaces it in a loop.
-"""
+"""A bandwidth check (docs/bandwidth.md): an all-reduce Job that gates the rollout of its transport's workloads, rendered
+as a workload so its pods get what that transport's training pods get; components/launcher/bandwidth.py exits 1 on
+failure (backoffLimit 0). Its Job is NAME-DIGEST of the fabric and the check: it runs again only when they change."""
 
 from __future__ import annotations
 
@@ -27,8 +10,15 @@ from typing import Any
 
 from components.training import workload_objects
 from config.stack import ClusterConfig
-from config.workloads import CHECK_DIGEST
+from config.values import LAUNCHER_DIR
+from config.workloads import CHECK_DIGEST, Workload
 from config.workloads import BandwidthCheck as CheckConfig
+
+# components/launcher/bandwidth.py in the pod: the launcher ConfigMap is mounted at LAUNCHER_DIR.
+BANDWIDTH_BENCH = f"{LAUNCHER_DIR}/bandwidth.py"
+# What a check's pods take from the check as a workload's from the workload.
+SHARED_FIELDS = "name namespace image service_account nodes gpus_per_node node_set transport memlock privileged_reason cpu memory"
+SHARED_FIELDS += " shm_size master_port"
 
 
 def job_name(config: ClusterConfig, check: CheckConfig) -> str:
@@ -38,7 +28,41 @@ def job_name(config: ClusterConfig, check: CheckConfig) -> str:
     return f"{check.name}-{hashlib.sha256(text.encode()).hexdigest()[:CHECK_DIGEST]}"
 
 
+def check_workload(config: ClusterConfig, check: CheckConfig) -> Workload:
+    rate = config.bandwidth_line_rate_gbps(check)
+    args = [
+        "python3", BANDWIDTH_BENCH, "check",
+        "--tool", check.tool,
+        "--mode", check.transport,
+        "--min-bytes", str(check.min_bytes),
+        "--max-bytes", str(check.max_bytes),
+        "--iters", str(check.iterations),
+        "--warmup", str(check.warmup_iterations),
+        "--min-fraction", f"{check.min_fraction:g}",
+    ]  # fmt: skip
+    if rate is not None:
+        args += ["--line-rate-gbps", f"{rate:g}"]
+    # INIT and NET are the subsystems that say which network NCCL chose and how each channel connects.
+    env = {"NCCL_DEBUG": "INFO", "NCCL_DEBUG_SUBSYS": "INIT,NET"}
+    if check.nodes == 1:
+        env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
+    env.update(check.env)
+    # model_construct: the check was validated already (its Job is named by job_name).
+    return Workload.model_construct(
+        **{
+            **{k: f.default for k, f in Workload.model_fields.items() if not f.is_required()},
+            **{k: getattr(check, k) for k in SHARED_FIELDS.split()},
+            "user": "bandwidth check",
+            "source": f"bandwidth check {check.name}",
+            "kind": "job",
+            "state": "running",
+            "run": "command",
+            "args": args,
+            "env": env,
+            "backoff_limit": 0,  # a failed measurement is the answer, not something to retry
+        }
+    )
+
+
 def bandwidth_objects(config: ClusterConfig, check: CheckConfig) -> list[dict[str, Any]]:
-    """The headless Service, NetworkPolicy and Indexed Job of one check (the launcher ConfigMap is
-    the namespace's)."""
-    return workload_objects(config, config.bandwidth_workload(check), job_name(config, check), check.deadline_minutes * 60)
+    return workload_objects(config, check_workload(config, check), job_name(config, check), check.deadline_minutes * 60)

@@ -1,14 +1,16 @@
 """What every concern's objects share: the record of one declared object (`Declared`), its provider type token and Pulumi
-name, and the API and label names only the components use (those the preflight reads too are in config/kube.py). The
-classes that send the objects to the provider are in components/resources.py."""
+name, and the API and label names only the components use (those the preflight reads too are in config/kube.py)."""
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 from dataclasses import dataclass
 from typing import Any
 
 from config.kube import ConfigPath
 
+PROVIDER_TOKEN = "pulumi:providers:kubernetes"
 SCC_API = "security.openshift.io/v1"
 NAD_API = "k8s.cni.cncf.io/v1"
 NAD_KIND = "NetworkAttachmentDefinition"
@@ -16,8 +18,7 @@ NAD_KIND = "NetworkAttachmentDefinition"
 # Set by the SR-IOV operator on the NADs it owns; a copy must not claim that owner.
 SRIOV_OWNER_REF = "sriovnetwork.openshift.io/owner-ref"
 
-Sourced = tuple[ConfigPath, dict[str, Any]]
-"""An object and the config entry it is rendered from: what the stack-wide components' builders return."""
+Sourced = tuple[ConfigPath, dict[str, Any]]  # an object and the config entry it is rendered from
 
 
 @dataclass(frozen=True)
@@ -27,41 +28,51 @@ class Declared:
     component_type: str
     component_name: str
     object: dict[str, Any]
-    patch: bool = False
-    """A server-side apply patch of an object that exists (not created, never deleted)."""
-    source: ConfigPath = ()
-    """The config entry it is rendered from (`("volumes", 0)`, `("workloads", 2, "tcp_variants", 0)`): the preflight names
-    it, and the line that writes it, instead of the object (policy.check's `sources`)."""
+    patch: bool = False  # a server-side apply patch of an object that exists (not created, never deleted)
+    source: ConfigPath = ()  # the config entry it is rendered from (`("volumes", 0)`): the preflight names its line
 
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-of": "gpu-training"}
+REASON = "gpu-training/reason"  # the stack's reason for an object that reboots nodes or patches another's
+
+
+def managed(
+    api: str,
+    kind: str,
+    name: str,
+    namespace: str | None = None,
+    *,
+    labels: dict[str, str] | None = None,
+    annotations: dict[str, str] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    """An object of this program: named, in `namespace` if given, with the MANAGED_BY labels (or `labels`), and `fields`."""
+    meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": labels or dict(MANAGED_BY)}
+    if annotations is not None:
+        meta["annotations"] = annotations
+    return {"apiVersion": api, "kind": kind, "metadata": meta, **fields}
+
 
 # The kinds this program declares or reads that have no namespace (a platform-tier object; a read id without `/`).
 CLUSTER_SCOPED_KINDS = frozenset(
-    {
-        "SecurityContextConstraints",
-        "ClusterRole",
-        "ClusterRoleBinding",
-        "MachineConfig",
-        "Namespace",
-        "StorageClass",
-        "ResourceFlavor",
-        "ClusterQueue",
-        "WorkloadPriorityClass",
-        "Topology",
-    }  # fmt: skip
+    "SecurityContextConstraints ClusterRole ClusterRoleBinding MachineConfig Namespace StorageClass ResourceFlavor ClusterQueue "
+    "WorkloadPriorityClass Topology".split()
 )
 
 
+@functools.cache
+def provider_version() -> str:
+    """The provider plugin the pinned pulumi_kubernetes speaks to (X.Y.Z: PEP 440 and semver agree), without the SDK."""
+    return importlib.metadata.version("pulumi-kubernetes")
+
+
 def token(obj: dict[str, Any], patch: bool = False) -> str:
-    """The provider's type token for an object: kubernetes:apps/v1:StatefulSet, kubernetes:core/v1:...
-    A patch of an existing object is the kind with the suffix Patch (server-side apply)."""
+    """The provider's type token (kubernetes:apps/v1:StatefulSet); a server-side apply patch's kind ends in Patch."""
     api = obj["apiVersion"] if "/" in obj["apiVersion"] else f"core/{obj['apiVersion']}"
     return f"kubernetes:{api}:{obj['kind']}{'Patch' if patch else ''}"
 
 
 def logical_name(obj: dict[str, Any]) -> str:
-    """The Pulumi resource name: NAMESPACE/NAME, or NAME for cluster-scoped objects (the same string
-    as the provider's import id, so an import file can use one for the other)."""
+    """The Pulumi resource name: NAMESPACE/NAME, or NAME (the same string as the provider's import id)."""
     meta = obj["metadata"]
     return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])

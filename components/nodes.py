@@ -1,21 +1,17 @@
-"""Node-level objects for cluster admins: MachineConfigs for the GPU nodes' pool.
-
-- CRI-O memlock drop-in: makes the node-limit memlock strategy real (KNOWLEDGE.md 4: CRI-O clears
-  rlimits and applies only `default_ulimits`; there is no per-pod annotation, and
-  ContainerRuntimeConfig has no ulimit field).
-- IOMMU passthrough (`iommu=pt`) for GPUDirect RDMA.
-
-The Machine Config Operator drains and reboots every node of the pool, one at a time, to apply each
-one (a file under /etc/crio is not covered by the default node-disruption policies; a kernel argument
-always reboots). Both are off by default; docs/stacks.md says who applies them.
-"""
+"""What reboots the GPU nodes, off by default: MachineConfigs for the pool (docs/stacks.md: a CRI-O memlock drop-in for
+the node-limit strategy, as CRI-O applies only `default_ulimits`, and IOMMU passthrough for GPUDirect RDMA), and one
+SriovNetworkNodePolicy per node_sets[].node_policies entry and node, selected by hostname, making RDMA VFs of the
+fabric's link type (each drains and reboots its node when applied, changed or deleted: node_reboot_reason)."""
 
 from __future__ import annotations
 
 import base64
 from typing import Any
 
-from components.kube import MANAGED_BY, Sourced
+from components.kube import MANAGED_BY, REASON, Sourced, managed
+from config.cluster import NodeSet, SriovNodePolicy
+from config.kube import HOSTNAME, node_policy_name
+from config.openshift import SRIOV_API, SRIOV_RESOURCE_PREFIX
 from config.stack import ClusterConfig
 
 IGNITION_VERSION = "3.2.0"  # accepted by every OpenShift 4.x this program targets
@@ -24,13 +20,9 @@ CRIO_MEMLOCK = '[crio.runtime]\ndefault_ulimits = ["memlock=-1:-1"]\n'
 
 
 def _machine_config(name: str, role: str, spec: dict[str, Any], reason: str) -> dict[str, Any]:
-    annotations = {"gpu-training/reason": reason} if reason else {}
-    return {
-        "apiVersion": "machineconfiguration.openshift.io/v1",
-        "kind": "MachineConfig",
-        "metadata": {"name": name, "labels": {**MANAGED_BY, "machineconfiguration.openshift.io/role": role}, "annotations": annotations},
-        "spec": spec,
-    }
+    labels = {**MANAGED_BY, "machineconfiguration.openshift.io/role": role}
+    annotations = {REASON: reason} if reason else {}
+    return managed("machineconfiguration.openshift.io/v1", "MachineConfig", name, labels=labels, annotations=annotations, spec=spec)
 
 
 def node_objects(config: ClusterConfig) -> list[Sourced]:
@@ -50,3 +42,31 @@ def node_objects(config: ClusterConfig) -> list[Sourced]:
         spec = {"config": {"ignition": {"version": IGNITION_VERSION}}, "kernelArguments": ["iommu=pt"]}
         objs.append((("node_level", "iommu_passthrough"), _machine_config(f"99-{nl.pool}-iommu-passthrough", nl.pool, spec, nl.reason)))
     return objs
+
+
+def node_policy(config: ClusterConfig, node_set: NodeSet, policy: SriovNodePolicy, node: str) -> dict[str, Any]:
+    assert config.fabric is not None
+    nics = {k: v for k, v in (("vendor", policy.vendor), ("deviceID", policy.device_id), ("pfNames", list(policy.pf_names))) if v}
+    spec: dict[str, Any] = {
+        "resourceName": policy.resource.removeprefix(SRIOV_RESOURCE_PREFIX),
+        "nodeSelector": {HOSTNAME: node},
+        "numVfs": policy.num_vfs,
+        "nicSelector": nics,
+        "deviceType": "netdevice",
+        "isRdma": True,
+        "linkType": config.fabric.link_type(),
+    }
+    if policy.mtu is not None:
+        spec["mtu"] = policy.mtu
+    name = node_policy_name(node_set.name, policy.resource, node)
+    reason = {REASON: node_set.node_reboot_reason or ""}
+    return managed(SRIOV_API, "SriovNetworkNodePolicy", name, config.fabric.operator_namespace, annotations=reason, spec=spec)
+
+
+def node_policy_objects(config: ClusterConfig) -> list[Sourced]:
+    return [
+        (("node_sets", i, "node_policies", j), node_policy(config, s, p, node))
+        for i, s in enumerate(config.node_sets)
+        for j, p in enumerate(s.node_policies)
+        for node in s.nodes
+    ]

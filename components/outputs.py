@@ -1,24 +1,6 @@
-"""The typed stack outputs: what `pulumi stack output --json` gives other tools, as a JSON Schema and as values.
-
-These models are the one source of both. `python -m stacks outputs-schema` prints the schema, and
-schemas/outputs.v2.json is that print, committed so consumers can fetch and validate against it
-without running this program (a test keeps the two equal). The values are built here too, by each
-model's `of` (`StackOutputs.of(config, tier)`, `WorkloadOutputs.of(config, workload)`, ...), so they are
-validated against the schema as they are made; components/resources.py `build` returns
-`stack_outputs(config, tier)` (the JSON form of `StackOutputs.of`) and __main__.py exports each key.
-
-Names at this boundary: the outputs keep the schema's names, the program uses the config's.
-
-  output field                                  config (the stack file)
-  workloads[W].mode, bandwidth_checks[C].mode   the workload's / check's `transport`
-  workloads[W].replicas                         the workload's `nodes` (also `nodes` in bandwidth_checks[C])
-  workloads[W].memlock_strategy                 the workload's `memlock` (or the stack's default for its transport)
-
-Versioning: `schema_version` is "2" for this schema. A change that removes or renames a field or
-changes its meaning is a new version (outputs.v3.json next to this one); adding a field is not, but
-consumers that validate must take the new schema, since unknown fields are rejected. Version 1 (one
-SCC per stack, bare Pods, every workload always running) was retired before any cluster ran it.
-"""
+"""The typed stack outputs (`pulumi stack output --json`): one source of the JSON Schema (`python -m stacks
+outputs-schema`, schemas/outputs.v2.json) and of the values (`StackOutputs.of`), validated as they are made.
+Removing, renaming or changing the meaning of a field is a new version (outputs.v3.json); adding one is not."""
 
 from __future__ import annotations
 
@@ -29,11 +11,11 @@ from typing import Annotated, Any, Literal, cast
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
 
-from components.bandwidth import job_name
+from components.bandwidth import check_workload, job_name
+from components.kube import logical_name
 from components.networks import copy_namespaces, operator_namespaces
-from components.storage import standalone_claims
+from components.storage import storage_objects
 from components.training import Names, nccl_env, per_pod_claims
-from config.cluster import NodeSet
 from config.kube import operator_network_name
 from config.schema import described, field_docs
 from config.stack import ClusterConfig
@@ -51,15 +33,12 @@ Tier = Literal["all", "platform", "project"]
 
 
 def _keys(pattern: str) -> dict[str, Any]:
-    # pydantic writes a constrained dict key as patternProperties, which lets a key that does not
-    # match through unchecked; propertyNames rejects it.
+    # pydantic's patternProperties would let a key that does not match through unchecked; propertyNames rejects it.
     return {"propertyNames": {"pattern": pattern}}
 
 
 class _Outputs(BaseModel):
-    # Unknown fields are errors (additionalProperties: false); docstrings are the descriptions, read when the schema is
-    # asked for (config/schema.py), not at import: pydantic's use_attribute_docstrings parses this module's source on
-    # every import, which every `pulumi preview` and `render` pays (30 ms).
+    # The docstrings are read only for the schema (config/schema.py): use_attribute_docstrings parses on every import.
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
@@ -112,38 +91,25 @@ class WorkloadOutputs(_Outputs):
 
     @classmethod
     def of(cls, config: ClusterConfig, w: Workload) -> WorkloadOutputs:
-        """What other tools read about a workload, computed from the config alone."""
         names = Names(w)
         return cls(
-            namespace=w.namespace,
-            kind=w.kind,
+            **{k: getattr(w, k) for k in ("namespace", "kind", "state", "gpus_per_node", "master_port")},
             object=names.object,
-            state=w.state,
             mode=w.transport,
             replicas=w.nodes,
-            gpus_per_node=w.gpus_per_node,
             world_size=w.nodes * w.gpus_per_node,
             node_set=config.node_set(w.node_set).name,
             headless_service=names.headless_dns,
             master_addr=names.master_addr,
-            master_port=w.master_port,
-            # memlock_of is typed str though it returns a MemlockStrategy of the config; the model checks it again.
-            memlock_strategy=cast(MemlockStrategy, config.memlock_of(w)),
+            memlock_strategy=config.memlock_of(w),
             scc=config.scc_of(w),
             nccl_env=nccl_env(config, w),
             pods=[names.pod(r) for r in range(w.nodes)],
             per_pod_claims=per_pod_claims(config, w),
             routes={p.name: names.route(p.name) for p in w.ports if p.route},
-            **_queued(config, w),
+            queue=config.queueing.local_queue if config.queueing else None,
+            priority=w.priority if config.queueing else None,
         )
-
-
-def _queued(config: ClusterConfig, w: Workload) -> dict[str, str]:
-    """The queue fields of a queued cluster's workload; none at all otherwise (a field left None is not in the outputs, so
-    the outputs of a stack without queueing stay exactly as they were)."""
-    if config.queueing is None:
-        return {}
-    return {"queue": config.queueing.local_queue, **({"priority": w.priority} if w.priority else {})}
 
 
 class BandwidthCheckOutputs(_Outputs):
@@ -180,27 +146,20 @@ class BandwidthCheckOutputs(_Outputs):
 
     @classmethod
     def of(cls, config: ClusterConfig, check: BandwidthCheck) -> BandwidthCheckOutputs:
-        """What a user or a tool reads about a check: its Job, its pods and the bandwidth that passes."""
         from components.launcher.bandwidth import threshold_gbytes  # the in-pod module: loaded only when a check is on
 
         rate = config.bandwidth_line_rate_gbps(check)
         name = job_name(config, check)
-        names = Names(config.bandwidth_workload(check), name)
+        names = Names(check_workload(config, check), name)
         return cls(
-            namespace=check.namespace,
+            **{k: getattr(check, k) for k in ("namespace", "tool", "nodes", "gpus_per_node", "min_fraction", "deadline_minutes")},
             job=name,
             mode=check.transport,
-            tool=check.tool,
-            nodes=check.nodes,
-            gpus_per_node=check.gpus_per_node,
-            memlock_strategy=cast(MemlockStrategy, config.memlock_of(check)),
+            memlock_strategy=config.memlock_of(check),
             scc=config.scc_of(check),
             pods=[names.pod(r) for r in range(check.nodes)],
             line_rate_gbps=rate,
-            min_fraction=check.min_fraction,
-            # nccl-tests' unit, GB/s (1e9 bytes/s): the least bus bandwidth that passes; None reports only.
             min_busbw_gbytes_per_s=None if rate is None else round(threshold_gbytes(rate, check.min_fraction), 3),
-            deadline_minutes=check.deadline_minutes,
             report=f"oc logs -n {check.namespace} job/{name} | python -m stacks bandwidth-report - "
             f"--stack {config.name} --check {check.name}",
         )
@@ -215,10 +174,6 @@ class NodeSetOutputs(_Outputs):
     """How many nodes."""
     gpus_per_node: int = Field(ge=1)
     """GPUs each offers."""
-
-    @classmethod
-    def of(cls, node_set: NodeSet) -> NodeSetOutputs:
-        return cls(nodes=list(node_set.nodes), size=node_set.size, gpus_per_node=node_set.gpus_per_node)
 
 
 class StackOutputs(_Outputs):
@@ -256,7 +211,6 @@ class StackOutputs(_Outputs):
     @classmethod
     def of(cls, config: ClusterConfig, tier: str = "all") -> StackOutputs:
         """The outputs of a run of `tier`, computed from the config alone (they do not wait on the cluster)."""
-        # The program carries the tier as a str (the loader checks it against stacks.TIERS); the model checks it again.
         fabric = config.fabric
         if fabric is None:
             nads: list[str] = []
@@ -276,41 +230,36 @@ class StackOutputs(_Outputs):
             unprivileged_scc=config.security.unprivileged_scc,
             service_accounts=[f"{sa.namespace}/{sa.name}" for sa in config.security.service_accounts],
             network_attachments=sorted(nads),
-            pvcs=sorted(f"{v.namespace}/{v.name}" for v in standalone_claims(config)),
-            node_sets={s.name: NodeSetOutputs.of(s) for s in config.node_sets},
+            pvcs=sorted(logical_name(o) for _, o in storage_objects(config)),
+            node_sets={s.name: NodeSetOutputs(nodes=list(s.nodes), size=s.size, gpus_per_node=s.gpus_per_node) for s in config.node_sets},
             workloads={w.name: WorkloadOutputs.of(config, w) for w in config.all_workloads()},
             bandwidth_checks={c.name: BandwidthCheckOutputs.of(config, c) for c in config.enabled_checks()},
         )
 
 
 def stack_outputs(config: ClusterConfig, tier: str = "all") -> dict[str, Any]:
-    """The outputs as the program exports them (`build` returns this; __main__.py exports each key): JSON values.
-    A top-level None (`scc`) stays in: the Pulumi SDK drops such an export itself, as `pulumi stack output` shows."""
+    """A top-level None (`scc`) stays in: the SDK drops such an export."""
     return StackOutputs.of(config, tier).model_dump(mode="json")
 
 
-class _NoFieldTitles(GenerateJsonSchema):
-    """Leave out the titles pydantic derives from field names ("Gpus Per Node"): the descriptions say more."""
+class NoFieldTitles(GenerateJsonSchema):
+    """No titles derived from field names ("Gpus Per Node"): the descriptions say more."""
 
     def field_title_should_be_set(self, schema: Any) -> bool:
         return False
 
 
-def _one_line(node: Any) -> Any:
-    """Docstrings wrap; descriptions read better as one line in the published file."""
+def one_line(node: Any) -> Any:
+    """Descriptions as one line in the published file."""
     if isinstance(node, dict):
-        return {k: " ".join(v.split()) if k == "description" and isinstance(v, str) else _one_line(v) for k, v in node.items()}
-    if isinstance(node, list):
-        return [_one_line(v) for v in node]
-    return node
+        return {k: " ".join(v.split()) if k == "description" and isinstance(v, str) else one_line(v) for k, v in node.items()}
+    return [one_line(v) for v in node] if isinstance(node, list) else node
 
 
 def schema() -> dict[str, Any]:
-    """The JSON Schema (draft 2020-12) of StackOutputs, with its id and version."""
-    body = described(StackOutputs.model_json_schema(schema_generator=_NoFieldTitles), "StackOutputs", field_docs((sys.modules[__name__],)))
-    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **_one_line(body)}
+    body = described(StackOutputs.model_json_schema(schema_generator=NoFieldTitles), "StackOutputs", field_docs((sys.modules[__name__],)))
+    return {"$schema": "https://json-schema.org/draft/2020-12/schema", "$id": SCHEMA_ID, **one_line(body)}
 
 
-def schema_json() -> str:
-    """The schema as the exact text of schemas/outputs.v1.json."""
+def schema_json() -> str:  # the exact text of SCHEMA_FILE
     return json.dumps(schema(), indent=2, sort_keys=True, ensure_ascii=False) + "\n"

@@ -1,25 +1,6 @@
-"""What a stack relies on but does not own, read from the cluster so that `pulumi preview` fails
-when `pulumi up` would.
-
-The kubernetes provider's preview swallows AlreadyExists, Forbidden and missing-namespace errors and
-never dry-runs a patch's create; reads, though, run during preview and fail it when the object is
-missing (`resource 'NS/NAME' does not exist`) or the cluster cannot be reached. So each tier reads:
-
-- project: its namespaces, the existing ConfigMaps, ImageStreams and claims its workloads use, and
-  (when a separate platform stack grants the SCC) the grant's RoleBinding, checking it names every
-  service account that needs it; in nad_mode operator (with a separate platform stack), the NADs the
-  operator made from the platform tier's SriovNetworks, checking their resourceName;
-- platform: its namespaces, the existing SCC it references (checking it allows what the pods add),
-  the claims it patches (checking the patch can apply: no class yet and not bound, or the class
-  already set), the storage classes the claims name, and the SR-IOV operator's source NADs (checking
-  the copies' config still matches them), or in operator mode the operator's namespace.
-
-A check that fails raises pulumi.RunError, which the CLI prints as one `error:` line with the fix.
-Secrets are not read: a read would copy their values into the Pulumi state.
-
-`expected` is the state the stack assumes for each object: the offline renderer answers every read
-with it, and a test holds that it passes every check.
-"""
+"""What a stack relies on but does not own, read so that `pulumi preview` fails when `pulumi up` would (the provider's
+preview swallows AlreadyExists, Forbidden and missing-namespace errors). Secrets are never read (the state would hold
+them). `expected` is the state the stack assumes: the offline renderer answers each read with it."""
 
 from __future__ import annotations
 
@@ -28,10 +9,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF
-from components.networks import operator_namespaces, rdma_namespaces
-from components.security import granted_accounts, needed_capabilities, use_binding, use_role_name
+from components.networks import operator_namespaces
+from components.security import granted_accounts, use_binding, use_role_name
 from config.cluster import PvcStorageClassFix, SriovAttachment
 from config.kube import RESOURCE_NAME, operator_network_name
+from config.openshift import BUILTIN_SCCS, SCC_FIELDS, SccFacts
 from config.stack import ClusterConfig
 from config.values import MAX_CNI_DEPTH, bounded_json
 
@@ -40,8 +22,6 @@ Check = Callable[[dict[str, Any]], "str | None"]
 
 @dataclass(frozen=True)
 class Requirement:
-    """One object the stack reads: why, and what to do when it is missing or wrong."""
-
     api_version: str
     kind: str
     object_id: str
@@ -50,12 +30,9 @@ class Requirement:
     fix: str
     expected: dict[str, Any]
     verify: Check | None = None
+    # The fix in a few words, in the read's name: the engine's error for a missing object names only its id.
     hint: str = ""
-    """The fix in a few words. The engine's own error for a missing object names only its id ("resource 'ID'
-    does not exist") and stops the program before it can add a word, so the read's logical name carries this:
-    the failure then shows `KIND (ID (if missing: HINT))`."""
-    fields: tuple[str, ...] = ("metadata", "spec", "status")
-    """The object's top-level fields the check reads (an SCC has no spec)."""
+    fields: tuple[str, ...] = ("metadata", "spec", "status")  # the top-level fields the check reads (an SCC has no spec)
     tier: str = "project"
 
 
@@ -74,12 +51,10 @@ def _namespace(config: ClusterConfig, ns: str, tier: str) -> Requirement:
 def _grant(config: ClusterConfig, ns: str, accounts: list[str]) -> Requirement:
     scc = config.security.scc
     assert scc is not None
-    want = set(accounts)
 
     def verify(state: dict[str, Any]) -> str | None:
-        subjects = state.get("subjects") or []
-        have = {s.get("name") for s in subjects if s.get("kind") == "ServiceAccount" and s.get("namespace", ns) == ns}
-        missing = sorted(want - have)
+        have = {s.get("name") for s in state.get("subjects") or [] if s.get("kind") == "ServiceAccount" and s.get("namespace", ns) == ns}
+        missing = sorted(set(accounts) - have)
         return f"it does not bind {', '.join(missing)}: their pods would be rejected by SCC admission" if missing else None
 
     return Requirement(
@@ -95,60 +70,49 @@ def _grant(config: ClusterConfig, ns: str, accounts: list[str]) -> Requirement:
 
 
 def _scc(config: ClusterConfig) -> Requirement:
+    """The existing SCC the pods pin admits what they need and allows no more than its stated facts say."""
     sec = config.security
     assert sec.scc is not None
-    caps = sec.existing_allowed_capabilities
-    strategies = {config.memlock_of(w) for w in config.pod_specs() if config.scc_of(w) == sec.scc}
-    # What the config itself says the SCC lacks is a preflight finding (rules scc-capabilities, memlock-strategy), which
-    # stops `pulumi up` before any read: the read checks that the live SCC allows what the config says it does. So
-    # `python -m stacks check`, whose offline reads answer with the config's facts, prints that finding, not a RunError.
-    claimed = None if caps is None or sec.existing_allows_privileged else set(caps)
-    privileged = "privileged" in strategies and sec.existing_allows_privileged
-    root = bool(strategies & {"root-ipc-lock", "root-sys-resource"}) and sec.existing_allows_root
-    needed = [c for c in needed_capabilities(config) if claimed is None or c in claimed]
+    stated = sec.stated_facts()
+    assert stated is not None
+    needs = config.scc_needs(sec.scc)
+    shipped = sec.scc in BUILTIN_SCCS
 
     def verify(state: dict[str, Any]) -> str | None:
-        allowed = set(state.get("allowedCapabilities") or [])
-        problems = []
-        if "*" not in allowed and not state.get("allowPrivilegedContainer"):
-            lacking = [c for c in needed if c not in allowed]
-            if lacking:
-                problems.append(f"it does not allow capabilities {', '.join(lacking)}")
-        if privileged and not state.get("allowPrivilegedContainer"):
-            problems.append("it does not allow privileged containers")
-        run_as = state.get("runAsUser") or {}
-        if root and not (run_as.get("type") == "RunAsAny" or (run_as.get("type") == "MustRunAs" and run_as.get("uid") == 0)):
-            problems.append(f"its runAsUser ({run_as.get('type')}) does not admit uid 0")
+        live = SccFacts.from_object(state)
+        verdict = live.judge(needs, stated)
+        refused: dict[str, list[str]] = {}
+        for fact, need in verdict.refused:
+            refused.setdefault(fact, []).append(need)
+        problems = [f"it does not admit {', '.join(what)} (its {live.said(fact)})" for fact, what in refused.items()]
+        for fact in verdict.unstated:
+            said = f"OpenShift ships it with {stated.said(fact)} (security.scc)" if shipped else sec.says(fact)
+            problems.append(f"it has {live.said(fact)}, where {said}")
         return "; ".join(problems) or None
 
     return Requirement(
         SCC_API, "SecurityContextConstraints", sec.scc,
         why="the stack's pods pin it (openshift.io/required-scc) and the stack does not create it",
-        fix=f"create the SCC, or let the stack create a least-privilege one (security.create: true with another name), "
-        f"or correct security.existing_* in clusters/{config.name}.py",
-        expected={
-            "metadata": {"name": sec.scc},
-            "allowedCapabilities": ["*"] if caps is None else list(caps),
-            "allowPrivilegedContainer": sec.existing_allows_privileged,
-            "runAsUser": {"type": "RunAsAny" if sec.existing_allows_root else "MustRunAsRange"},
-        },
+        fix=f"state what it allows in security.existing_* of clusters/{config.name}.py (what it allows beyond what the pods "
+        "need asks for security.broad_grant_reason), have its admin narrow it, or let the stack create a least-privilege one "
+        "(security.create: true with another name)",
+        expected={"metadata": {"name": sec.scc}, **stated.to_object()},
         verify=verify,
         hint=f"create the SCC {sec.scc}, or correct security in clusters/{config.name}.py",
-        fields=("metadata", "allowedCapabilities", "allowPrivilegedContainer", "runAsUser"),
+        fields=("metadata", *SCC_FIELDS),
         tier="platform",
     )  # fmt: skip
 
 
 def _fixed_claim(fix: PvcStorageClassFix) -> Requirement:
+    pending = {"phase": "Pending"}
+
     def verify(state: dict[str, Any]) -> str | None:
         current = (state.get("spec") or {}).get("storageClassName")
-        phase = (state.get("status") or {}).get("phase")
         if current not in (None, "", fix.storage_class):
-            return (
-                f"it has storage class {current!r} already: the patch to {fix.storage_class!r} would be refused "
-                "(the class is immutable once set)"
-            )
-        if not current and phase == "Bound":
+            refused = f"the patch to {fix.storage_class!r} would be refused (the class is immutable once set)"
+            return f"it has storage class {current!r} already: {refused}"
+        if not current and (state.get("status") or {}).get("phase") == "Bound":
             return "it is Bound without a storage class: Kubernetes sets a class only on an unbound claim, so the patch would be refused"
         return None
 
@@ -157,11 +121,7 @@ def _fixed_claim(fix: PvcStorageClassFix) -> Requirement:
         why=f"the stack sets its storage class ({fix.reason})",
         fix="remove the pvc_fixes entry if the claim is fixed another way, or ask the claim's owner to recreate it with "
         f"storageClassName {fix.storage_class}",
-        expected={
-            "metadata": {"name": fix.pvc, "namespace": fix.namespace},
-            "spec": {"storageClassName": None},
-            "status": {"phase": "Pending"},
-        },
+        expected={"metadata": {"name": fix.pvc, "namespace": fix.namespace}, "spec": {"storageClassName": None}, "status": pending},
         verify=verify,
         hint=f"remove the pvc_fixes entry of {fix.namespace}/{fix.pvc}",
         tier="platform",
@@ -183,6 +143,8 @@ def _storage_class(config: ClusterConfig, name: str) -> Requirement:
 def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Requirement:
     assert config.fabric is not None
     ns = config.fabric.nad_source_namespace
+    owner = f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{att.network}"
+    meta = {"name": att.network, "namespace": ns, "annotations": {RESOURCE_NAME: att.resource, SRIOV_OWNER_REF: owner}}
 
     def verify(state: dict[str, Any]) -> str | None:
         problems = []
@@ -191,7 +153,7 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
             problems.append(f"its resourceName is {resource!r}, the stack's {att.resource!r}")
         if copies and att.cni_config:
             try:
-                # The live NAD's config is read as the stack's is: nested too deep (or NaN) is no config, and differs.
+                # Read as the stack's is: nested too deep (or NaN) is no config, and differs.
                 live = bounded_json((state.get("spec") or {}).get("config") or "null", MAX_CNI_DEPTH)
                 same = live == bounded_json(att.cni_config, MAX_CNI_DEPTH)
             except ValueError:
@@ -205,17 +167,7 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
         why="the SR-IOV operator's network the RDMA pods attach" + (" (the copies carry its config)" if copies else ""),
         fix=f"check the SriovNetwork objects (`oc get net-attach-def -n {ns}`); set cni_config from "
         f"`oc get net-attach-def {att.network} -n {ns} -o jsonpath='{{.spec.config}}'` and resource from its resourceName annotation",
-        expected={
-            "metadata": {
-                "name": att.network,
-                "namespace": ns,
-                "annotations": {
-                    RESOURCE_NAME: att.resource,
-                    SRIOV_OWNER_REF: f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{att.network}",
-                },
-            },
-            "spec": {"config": att.cni_config or "{}"},
-        },
+        expected={"metadata": meta, "spec": {"config": att.cni_config or "{}"}},
         verify=verify,
         hint=f"check the SriovNetwork objects (oc get net-attach-def -n {ns})",
         tier="platform",
@@ -259,61 +211,32 @@ def _operator_namespace(config: ClusterConfig) -> Requirement:
     )  # fmt: skip
 
 
-def _existing(config: ClusterConfig, api: str, kind: str, ns: str, name: str, fix: str) -> Requirement:
+def _existing(api: str, kind: str, ns: str, name: str, fix: str) -> Requirement:
     return Requirement(
-        api,
-        kind,
-        f"{ns}/{name}",
+        api, kind, f"{ns}/{name}",
         why="workloads of the stack use it; its owner made it",
         fix=fix,
-        hint=fix.split(" (`")[0] if " (`" in fix else fix,
+        hint=fix.split(" (`")[0],
         expected={"metadata": {"name": name, "namespace": ns}},
         fields=("metadata",),
-    )
+    )  # fmt: skip
 
 
 def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
-    """Every read a run of `tier` (all, platform, project) makes, in a stable order."""
     project, platform = tier in ("all", "project"), tier in ("all", "platform")
     out: list[Requirement] = []
     sec = config.security
     grants = granted_accounts(config)
     if project:
         out += [_namespace(config, ns, "project") for ns in config.namespaces]
-        out += [
-            _existing(
-                config,
-                "v1",
-                "ConfigMap",
-                o.namespace,
-                o.name,
-                f"create it (`oc create configmap {o.name} --from-file=... -n {o.namespace}`) or drop it from existing.config_maps",
-            )
-            for o in config.existing.config_maps
-        ]
-        out += [
-            _existing(
-                config,
-                "image.openshift.io/v1",
-                "ImageStream",
-                o.namespace,
-                o.name,
-                f"build or import the image into {o.namespace}/{o.name}, or let the stack build it (images)",
-            )
-            for o in config.existing.image_streams
-        ]
-        out += [
-            _existing(
-                config,
-                "v1",
-                "PersistentVolumeClaim",
-                v.namespace,
-                v.name,
-                "the claim's owner creates it, or the volume is not existing: set existing: false and a size",
-            )
-            for v in config.volumes
-            if v.existing
-        ]
+        for o in config.existing.config_maps:
+            fix = f"create it (`oc create configmap {o.name} --from-file=... -n {o.namespace}`) or drop it from existing.config_maps"
+            out.append(_existing("v1", "ConfigMap", o.namespace, o.name, fix))
+        for o in config.existing.image_streams:
+            fix = f"build or import the image into {o.namespace}/{o.name}, or let the stack build it (images)"
+            out.append(_existing("image.openshift.io/v1", "ImageStream", o.namespace, o.name, fix))
+        fix = "the claim's owner creates it, or the volume is not existing: set existing: false and a size"
+        out += [_existing("v1", "PersistentVolumeClaim", v.namespace, v.name, fix) for v in config.volumes if v.existing]
         if tier == "project":
             out += [_grant(config, ns, accounts) for ns, accounts in grants.items()]
             # In `all` the same run declares the SriovNetworks: their NADs cannot be read before it.
@@ -333,14 +256,13 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         fabric = config.fabric
         if fabric is not None and (operator_namespaces(config) or any(s.node_policies for s in config.node_sets)):
             out.append(_operator_namespace(config))
-        if fabric is not None and fabric.device_access == "sriov" and fabric.nad_mode != "operator" and rdma_namespaces(config):
+        if fabric is not None and fabric.device_access == "sriov" and fabric.nad_mode != "operator" and config.rdma_namespaces():
             out += [_source_nad(config, a, fabric.nad_mode == "copy") for a in fabric.attachments]
     return _merged(out)
 
 
 def _merged(reqs: list[Requirement]) -> list[Requirement]:
-    """One read per object: the engine rejects two reads of one URN (a claim both mounted as `existing` and
-    patched by `pvc_fixes` is read for both reasons). The merged read runs every check and names every reason."""
+    """One read per object (the engine rejects two reads of one URN): the merged read runs every check, names every reason."""
     by_id: dict[tuple[str, str, str], list[Requirement]] = {}
     for r in reqs:
         by_id.setdefault((r.api_version, r.kind, r.object_id), []).append(r)

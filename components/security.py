@@ -1,36 +1,22 @@
-"""Who may run training pods, and with which privileges: the SCC, its `use` grants, the ServiceAccounts.
-
-Least privilege: the SCC this program creates allows no privileged container, no host namespaces,
-no hostPath, no privilege escalation; it requires dropping ALL capabilities and lets pods add back
-only the capabilities the memlock strategies of the stack's workloads and bandwidth checks add
-(KNOWLEDGE.md). Its runAsUser is RunAsAny because added capabilities are effective only for uid 0,
-and the root strategies need them effective. Pods that need none of this run under restricted-v2
-and need no grant. Grants go only to the service accounts whose pods run under the SCC, in their
-namespaces.
-"""
+"""Who may run training pods, and with which privileges: the SCC, its `use` grants, the ServiceAccounts. The SCC this
+program creates drops ALL capabilities and allows only those the stack's memlock strategies need (KNOWLEDGE.md); its
+runAsUser is RunAsAny because added capabilities are effective only for uid 0. Other pods run under restricted-v2."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from components.kube import MANAGED_BY, SCC_API, Sourced
+from components.kube import SCC_API, Sourced, managed
 from config.kube import SCC_USE_ROLE_PREFIX
 from config.stack import ClusterConfig
-from config.values import STRATEGY_CAPABILITIES
 
+RBAC_API = "rbac.authorization.k8s.io/v1"
 SCC_VOLUMES = ["configMap", "downwardAPI", "emptyDir", "ephemeral", "persistentVolumeClaim", "projected", "secret"]
 
 
 def use_role_name(scc: str) -> str:
     """The ClusterRole `oc adm policy add-scc-to-user` ensures for an SCC."""
     return SCC_USE_ROLE_PREFIX + scc
-
-
-def needed_capabilities(config: ClusterConfig) -> list[str]:
-    """Union of the capabilities the memlock strategies of the SCC's pods add, sorted."""
-    scc = config.security.scc
-    caps = {c for w in config.pod_specs() if config.scc_of(w) == scc for c in STRATEGY_CAPABILITIES[config.memlock_of(w)]}
-    return sorted(caps)
 
 
 def granted_accounts(config: ClusterConfig) -> dict[str, list[str]]:
@@ -46,19 +32,11 @@ def granted_accounts(config: ClusterConfig) -> dict[str, list[str]]:
 
 
 def scc_object(config: ClusterConfig) -> dict[str, Any]:
-    """The SCC this stack creates: every key the upstream schema requires, nothing broad."""
+    """Every key the upstream schema requires, nothing broad."""
     assert config.security.scc is not None
-    return {
-        "apiVersion": SCC_API,
-        "kind": "SecurityContextConstraints",
-        "metadata": {
-            "name": config.security.scc,
-            "labels": dict(MANAGED_BY),
-            "annotations": {
-                "kubernetes.io/description": "GPU training with RDMA: root with only the capabilities the memlock "
-                "strategies need; every other capability dropped; no privileged containers, host namespaces or host paths.",
-            },
-        },
+    description = "GPU training with RDMA: root with only the capabilities the memlock strategies need; every other capability "
+    description += "dropped; no privileged containers, host namespaces or host paths."
+    return managed(SCC_API, "SecurityContextConstraints", config.security.scc, annotations={"kubernetes.io/description": description}) | {
         "allowHostDirVolumePlugin": False,
         "allowHostIPC": False,
         "allowHostNetwork": False,
@@ -66,7 +44,7 @@ def scc_object(config: ClusterConfig) -> dict[str, Any]:
         "allowHostPorts": False,
         "allowPrivilegeEscalation": False,
         "allowPrivilegedContainer": False,
-        "allowedCapabilities": needed_capabilities(config),
+        "allowedCapabilities": sorted(config.scc_needs(config.security.scc).capabilities),
         # Required keys (schemas/README.md). Pulumi drops null inputs, so the empty values are spelled out.
         "defaultAddCapabilities": [],
         "defaultAllowPrivilegeEscalation": False,
@@ -87,45 +65,28 @@ def scc_object(config: ClusterConfig) -> dict[str, Any]:
 
 
 def use_role(scc: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "ClusterRole",
-        "metadata": {"name": use_role_name(scc), "labels": dict(MANAGED_BY)},
-        "rules": [
-            {
-                "apiGroups": ["security.openshift.io"],
-                "resources": ["securitycontextconstraints"],
-                "resourceNames": [scc],
-                "verbs": ["use"],
-            }
-        ],
-    }
+    rule = {"apiGroups": ["security.openshift.io"], "resources": ["securitycontextconstraints"], "resourceNames": [scc], "verbs": ["use"]}
+    return managed(RBAC_API, "ClusterRole", use_role_name(scc), rules=[rule])
 
 
 def use_binding(scc: str, namespace: str, accounts: list[str]) -> dict[str, Any]:
     """What `oc adm policy add-scc-to-user SCC -z SA -n NS` creates: a RoleBinding in NS."""
-    return {
-        "apiVersion": "rbac.authorization.k8s.io/v1",
-        "kind": "RoleBinding",
-        "metadata": {"name": use_role_name(scc), "namespace": namespace, "labels": dict(MANAGED_BY)},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": use_role_name(scc)},
-        "subjects": [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in accounts],
-    }
+    return managed(
+        RBAC_API,
+        "RoleBinding",
+        use_role_name(scc),
+        namespace,
+        roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": use_role_name(scc)},
+        subjects=[{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in accounts],
+    )
 
 
 def service_account(namespace: str, name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": {"name": name, "namespace": namespace, "labels": dict(MANAGED_BY)},
-        # Pods mount a token only where a workload asks for one (Workload.service_account_token).
-        "automountServiceAccountToken": False,
-    }
+    # Pods mount a token only where a workload asks for one (Workload.service_account_token).
+    return managed("v1", "ServiceAccount", name, namespace, automountServiceAccountToken=False)
 
 
 def security_objects(config: ClusterConfig) -> list[Sourced]:
-    """SCC and its use-role (when created), the ServiceAccounts, and one use-binding per namespace
-    whose pods run under the SCC."""
     sec = config.security
     objs: list[Sourced] = []
     if sec.create and sec.scc:

@@ -1,38 +1,25 @@
-"""One training workload: its headless Service, NetworkPolicy, StatefulSet or Job, and the Service and
-Routes of its developer tools; the ConfigMaps the pods mount (launcher, scripts).
-
-Every pod of every kind comes from one template builder (`pod_template`), so a StatefulSet and an
-Indexed Job of the same workload differ only in the wrapper. The pod starts through the launcher
-(components/launcher/launcher.py, shipped verbatim in a ConfigMap), which proves memory can be
-pinned, picks the RDMA devices behind the pod's networks and execs torchrun or the workload's command.
-
-Lifecycle (components/lifecycle.py): a StatefulSet is awaited until its pods exist, never until they
-are Ready; a Job until the controller started it, never until it completes. Stopping a workload keeps
-its claims and definitions: a StatefulSet goes to 0 replicas; a Job, the record of one run, is removed (starting
-it again creates it from the config of that moment). An existing Job never takes a change of its template: that
-waits for the next run (run_number).
-"""
+"""One training workload: its headless Service, NetworkPolicy, StatefulSet or Job, and its developer tools' Service
+and Routes; the ConfigMaps the pods mount (launcher, scripts). Every pod comes from one template (`pod_template`) and
+starts through the launcher (components/launcher/, shipped verbatim in a ConfigMap)."""
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from functools import cache
 from typing import Any
 
-from components.kube import MANAGED_BY, Sourced
-from components.launcher import LAUNCHER_PATH
+from components.kube import MANAGED_BY, Sourced, managed
+from components.launcher import shipped_files
 from components.lifecycle import SKIP_AWAIT, job_await, statefulset_await
 from components.networks import attachment_ref
-from components.storage import claim_spec, per_pod_claim_name
+from components.storage import claim_spec
+from config.cluster import Volume
 from config.kube import HOSTNAME, INSTANCE, NETWORKS, PRIORITY_CLASS, QUEUE_NAME, REQUIRED_SCC, UNCONSTRAINED_TOPOLOGY
 from config.stack import ClusterConfig
 from config.values import LAUNCHER_DIR, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, kubelet_escape
 from config.workloads import Workload
 
-# One ConfigMap per namespace carries the launcher modules for every pod there: a launcher change is
-# one object in a review, not one per workload, and (with the provider's enableConfigMapMutable) an
-# update in place that restarts nothing.
+# One launcher ConfigMap per namespace: a launcher change is one object, updated in place (restarts nothing).
 LAUNCHER_CONFIGMAP = "gpu-training-launcher"
 CONTAINER = "training"
 # The label the StatefulSet controller and the Job controller put on a pod to say which one it is.
@@ -44,11 +31,10 @@ INGRESS_POLICY_GROUP = "policy-group.network.openshift.io/ingress"
 
 @dataclass(frozen=True)
 class Names:
-    """What a workload's objects and pods are called on the cluster."""
+    """`job_name`: a bandwidth check's Job (a digest)."""
 
     workload: Workload
     job_name: str | None = None
-    """A Job name other than the workload's NAME-rRUN (a bandwidth check's carries a digest)."""
 
     @property
     def object(self) -> str:
@@ -58,10 +44,6 @@ class Names:
     def service(self) -> str:
         return f"{self.workload.name}-headless"
 
-    @property
-    def dev_service(self) -> str:
-        return f"{self.workload.name}-dev"
-
     def route(self, port: str) -> str:
         return f"{self.workload.name}-{port}"
 
@@ -69,8 +51,7 @@ class Names:
     def headless_dns(self) -> str:
         return f"{self.service}.{self.workload.namespace}.svc.cluster.local"
 
-    def pod(self, rank: int) -> str:
-        # StatefulSet pods are NAME-ORDINAL; Indexed Job pods get the hostname JOBNAME-INDEX.
+    def pod(self, rank: int) -> str:  # StatefulSet pods are NAME-ORDINAL; Indexed Job pods' hostnames JOBNAME-INDEX
         return f"{self.object}-{rank}"
 
     def pod_dns(self, rank: int) -> str:
@@ -81,25 +62,11 @@ class Names:
         return "127.0.0.1" if self.workload.nodes == 1 else self.pod_dns(0)
 
 
-@cache
-def _launcher_sources() -> tuple[tuple[str, str], ...]:
-    folder = LAUNCHER_PATH.parent
-    return tuple((p.name, p.read_text(encoding="utf-8")) for p in sorted(folder.glob("*.py")) if p.name != "__init__.py")
-
-
-def launcher_files() -> dict[str, str]:
-    """Every standard-library module of components/launcher/, verbatim: the ConfigMap holds the
-    tested files, not copies (read once per process)."""
-    return dict(_launcher_sources())
-
-
 def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
-    """The NCCL settings the program renders: the transport's, the stack's tuning, the workload's.
-    The launcher adds what it detects in the pod (NCCL_IB_HCA, NCCL_IB_GID_INDEX, NCCL_SOCKET_IFNAME)
-    unless a value here pins it; anything else NCCL_* the image sets it treats as inherited and checks."""
+    """The transport's, the stack's tuning, the workload's; the launcher adds what it detects unless these pin it."""
     env: dict[str, str] = {}
     fabric = config.fabric
-    if w.transport == "rdma" and fabric is not None:
+    if w.uses_rdma and fabric is not None:
         env["NCCL_IB_DISABLE"] = "0"
         env["NCCL_NET_GDR_LEVEL"] = fabric.gdr_level
         if fabric.static_hca:
@@ -115,18 +82,9 @@ def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
 
 
 def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, str]:
-    """The launcher's whole input (see the contract in components/launcher/launcher.py).
-
-    Where a config name changes on its way into the pod, it changes here (the launcher's names are its own: it
-    ships as one file into any image):
-
-      config (the stack file)   pod
-      transport                 LAUNCHER_MODE (the launcher's "mode")
-      nodes                     LAUNCHER_NNODES (torchrun's --nnodes); StatefulSet replicas, Job completions and parallelism
-      memlock (or the default)  LAUNCHER_MEMLOCK_STRATEGY
-    """
+    """The launcher's whole input (components/launcher/contract.py)."""
     fabric = config.fabric
-    interfaces = [a.interface for a in fabric.attachments] if (fabric and w.transport == "rdma") else []
+    interfaces = [a.interface for a in fabric.attachments] if (fabric and w.uses_rdma) else []
     env = {
         "LAUNCHER_MODE": w.transport,
         "LAUNCHER_MEMLOCK_STRATEGY": config.memlock_of(w),
@@ -135,7 +93,7 @@ def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
         "LAUNCHER_STRICT": "true" if w.launcher_strict else "false",
         "LAUNCHER_RDMA_INTERFACES": ",".join(interfaces),
         # Only ports of the fabric's link layer: a host's other NICs (a RoCE port on an InfiniBand cluster) stay out.
-        "LAUNCHER_LINK_LAYER": fabric.link_layer if (fabric and w.transport == "rdma") else "",
+        "LAUNCHER_LINK_LAYER": fabric.link_layer if (fabric and w.uses_rdma) else "",
         "LAUNCHER_TCP_SOCKET_IFNAME": config.defaults.tcp_socket_ifname,
         # Every NCCL_* the program renders is set on purpose; any other the pod has comes from the image.
         "LAUNCHER_EXPLICIT_NCCL": ",".join(sorted(nccl_env(config, w))),
@@ -153,7 +111,7 @@ def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
 
 
 def container_security(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    """The memlock strategy as a securityContext (KNOWLEDGE.md's table), with nothing more."""
+    """The memlock strategy as a securityContext (KNOWLEDGE.md's table), nothing more."""
     strategy = config.memlock_of(w)
     if strategy == "privileged":
         # privileged grants every capability, ambient included; escalation cannot be forbidden then.
@@ -163,14 +121,10 @@ def container_security(config: ClusterConfig, w: Workload) -> dict[str, Any]:
         "capabilities": {"drop": ["ALL"]},
         "seccompProfile": {"type": "RuntimeDefault"},
     }
-    caps = list(STRATEGY_CAPABILITIES[strategy])
-    if strategy in STRATEGY_RUNS_AS_ROOT:
-        # Added capabilities reach the effective set only for uid 0.
-        ctx["capabilities"]["add"] = caps
-        ctx["runAsUser"] = 0
-        ctx["runAsNonRoot"] = False
-    else:
-        # Nothing to pin beyond the node's limit: any uid the namespace assigns (restricted-v2).
+    if strategy in STRATEGY_RUNS_AS_ROOT:  # added capabilities reach the effective set only for uid 0
+        ctx["capabilities"]["add"] = list(STRATEGY_CAPABILITIES[strategy])
+        ctx.update(runAsUser=0, runAsNonRoot=False)
+    else:  # any uid the namespace assigns (restricted-v2)
         ctx["runAsNonRoot"] = True
     return ctx
 
@@ -192,15 +146,8 @@ def selector(w: Workload) -> dict[str, str]:
     return {INSTANCE: w.name}
 
 
-def queue_labels(config: ClusterConfig, w: Workload) -> dict[str, str]:
-    """On a queued cluster, the labels Kueue reads on the StatefulSet or Job itself (not on its pods: Kueue labels those):
-    the LocalQueue it waits in, and its WorkloadPriorityClass where it names one."""
-    if config.queueing is None:
-        return {}
-    out = {QUEUE_NAME: config.queueing.local_queue}
-    if w.priority:
-        out[PRIORITY_CLASS] = w.priority
-    return out
+def queue_labels(config: ClusterConfig, w: Workload) -> dict[str, str]:  # Kueue reads them on the StatefulSet or Job
+    return {QUEUE_NAME: config.queueing.local_queue, **({PRIORITY_CLASS: w.priority} if w.priority else {})} if config.queueing else {}
 
 
 def toleration(t: Any) -> dict[str, str]:
@@ -208,53 +155,43 @@ def toleration(t: Any) -> dict[str, str]:
 
 
 def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
-    """Where the pods may run: the workload's node set (named nodes are pinned; unnamed ones are all
-    GPU nodes that no named set holds), one pod per node, the GPU nodes' taints and labels."""
-    out: dict[str, Any] = {}
+    """The workload's node set (an unnamed set is every GPU node no named set holds), one pod per node."""
     node_set = config.node_set(w.node_set)
     named = sorted(n for s in config.node_sets for n in s.nodes)
     affinity: dict[str, Any] = {}
     if node_set.nodes or named:
-        expr = (
-            {"key": HOSTNAME, "operator": "In", "values": list(node_set.nodes)}
-            if node_set.nodes
-            else {"key": HOSTNAME, "operator": "NotIn", "values": named}
-        )
+        expr = {"key": HOSTNAME, "operator": "In" if node_set.nodes else "NotIn", "values": list(node_set.nodes) or named}
         affinity["nodeAffinity"] = {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [{"matchExpressions": [expr]}]}}
-    if w.nodes > 1:
-        # One pod per node: a pod takes all of a node's GPUs and NICs.
+    if w.nodes > 1:  # one pod per node: a pod takes all of a node's GPUs and NICs
         affinity["podAntiAffinity"] = {
             "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": selector(w)}, "topologyKey": HOSTNAME}]
         }
-    if affinity:
-        out["affinity"] = affinity
     tolerations = [toleration(t) for t in [*config.gpu_tolerations, *w.tolerations]]
-    if tolerations:
-        out["tolerations"] = tolerations
     node_selector = {**config.gpu_node_selector, **node_set.labels, **w.node_selector}
-    if node_selector:
-        out["nodeSelector"] = node_selector
-    return out
+    return {k: v for k, v in (("affinity", affinity), ("tolerations", tolerations), ("nodeSelector", node_selector)) if v}
 
 
-def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
-    """The pod every kind of workload runs."""
+def pod_annotations(config: ClusterConfig, w: Workload) -> dict[str, str]:
     annotations = {REQUIRED_SCC: config.scc_of(w)}
     if config.queueing is not None and config.queueing.topology_aware:
-        # Kueue's Topology Aware Scheduling places the pod set on any nodes of its flavor where each pod fits (the
-        # Topology's one level is the node); the pods carry it from creation, so Kueue counts them as its own.
+        # On any nodes of the flavor where each pod fits; set from creation, so Kueue counts the pods as its own.
         annotations[UNCONSTRAINED_TOPOLOGY] = "true"
     fabric = config.fabric
-    if w.transport == "rdma" and fabric is not None and fabric.attachments:
+    if w.uses_rdma and fabric is not None and fabric.attachments:
         annotations[NETWORKS] = ",".join(attachment_ref(config, w.namespace, a.network, a.interface) for a in fabric.attachments)
+    return annotations
 
+
+def pod_env(config: ClusterConfig, w: Workload, names: Names) -> list[dict[str, Any]]:
     plain = {**launcher_env(config, w, names), **nccl_env(config, w), **{k: v for k, v in w.env.items() if not k.startswith("NCCL_")}}
-    env_list: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
-    # The kubelet turns `$$` into `$` and `$(NAME)` into NAME's value: every `$` is doubled, so the process gets the
-    # config's text exactly (config/values.py kubelet_escape; an ambiguous `$(NAME)` is refused by the config).
-    env_list += [{"name": k, "value": kubelet_escape(v)} for k, v in plain.items()]
-    env_list += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
+    env: list[dict[str, Any]] = [{"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}}]
+    # The kubelet expands `$(NAME)` and `$$`: every `$` is doubled, so the process gets the config's text exactly.
+    env += [{"name": k, "value": kubelet_escape(v)} for k, v in plain.items()]
+    env += [{"name": k, "valueFrom": {"secretKeyRef": {"name": r.secret, "key": r.key}}} for k, r in w.secret_env.items()]
+    return env
 
+
+def pod_storage(config: ClusterConfig, w: Workload) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     mounts: list[dict[str, Any]] = [
         {"name": "launcher", "mountPath": LAUNCHER_DIR, "readOnly": True},
         {"name": "dshm", "mountPath": "/dev/shm"},
@@ -266,23 +203,23 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
     ]
     for m in w.mounts:
         v = config.volume(w.namespace, m.volume)
-        mount: dict[str, Any] = {"name": v.name, "mountPath": m.mount_path or v.mount_path}
-        if m.read_only:
-            mount["readOnly"] = True
-        mounts.append(mount)
-        if v.shared or v.existing:
+        mounts.append({"name": v.name, "mountPath": m.mount_path or v.mount_path, **({"readOnly": True} if m.read_only else {})})
+        if v.shared or v.existing:  # else a StatefulSet's volumeClaimTemplate of the same name
             volumes.append({"name": v.name, "persistentVolumeClaim": {"claimName": v.name}})
-        # else: a StatefulSet's volumeClaimTemplate of the same name
     for i, s in enumerate(w.scripts):
         mounts.append({"name": f"scripts-{i}", "mountPath": s.mount_path, "readOnly": True})
         volumes.append({"name": f"scripts-{i}", "configMap": {"name": s.config_map, "defaultMode": 0o555}})
+    return mounts, volumes
 
+
+def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
+    mounts, volumes = pod_storage(config, w)
     container: dict[str, Any] = {
         "name": CONTAINER,
         "image": w.image,
         # -I: isolated, so the user's PYTHONPATH, PYTHONHOME, PYTHONSTARTUP and site-packages cannot reach the launcher.
-        "command": ["python3", "-I", f"{LAUNCHER_DIR}/launcher.py"],
-        "env": env_list,
+        "command": ["python3", "-I", LAUNCHER_DIR],
+        "env": pod_env(config, w, names),
         "ports": [{"name": "rendezvous", "containerPort": w.master_port, "protocol": "TCP"}]
         + [{"name": p.name, "containerPort": p.port, "protocol": "TCP"} for p in w.ports],
         "resources": resources(config, w),
@@ -303,95 +240,61 @@ def pod_template(config: ClusterConfig, w: Workload, names: Names) -> dict[str, 
     }
     if w.kind == "job":
         spec["subdomain"] = names.service  # Indexed Job pods resolve as JOBNAME-INDEX.SERVICE
-    return {"metadata": {"labels": labels(w), "annotations": annotations}, "spec": spec}
+    return {"metadata": {"labels": labels(w), "annotations": pod_annotations(config, w)}, "spec": spec}
 
 
 def headless_service(w: Workload, names: Names) -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Service",
-        "metadata": {"name": names.service, "namespace": w.namespace, "labels": labels(w)},
-        "spec": {
-            "clusterIP": "None",
-            # Pod DNS names must resolve before the pods are Ready, or torchrun's rendezvous times out.
-            "publishNotReadyAddresses": True,
-            "selector": selector(w),
-            "ports": [{"name": "rendezvous", "port": w.master_port, "targetPort": w.master_port, "protocol": "TCP"}],
-        },
+    spec = {
+        "clusterIP": "None",
+        # Pod DNS names must resolve before the pods are Ready, or torchrun's rendezvous times out.
+        "publishNotReadyAddresses": True,
+        "selector": selector(w),
+        "ports": [{"name": "rendezvous", "port": w.master_port, "targetPort": w.master_port, "protocol": "TCP"}],
     }
+    return managed("v1", "Service", names.service, w.namespace, labels=labels(w), spec=spec)
 
 
 def network_policy(w: Workload) -> dict[str, Any]:
-    """The rendezvous (an unauthenticated TCPStore) and NCCL's sockets (ephemeral ports) admit the
-    workload's own pods only; exposed developer ports admit OpenShift's router."""
+    """The rendezvous (an unauthenticated TCPStore) and NCCL admit the workload's own pods; routed ports the router."""
     ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": selector(w)}}]}]
     routed = [p for p in w.ports if p.route]
     if routed:
-        ingress.append(
-            {
-                "from": [{"namespaceSelector": {"matchLabels": {INGRESS_POLICY_GROUP: ""}}}],
-                "ports": [{"protocol": "TCP", "port": p.port} for p in routed],
-            }
-        )
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": {"name": w.name, "namespace": w.namespace, "labels": labels(w)},
-        "spec": {"podSelector": {"matchLabels": selector(w)}, "policyTypes": ["Ingress"], "ingress": ingress},
-    }
+        router = [{"namespaceSelector": {"matchLabels": {INGRESS_POLICY_GROUP: ""}}}]
+        ingress.append({"from": router, "ports": [{"protocol": "TCP", "port": p.port} for p in routed]})
+    spec = {"podSelector": {"matchLabels": selector(w)}, "policyTypes": ["Ingress"], "ingress": ingress}
+    return managed("networking.k8s.io/v1", "NetworkPolicy", w.name, w.namespace, labels=labels(w), spec=spec)
 
 
 def dev_tools(w: Workload, names: Names) -> list[dict[str, Any]]:
-    """A Service to rank 0's pod and one Route (edge TLS) per port the workload exposes."""
     routed = [p for p in w.ports if p.route]
     if not routed:
         return []
+    dev = f"{w.name}-dev"
     rank0 = {STS_POD_NAME: names.pod(0)} if w.kind == "statefulset" else {JOB_INDEX: "0"}
-    service = {
-        "apiVersion": "v1",
-        "kind": "Service",
-        # The provider would wait for the rank-0 pod's endpoints (Ready), which a developer pod may never be.
-        "metadata": {"name": names.dev_service, "namespace": w.namespace, "labels": labels(w), "annotations": {SKIP_AWAIT: "true"}},
-        "spec": {
-            "selector": {**selector(w), **rank0},
-            "ports": [{"name": p.name, "port": p.port, "targetPort": p.name, "protocol": "TCP"} for p in routed],
-        },
-    }
-    routes = [
-        {
-            "apiVersion": "route.openshift.io/v1",
-            "kind": "Route",
-            "metadata": {"name": names.route(p.name), "namespace": w.namespace, "labels": labels(w)},
-            "spec": {
-                "to": {"kind": "Service", "name": names.dev_service, "weight": 100},
-                "port": {"targetPort": p.name},
-                "tls": {"termination": "edge", "insecureEdgeTerminationPolicy": "Redirect"},
-                "wildcardPolicy": "None",
-            },
-        }
-        for p in routed
-    ]
-    return [service, *routes]
+    ports = [{"name": p.name, "port": p.port, "targetPort": p.name, "protocol": "TCP"} for p in routed]
+    # The provider would wait for the rank-0 pod's endpoints (Ready), which a developer pod may never be.
+    service = managed(
+        "v1", "Service", dev, w.namespace, labels=labels(w), annotations={SKIP_AWAIT: "true"},
+        spec={"selector": {**selector(w), **rank0}, "ports": ports},
+    )  # fmt: skip
+
+    def route(port: str) -> dict[str, Any]:
+        to = {"kind": "Service", "name": dev, "weight": 100}
+        tls = {"termination": "edge", "insecureEdgeTerminationPolicy": "Redirect"}
+        spec = {"to": to, "port": {"targetPort": port}, "tls": tls, "wildcardPolicy": "None"}
+        return managed("route.openshift.io/v1", "Route", names.route(port), w.namespace, labels=labels(w), spec=spec)
+
+    return [service, *(route(p.name) for p in routed)]
 
 
-def claim_templates(config: ClusterConfig, w: Workload) -> list[dict[str, Any]]:
-    out = []
-    for m in w.mounts:
-        v = config.volume(w.namespace, m.volume)
-        if not v.shared and not v.existing:
-            out.append({"metadata": {"name": v.name, "labels": dict(MANAGED_BY)}, "spec": claim_spec(v)})
-    return out
+def per_pod_volumes(config: ClusterConfig, w: Workload) -> list[Volume]:
+    return [v for m in w.mounts if not (v := config.volume(w.namespace, m.volume)).shared and not v.existing]
 
 
 def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
-    """NAMESPACE/NAME of the claims the StatefulSet makes (they outlive it; see "Rename a workload" in docs/lifecycle.md)."""
     if w.kind != "statefulset":
         return []
-    out = []
-    for t in claim_templates(config, w):
-        v = config.volume(w.namespace, t["metadata"]["name"])
-        out += [f"{w.namespace}/{per_pod_claim_name(v, w.name, r)}" for r in range(w.nodes)]
-    return out
+    return [f"{w.namespace}/{v.name}-{w.name}-{r}" for v in per_pod_volumes(config, w) for r in range(w.nodes)]  # Kubernetes' names
 
 
 def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, Any]:
@@ -403,48 +306,36 @@ def statefulset(config: ClusterConfig, w: Workload, names: Names) -> dict[str, A
         "selector": {"matchLabels": selector(w)},
         "template": pod_template(config, w, names),
     }
-    templates = claim_templates(config, w)
+    templates = [{"metadata": {"name": v.name, "labels": dict(MANAGED_BY)}, "spec": claim_spec(v)} for v in per_pod_volumes(config, w)]
     if templates:
         spec["volumeClaimTemplates"] = templates
         # Per-pod workspaces are data: neither deleting the StatefulSet nor scaling it down removes them.
         spec["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Retain"}
-    meta = {
-        "name": names.object,
-        "namespace": w.namespace,
-        "labels": {**labels(w), **queue_labels(config, w)},
-        "annotations": statefulset_await(nodes),
-    }
-    return {"apiVersion": "apps/v1", "kind": "StatefulSet", "metadata": meta, "spec": spec}
+    own = {**labels(w), **queue_labels(config, w)}
+    return managed("apps/v1", "StatefulSet", names.object, w.namespace, labels=own, annotations=statefulset_await(nodes), spec=spec)
 
 
 def job(config: ClusterConfig, w: Workload, names: Names, verdict_within: int | None = None) -> dict[str, Any]:
-    """A training run's Indexed Job, awaited until it has started; or, with `verdict_within` (seconds), a
-    bandwidth check's, ended by the cluster after that long and awaited until its verdict (the provider's
-    own Job await: Complete, or Failed)."""
+    """Awaited until it has started; with `verdict_within` (seconds), a bandwidth check's, awaited until its verdict."""
     spec: dict[str, Any] = {
         "completionMode": "Indexed",  # JOB_COMPLETION_INDEX is the node rank
         "completions": w.nodes,
         "parallelism": w.nodes,
         "backoffLimit": w.backoff_limit,
-        # No TTL: a Job deleted by the cluster would make `pulumi refresh` forget it and the next `up` run the
-        # training again. The Job stays as the record of its run until the stack stops it or starts the next run.
+        # No TTL: a Job the cluster deleted would be forgotten by `pulumi refresh` and run again by the next `up`.
         "template": pod_template(config, w, names),
     }
-    meta: dict[str, Any] = {"name": names.object, "namespace": w.namespace, "labels": {**labels(w), **queue_labels(config, w)}}
-    if verdict_within is None:
-        meta["annotations"] = job_await(queued=config.queueing is not None)
-    else:
+    awaited = job_await(queued=config.queueing is not None) if verdict_within is None else None
+    if verdict_within is not None:
         spec["activeDeadlineSeconds"] = verdict_within
-    return {"apiVersion": "batch/v1", "kind": "Job", "metadata": meta, "spec": spec}
+    own = {**labels(w), **queue_labels(config, w)}
+    return managed("batch/v1", "Job", names.object, w.namespace, labels=own, annotations=awaited, spec=spec)
 
 
 def workload_objects(
     config: ClusterConfig, w: Workload, job_name: str | None = None, verdict_within: int | None = None
 ) -> list[dict[str, Any]]:
-    """The headless Service, the NetworkPolicy, the developer tools' Service and Routes, and the
-    workload itself, last. A stopped Job is nothing at all: starting it creates its Job from the config of
-    that moment, never from one held since it was stopped. `job_name` and `verdict_within`: a bandwidth
-    check's Job (components/bandwidth.py)."""
+    """The workload itself last. A stopped Job is nothing: starting it creates its Job from the config of that moment."""
     if w.kind == "job" and w.state != "running":
         return []
     names = Names(w, job_name)
@@ -452,35 +343,11 @@ def workload_objects(
     return [headless_service(w, names), network_policy(w), *dev_tools(w, names), main]
 
 
-def pod_namespaces(config: ClusterConfig) -> list[str]:
-    """Namespaces where this program runs pods (each needs the launcher ConfigMap)."""
-    return sorted({w.namespace for w in config.pod_specs()})
-
-
 def script_objects(config: ClusterConfig) -> list[Sourced]:
-    """The launcher ConfigMap of each namespace that runs pods, and the stack's script ConfigMaps."""
     launcher: list[Sourced] = [
-        (
-            ("namespaces", config.namespaces.index(ns)),
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": LAUNCHER_CONFIGMAP, "namespace": ns, "labels": dict(MANAGED_BY)},
-                "data": launcher_files(),
-            },
-        )
-        for ns in pod_namespaces(config)
+        (("namespaces", config.namespaces.index(ns)), managed("v1", "ConfigMap", LAUNCHER_CONFIGMAP, ns, data=dict(shipped_files())))
+        for ns in sorted({w.namespace for w in config.pod_specs()})
     ]
-    scripts: list[Sourced] = [
-        (
-            ("scripts", i),
-            {
-                "apiVersion": "v1",
-                "kind": "ConfigMap",
-                "metadata": {"name": s.name, "namespace": s.namespace, "labels": dict(MANAGED_BY)},
-                "data": dict(s.files),
-            },
-        )
-        for i, s in enumerate(config.scripts)
+    return launcher + [
+        (("scripts", i), managed("v1", "ConfigMap", s.name, s.namespace, data=dict(s.files))) for i, s in enumerate(config.scripts)
     ]
-    return launcher + scripts

@@ -1,8 +1,5 @@
-"""What the cluster has and what the stack makes on it besides the training pods: node sets and their tolerations
-(and SR-IOV node policies), the RDMA fabric (its SR-IOV networks: copied, referenced, or made by the operator),
-storage classes, volumes and claims, service accounts and the SCC (security), objects that exist already, script
-ConfigMaps, image builds and node-level changes (NodeLevel).
-"""
+"""What the cluster has and what the stack makes on it besides the training pods: node sets, the RDMA fabric, storage,
+service accounts and SCCs, objects that exist already, scripts, image builds, node-level changes, the queue."""
 
 from __future__ import annotations
 
@@ -12,84 +9,20 @@ from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
+from config import openshift, values
 from config.errors import FieldError, Strict
 from config.kube import HOSTNAME
-from config.openshift import (
-    BUILTIN_SCCS,
-    CONTROL_PLANE_POOLS,
-    INTERNAL_REGISTRY,
-    OPENSHIFT_SCCS,
-    PROJECT_SERVICE_ACCOUNTS,
-    SRIOV_CNI_OWN_KEYS,
-    SRIOV_MAX_VFS,
-    SRIOV_MELLANOX_DEVICES,
-    SRIOV_NETWORK_FIELDS,
-    SRIOV_OPERATOR_NAMESPACE,
-    SRIOV_RESOURCE_NAME,
-    SRIOV_RESOURCE_PREFIX,
-    SRIOV_VENDORS,
-    operator_namespace_problem,
-)
-from config.values import (
-    LAUNCHER_DIR,
-    MAX_ACCESS_MODES,
-    MAX_ATTACHMENTS,
-    MAX_CAPABILITIES,
-    MAX_CNI_DEPTH,
-    MAX_DEVICES,
-    MAX_EXISTING,
-    MAX_GPUS,
-    MAX_NAMED_NODES,
-    MAX_NODE_POLICIES,
-    MAX_NODE_SET_SIZE,
-    MAX_NODE_SETS,
-    MAX_OBSERVATIONS,
-    MAX_POLICY_PFS,
-    MAX_PRIORITY_CLASSES,
-    MAX_SCRIPT_FILES,
-    MAX_SELECTOR,
-    MAX_SERVICE_ACCOUNTS,
-    MAX_STORAGE_CLASSES,
-    RESERVED_PATHS,
-    RESERVED_VOLUMES,
-    TAG,
-    AccessMode,
-    Capability,
-    CniConfig,
-    Cpu,
-    FileKey,
-    GdrLevel,
-    K8sName,
-    LabelKey,
-    LabelValue,
-    LinkLayer,
-    Memory,
-    MountPath,
-    NodeName,
-    ObjectName,
-    OptionalReason,
-    Quantity,
-    QuotaResource,
-    Reason,
-    ResourceName,
-    Text,
-    VolumeSize,
-    bounded_json,
-    node_name_problem,
-    system_path_problem,
-)
-
-# --- nodes --------------------------------------------------------------------------------------
+from config.values import Dockerfile, K8sName, NodeName, ObjectName, Reason
 
 
 class Toleration(Strict):
     """A taint the pods tolerate (the GPU nodes' taint, as `oc describe node` shows it)."""
 
-    key: LabelKey
+    key: values.LabelKey
     """Taint key, e.g. nvidia.com/gpu.product."""
     operator: Literal["Equal", "Exists"] = "Exists"
     """Equal matches `value`; Exists matches any value."""
-    value: LabelValue | None = None
+    value: values.LabelValue | None = None
     """The taint's value, with operator Equal."""
     effect: Literal["NoSchedule", "PreferNoSchedule", "NoExecute"] | None = None
     """The taint's effect; None tolerates every effect."""
@@ -97,8 +30,7 @@ class Toleration(Strict):
     @field_validator("key", mode="before")
     @classmethod
     def _a_key(cls, value: Any) -> Any:
-        if value == "":
-            # The API server takes it (with operator Exists): it tolerates every taint, the control plane's included.
+        if value == "":  # the API server takes it
             raise ValueError(
                 "an empty key (with operator Exists) tolerates every taint, the control plane's NoSchedule taints included, so "
                 "GPU pods may land on the API server's nodes: name the taint's key (e.g. nvidia.com/gpu)"
@@ -118,15 +50,15 @@ class SriovNodePolicy(Strict):
     """VFs the SR-IOV network operator makes on the PFs of each node of a node set, for one device plugin resource
     (a SriovNetworkNodePolicy: isRdma true, deviceType netdevice, linkType from fabric.link_layer)."""
 
-    resource: ResourceName
+    resource: values.ResourceName
     """The device plugin resource the VFs are offered as: an attachment's resource (openshift.io/eno5np0rdma)."""
-    pf_names: list[str] = Field(default=[], max_length=MAX_POLICY_PFS)
+    pf_names: list[str] = Field(default=[], max_length=values.MAX_POLICY_PFS)
     """The PFs (network interface names on the node, e.g. eno5np0) whose VFs serve the resource."""
     vendor: str | None = Field(default=None, pattern=r"^[0-9a-f]{4}$")
     """PCI vendor ID of the NICs (15b3: NVIDIA/Mellanox), when PFs are selected by model."""
     device_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{4}$")
     """PCI device ID of the PFs (1021: ConnectX-7), when PFs are selected by model."""
-    num_vfs: int = Field(strict=True, ge=1, le=SRIOV_MAX_VFS)
+    num_vfs: int = Field(strict=True, ge=1, le=openshift.SRIOV_MAX_VFS)
     """VFs per PF: each RDMA pod on the node takes one per attachment of this resource."""
     mtu: int | None = Field(strict=True, default=None, ge=576, le=9216)
     """MTU of the VFs (and the PF). The operator's NADs carry none: the attachment's cni_config mtu must match."""
@@ -143,72 +75,69 @@ class SriovNodePolicy(Strict):
     def _selects_nics(self) -> SriovNodePolicy:
         if not (self.pf_names or self.vendor or self.device_id):
             raise FieldError(("pf_names",), "name the PFs (pf_names) or their model (vendor, device_id): the operator's webhook needs one")
-        if self.vendor is not None and self.vendor not in SRIOV_VENDORS:
+        if self.vendor is not None and self.vendor not in openshift.SRIOV_VENDORS:
             raise FieldError(
-                ("vendor",), f"vendor {self.vendor} is not one the SR-IOV operator supports ({', '.join(sorted(SRIOV_VENDORS))})"
+                ("vendor",), f"vendor {self.vendor} is not one the SR-IOV operator supports ({', '.join(sorted(openshift.SRIOV_VENDORS))})"
             )
-        if self.vendor == "15b3" and self.device_id is not None and self.device_id not in SRIOV_MELLANOX_DEVICES:
+        if self.vendor == "15b3" and self.device_id is not None and self.device_id not in openshift.SRIOV_MELLANOX_DEVICES:
             raise FieldError(
                 ("device_id",),
                 f"device {self.device_id} of vendor 15b3 is not a PF the SR-IOV operator supports "
-                f"({', '.join(sorted(SRIOV_MELLANOX_DEVICES))}; 1021 is ConnectX-7)",
+                f"({', '.join(sorted(openshift.SRIOV_MELLANOX_DEVICES))}; 1021 is ConnectX-7)",
             )
-        if not self.resource.startswith(SRIOV_RESOURCE_PREFIX) or not re.match(
-            SRIOV_RESOURCE_NAME, self.resource.removeprefix(SRIOV_RESOURCE_PREFIX)
-        ):
-            raise FieldError(("resource",), _operator_resource_problem(self.resource))
+        if problem := _operator_resource_problem(self.resource):
+            raise FieldError(("resource",), problem)
         return self
 
 
 def _operator_resource_problem(resource: str) -> str:
+    """Why the SR-IOV operator cannot offer `resource`, or ""."""
+    prefix = openshift.SRIOV_RESOURCE_PREFIX
+    if resource.startswith(prefix) and re.match(openshift.SRIOV_RESOURCE_NAME, resource.removeprefix(prefix)):
+        return ""
     return (
-        f"{resource!r}: the SR-IOV operator offers resources as {SRIOV_RESOURCE_PREFIX}NAME (its RESOURCE_PREFIX on "
+        f"{resource!r}: the SR-IOV operator offers resources as {openshift.SRIOV_RESOURCE_PREFIX}NAME (its RESOURCE_PREFIX on "
         "OpenShift), NAME of letters, digits and '_' only (its webhook's rule): e.g. openshift.io/eno5np0rdma"
     )
 
 
 def _pinned_node(labels: dict[str, str]) -> dict[str, str]:
-    """Node labels where kubernetes.io/hostname, if set, names a node a node can be (NodeName): a pin to '' or to
-    `gpu_node_a` matches no node, and the pods it pins never schedule."""
+    """Node labels where kubernetes.io/hostname, if set, names a node a node can be: a pin to '' schedules nothing."""
     host = labels.get(HOSTNAME)
-    problem = node_name_problem(host) if host is not None else ""
-    if problem:
+    if host is not None and (problem := values.node_name_problem(host)):
         raise FieldError((HOSTNAME,), f"{problem}: {HOSTNAME} pins the pods to the node of that name, and no node has this one")
     return labels
 
 
-NodeLabels = Annotated[dict[LabelKey, LabelValue], AfterValidator(_pinned_node)]
-"""Node labels (a selector, a node set's labels): a kubernetes.io/hostname among them names a node (NodeName)."""
+NodeLabels = Annotated[dict[values.LabelKey, values.LabelValue], AfterValidator(_pinned_node)]  # a selector, a set's labels
 
 
 class NodeSet(Strict):
-    """GPU nodes the stack counts on: named nodes (pods are pinned to them), or a number of
-    interchangeable nodes. The preflight places every running pod of the stack on them at once."""
+    """GPU nodes the stack counts on: named nodes (pods are pinned to them), or a number of interchangeable nodes."""
 
     COLLECTION: ClassVar[str] = "node_sets"
     name: K8sName
     """Name of the set (workloads name it in node_set)."""
-    nodes: list[NodeName] = Field(default=[], max_length=MAX_NAMED_NODES)
+    nodes: list[NodeName] = Field(default=[], max_length=values.MAX_NAMED_NODES)
     """Node names as `oc get nodes` shows them (kubernetes.io/hostname). Pods of this set are pinned to them. At most
     256 names in all node sets together (MAX_NAMED_NODES): count a larger fleet."""
-    count: int | None = Field(strict=True, default=None, ge=1, le=MAX_NODE_SET_SIZE)
+    count: int | None = Field(strict=True, default=None, ge=1, le=values.MAX_NODE_SET_SIZE)
     """For nodes not known by name: how many the stack may count on. Pods are not pinned."""
-    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
+    gpus_per_node: int = Field(strict=True, ge=1, le=values.MAX_GPUS)
     """GPUs each node offers as nvidia.com/gpu."""
-    allocatable_cpu: Cpu | None = None
+    allocatable_cpu: values.Cpu | None = None
     """CPU each node offers to pods (`oc describe node`, Allocatable: cpu). None: not known, not checked."""
-    allocatable_memory: Memory | None = None
+    allocatable_memory: values.Memory | None = None
     """Memory each node offers to pods (`oc describe node`, Allocatable: memory). None: not known, not checked."""
-    labels: NodeLabels = Field(default={}, max_length=MAX_SELECTOR)
+    labels: NodeLabels = Field(default={}, max_length=values.MAX_SELECTOR)
     """Node labels every node of the set carries (and the nodes of the other sets do not): the set's pods select them,
     and on a queued cluster its Kueue ResourceFlavor names them, so Kueue charges a workload to the set it runs on.
     Required on a queued cluster with more than one node set; empty: the set is told apart by its node names only."""
     source: str = ""
     """Where the stack knows this from."""
-    node_policies: list[SriovNodePolicy] = Field(default=[], max_length=MAX_NODE_POLICIES)
-    """SR-IOV VFs the SR-IOV network operator makes on each node of the set (platform tier): one
-    SriovNetworkNodePolicy per policy and node, selecting that node by name. Applying one drains and reboots the
-    node (the operator's behaviour): node_reboot_reason must say why the stack may. Only on a set of named nodes."""
+    node_policies: list[SriovNodePolicy] = Field(default=[], max_length=values.MAX_NODE_POLICIES)
+    """SR-IOV VFs the SR-IOV network operator makes on each node of the set (platform tier: a SriovNetworkNodePolicy per
+    policy and node). Applying one drains and reboots the node: node_reboot_reason says why. Only on named nodes."""
     node_reboot_reason: Reason | None = None
     """Required with node_policies: why the stack may have the operator drain and reboot these nodes (printed by every
     check). Each new or changed policy reboots every node it selects, one at a time."""
@@ -218,8 +147,8 @@ class NodeSet(Strict):
     def _lowercase(cls, value: Any) -> Any:
         # Said of the list, before each name's grammar (NodeName): the kubelet registers the host's name lowercased.
         for name in value if isinstance(value, list) else []:
-            if isinstance(name, str) and name != name.lower() and not node_name_problem(name.lower()):
-                raise ValueError(node_name_problem(name))
+            if isinstance(name, str) and name != name.lower() and not values.node_name_problem(name.lower()):
+                raise ValueError(values.node_name_problem(name))
         return value
 
     @model_validator(mode="after")
@@ -238,9 +167,8 @@ class NodeSet(Strict):
         if self.node_policies and not self.node_reboot_reason:
             raise FieldError(
                 ("node_reboot_reason",),
-                "applying a SriovNetworkNodePolicy drains and reboots every node it selects (the SR-IOV operator's config "
-                "daemon, one node at a time): set node_reboot_reason to say why this stack may, or leave the VFs to the "
-                "cluster admin's own policies",
+                "applying a SriovNetworkNodePolicy drains and reboots every node it selects (the SR-IOV operator's config daemon, one "
+                "node at a time): set node_reboot_reason to say why this stack may, or leave the VFs to the cluster admin's own policies",
             )
         pfs = [pf for p in self.node_policies for pf in p.pf_names]
         if len(set(pfs)) != len(pfs):
@@ -253,16 +181,11 @@ class NodeSet(Strict):
 
     @property
     def vfs_per_node(self) -> dict[str, int]:
-        """The SR-IOV VFs each node of the set offers, per device plugin resource, as its node_policies make them: num_vfs
-        per PF named (a policy that selects its PFs by model, not by name, is counted as one PF: the fewest that give the
-        resource any VF). Only the resources a policy here names: the others are the cluster admin's, not known."""
+        """The SR-IOV VFs each node offers per resource its node_policies name (a policy selecting by model: one PF)."""
         out: dict[str, int] = {}
         for p in self.node_policies:
             out[p.resource] = out.get(p.resource, 0) + p.num_vfs * max(1, len(p.pf_names))
         return out
-
-
-# --- hardware and fabric ----------------------------------------------------------------------
 
 
 class SriovAttachment(Strict):
@@ -270,26 +193,23 @@ class SriovAttachment(Strict):
 
     network: K8sName
     """Name of the NetworkAttachmentDefinition, e.g. eno5np0-network."""
-    resource: ResourceName
+    resource: values.ResourceName
     """The SR-IOV device plugin resource the NAD is annotated with (k8s.v1.cni.cncf.io/resourceName)."""
     interface: str = Field(pattern=r"^net[0-9]{1,3}$")
     """Interface name inside the pod: net1, net2, ... in attachment order."""
     device: str | None = None
-    """RDMA device behind the attachment according to the seeds (documentation only; the launcher
-    detects the live devices in the pod)."""
-    cni_config: CniConfig | None = None
-    """The CNI config (a JSON string) of the source NAD as the SR-IOV operator wrote it. The copies
-    in the user namespaces carry it; the platform tier's preview reads the live source and fails
-    when it differs, so a copy never silently drifts from the operator's network."""
+    """RDMA device behind the attachment according to the seeds (documentation only; the launcher detects the live devices in the pod)."""
+    cni_config: values.CniConfig | None = None
+    """The CNI config (a JSON string) of the source NAD as the SR-IOV operator wrote it: the copies carry it, and preview
+    fails when the live source differs, so a copy never silently drifts from the operator's network."""
 
 
 class DeviceObservation(Strict):
-    """What one seed document saw of a cluster's RDMA devices. Seeds contradict each other; all
-    observations are kept as data and the fabric says which list the stack uses."""
+    """What one seed document saw of a cluster's RDMA devices (seeds contradict each other: `devices` is the choice)."""
 
     source: str
     """Which seed document, and where in it."""
-    devices: list[str] = Field(max_length=MAX_DEVICES)
+    devices: list[str] = Field(max_length=values.MAX_DEVICES)
     """The devices named there."""
     note: str = ""
     """What the observation means, and what was wrong with it if anything."""
@@ -298,17 +218,17 @@ class DeviceObservation(Strict):
 class RdmaFabric(Strict):
     """The high-speed network of a cluster's GPU nodes."""
 
-    link_layer: LinkLayer
+    link_layer: values.LinkLayer
     """roce-v2 (Ethernet) or infiniband."""
     nic: str
     """Adapter model, for the record."""
     link_gbps: int = Field(strict=True, gt=0, le=10_000)
     """Line rate of one port in Gb/s."""
-    devices: list[str] = Field(min_length=1, max_length=MAX_DEVICES)
+    devices: list[str] = Field(min_length=1, max_length=values.MAX_DEVICES)
     """RDMA devices (ports) the stack treats as live on every GPU node: the list static checks use."""
-    device_observations: list[DeviceObservation] = Field(default=[], max_length=MAX_OBSERVATIONS)
+    device_observations: list[DeviceObservation] = Field(default=[], max_length=values.MAX_OBSERVATIONS)
     """Every device list the seeds report, including the ones the stack does not use, and why."""
-    attachments: list[SriovAttachment] = Field(default=[], max_length=MAX_ATTACHMENTS)
+    attachments: list[SriovAttachment] = Field(default=[], max_length=values.MAX_ATTACHMENTS)
     """SR-IOV attachments in interface order. Empty where RDMA devices reach the pod another way."""
     nad_source_namespace: K8sName = "default"
     """Where the SR-IOV operator creates the NADs."""
@@ -317,28 +237,18 @@ class RdmaFabric(Strict):
     reference: pods name `default/NAME` and no copies are made (OpenShift allows NADs of `default`);
     operator: the platform tier declares a SriovNetwork per attachment and such namespace in operator_namespace, and
     the SR-IOV operator makes and keeps the NAD there (named PROJECT-NETWORK: docs/networks.md)."""
-    operator_namespace: K8sName = SRIOV_OPERATOR_NAMESPACE
+    operator_namespace: Annotated[K8sName, values.refusing(openshift.operator_namespace_problem)] = openshift.SRIOV_OPERATOR_NAMESPACE
     """The SR-IOV network operator's namespace (nad_mode operator, node policies): it reconciles only the SriovNetworks and
     policies there. The one platform namespace a stack declares objects in, and only these kinds."""
     device_access: Literal["sriov", "privileged"] = "sriov"
-    """How /dev/infiniband reaches the container: SR-IOV device plugin resources, or a privileged
-    container that sees the host's devices."""
+    """How /dev/infiniband reaches the container: SR-IOV device plugin resources, or a privileged container that sees the host's devices."""
     static_hca: bool = False
     """Pin NCCL_IB_HCA to `devices` in the rendered environment. Off: the launcher detects the ACTIVE
     ports behind the pod's interfaces, which is right on nodes whose device names differ."""
     gid_index: int | None = Field(strict=True, default=None, ge=0, le=255)
-    """Pin NCCL_IB_GID_INDEX. None: the launcher picks the RoCE v2 IPv4 index per port (and NCCL 2.21.5+
-    does so itself). InfiniBand needs none."""
-    gdr_level: GdrLevel = "SYS"
+    """Pin NCCL_IB_GID_INDEX. None: the launcher picks the RoCE v2 IPv4 index per port (as NCCL 2.21.5+ does). IB needs none."""
+    gdr_level: values.GdrLevel = "SYS"
     """NCCL_NET_GDR_LEVEL (the seeds' legacy value 5 is SYS)."""
-
-    @field_validator("operator_namespace")
-    @classmethod
-    def _operator_namespace(cls, value: str) -> str:
-        problem = operator_namespace_problem(value)
-        if problem:
-            raise ValueError(problem)
-        return value
 
     @model_validator(mode="after")
     def _interfaces_in_order(self) -> RdmaFabric:
@@ -365,8 +275,7 @@ class RdmaFabric(Strict):
         return self
 
     def _operator_can_serve(self) -> None:
-        """nad_mode operator: the SriovNetworks the attachments become are ones the operator's CRD admits, and the NADs it
-        renders from them carry the attachments' config (what a copy would carry)."""
+        """nad_mode operator: the operator admits the attachments' SriovNetworks, and its NADs carry their config."""
         if self.device_access != "sriov":
             raise FieldError(("nad_mode",), "nad_mode 'operator' makes SR-IOV networks: it needs device_access 'sriov'")
         if self.link_layer == "infiniband":
@@ -376,10 +285,8 @@ class RdmaFabric(Strict):
                 "does not declare: use nad_mode 'copy' or 'reference' on an InfiniBand fabric",
             )
         for i, a in enumerate(self.attachments):
-            if not a.resource.startswith(SRIOV_RESOURCE_PREFIX) or not re.match(
-                SRIOV_RESOURCE_NAME, a.resource.removeprefix(SRIOV_RESOURCE_PREFIX)
-            ):
-                raise FieldError(("attachments", i, "resource"), _operator_resource_problem(a.resource))
+            if resource_problem := _operator_resource_problem(a.resource):
+                raise FieldError(("attachments", i, "resource"), resource_problem)
             if not a.cni_config:
                 raise FieldError(
                     ("attachments", i, "cni_config"),
@@ -400,25 +307,20 @@ class RdmaFabric(Strict):
 
 def operator_config_problem(cni_config: str) -> str | None:
     """Why the SR-IOV operator could not render a NAD carrying this CNI config from a SriovNetwork, or None."""
-    config = bounded_json(cni_config, MAX_CNI_DEPTH)
+    config = values.bounded_json(cni_config, values.MAX_CNI_DEPTH)
     if config.get("type") != "sriov":
         return f"type is {config.get('type')!r}: a SriovNetwork renders the sriov CNI only (a chained config is a copy's job)"
-    unknown = sorted(set(config) - SRIOV_CNI_OWN_KEYS - set(SRIOV_NETWORK_FIELDS))
-    if unknown:
+    if unknown := sorted(set(config) - openshift.SRIOV_CNI_OWN_KEYS - set(openshift.SRIOV_NETWORK_FIELDS)):
         return (
             f"{', '.join(unknown)}: the operator's NAD template has no such field, so the pods would not see it. Remove it, or use "
             "nad_mode 'copy'"
         )
-    for key, (field, admitted) in SRIOV_NETWORK_FIELDS.items():
+    for key, (field, admitted) in openshift.SRIOV_NETWORK_FIELDS.items():
         if key not in config:
             continue
         value = config[key]
         # A range answers `in` for an int at once, and by walking every member for anything else: ints only go there.
-        fits = (
-            isinstance(value, str)
-            if admitted is None
-            else (type(value) is int if isinstance(admitted, range) else True) and value in admitted
-        )
+        fits = isinstance(value, str) if admitted is None else (type(value) is int or not isinstance(admitted, range)) and value in admitted
         if not fits:
             return f"{key} {json.dumps(value)}: the SriovNetwork's {field} admits {_admitted(admitted)}"
     for key in ("ipam", "capabilities"):
@@ -437,15 +339,12 @@ def _admitted(admitted: object) -> str:
     return ", ".join(json.dumps(v) for v in admitted) if isinstance(admitted, tuple) else "text"
 
 
-# --- storage ----------------------------------------------------------------------------------
-
-
 class StorageClass(Strict):
     """A storage class known to exist on the cluster, and what it provides."""
 
     name: ObjectName
     """The StorageClass name on the cluster."""
-    access_modes: list[AccessMode] = Field(min_length=1, max_length=MAX_ACCESS_MODES)
+    access_modes: list[values.AccessMode] = Field(min_length=1, max_length=values.MAX_ACCESS_MODES)
     """Access modes it provides for filesystem volumes."""
     note: str = ""
     """Where the stack knows this from."""
@@ -459,15 +358,14 @@ class Volume(Strict):
     """PVC name (for per-pod volumes: the volumeClaimTemplate name; pods get NAME-WORKLOAD-ORDINAL)."""
     namespace: K8sName
     """Namespace of the PVC."""
-    mount_path: MountPath
+    mount_path: values.MountPath
     """Where workloads mount it."""
-    size: VolumeSize | None = None
+    size: values.VolumeSize | None = None
     """Requested size (required unless the claim exists already)."""
     storage_class: ObjectName | None = None
     """Storage class. None leaves it to the cluster default, which the preflight flags."""
     shared: bool = True
-    """True: one ReadWriteMany PVC every pod mounts. False: per-pod ReadWriteOnce claims
-    (StatefulSet volumeClaimTemplates), for clusters without an RWX class."""
+    """True: one ReadWriteMany PVC every pod mounts. False: per-pod ReadWriteOnce claims (no RWX class)."""
     existing: bool = False
     """The claim exists already (made by its owner): the stack mounts it, never creates, changes or
     deletes it; preview fails when it is missing. `shared` then says whether several pods may mount it."""
@@ -476,15 +374,11 @@ class Volume(Strict):
     def _size_unless_existing(self) -> Volume:
         if self.size is None and not self.existing:
             raise FieldError(("size",), "a volume the stack creates needs a size (or set existing: true for a claim that exists)")
-        if self.existing and not self.shared and self.size is None:
-            pass  # an existing single-pod claim: mounted by one pod only (the preflight counts them)
-        if self.mount_path in RESERVED_PATHS or self.mount_path.startswith(LAUNCHER_DIR + "/"):
-            raise FieldError(
-                ("mount_path",), f"{self.mount_path} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path"
-            )
-        if problem := system_path_problem(self.mount_path):
+        own = f"{self.mount_path} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path"
+        reserved = self.mount_path in values.RESERVED_PATHS or self.mount_path.startswith(values.LAUNCHER_DIR + "/")
+        if problem := own if reserved else values.system_path_problem(self.mount_path):
             raise FieldError(("mount_path",), problem)
-        if self.name in RESERVED_VOLUMES:
+        if self.name in values.RESERVED_VOLUMES:
             raise FieldError(("name",), f"{self.name!r} is the name of a volume the program adds to every pod: choose another")
         return self
 
@@ -500,12 +394,9 @@ class PvcStorageClassFix(Strict):
     """The storage class to set (must be in storage_classes)."""
     reason: Reason
     """Why, for the record and the preview."""
-    serves_storage_classes: list[ObjectName] = Field(default=[], max_length=MAX_STORAGE_CLASSES)
+    serves_storage_classes: list[ObjectName] = Field(default=[], max_length=values.MAX_STORAGE_CLASSES)
     """Storage classes that work only once this claim is fixed (nfs-csi is served by the NFS server
     whose root volume this is): the stack's claims of those classes wait for the fix."""
-
-
-# --- security ---------------------------------------------------------------------------------
 
 
 class ServiceAccount(Strict):
@@ -520,9 +411,9 @@ class ServiceAccount(Strict):
     @field_validator("name")
     @classmethod
     def _not_openshifts(cls, value: str) -> str:
-        if value in PROJECT_SERVICE_ACCOUNTS:
+        if value in openshift.PROJECT_SERVICE_ACCOUNTS:
             raise ValueError(
-                f"OpenShift creates service account {value!r} in every project{PROJECT_SERVICE_ACCOUNTS[value]}: a stack that "
+                f"OpenShift creates service account {value!r} in every project{openshift.PROJECT_SERVICE_ACCOUNTS[value]}: a stack that "
                 "declares it would take it over, and delete it on `pulumi destroy` from under everything that runs as it. "
                 "Give the training pods their own (e.g. trainer-sa)"
             )
@@ -530,38 +421,66 @@ class ServiceAccount(Strict):
 
 
 class Security(Strict):
-    """The SCCs the training pods run under, and who may use them.
-
-    A pod whose memlock strategy needs nothing (none, node-limit) runs non-root, with every
-    capability dropped, under `unprivileged_scc` (restricted-v2, which every authenticated user may
-    use). A pod that needs root with capabilities, or a privileged container, runs under `scc`."""
+    """The SCCs the training pods run under, and who may use them: a pod that needs root with capabilities, or a
+    privileged container, runs under `scc`; the others non-root, every capability dropped, under `unprivileged_scc`."""
 
     scc: ObjectName | None = None
     """SCC of the pods that need root capabilities or privileged containers. Pods pin their SCC with
     the annotation openshift.io/required-scc. None: no pod of this stack needs one."""
     create: bool = False
-    """True: the program creates `scc` (least privilege: drop ALL, add back only what the memlock
-    strategies need). False: an SCC that exists on the cluster is referenced."""
-    existing_allowed_capabilities: list[Capability] | None = Field(default=None, max_length=MAX_CAPABILITIES)
+    """True: the program creates `scc` (only what the memlock strategies need). False: an existing SCC is referenced."""
+    existing_allowed_capabilities: list[values.Capability] | None = Field(default=None, max_length=values.MAX_CAPABILITIES)
     """For an existing SCC: the capabilities it allows (None: every capability, as `privileged`)."""
     existing_allows_privileged: bool = False
     """For an existing SCC: whether it allows privileged containers."""
     existing_allows_root: bool = True
-    """For an existing SCC: whether its runAsUser strategy admits uid 0 (RunAsAny)."""
+    """For an existing SCC: whether its runAsUser strategy admits uid 0 (RunAsAny, or a range holding 0)."""
+    existing_allows_host_paths: bool = False
+    """For an existing SCC: whether it allows hostPath volumes (allowHostDirVolumePlugin)."""
+    existing_allows_host_namespaces: bool = False
+    """For an existing SCC: whether it lets pods into the node's network, PID or IPC namespace or ports (allowHost*)."""
     broad_grant_reason: Reason | None = None
-    """Required when the SCC allows privileged containers: why the stack accepts it. Printed."""
+    """Required when the SCC allows more than its pods need (rule privileged-scc): privileged containers, hostPath volumes,
+    the node's namespaces, every capability or one no pod adds, root no pod runs as. Why the stack accepts it. Printed."""
     grant: bool = True
-    """Bind `scc`'s `use` ClusterRole to the service accounts of the pods that run under it, in their
-    namespaces (as `oc adm policy add-scc-to-user`)."""
+    """Bind `scc`'s `use` ClusterRole to the service accounts of its pods (as `oc adm policy add-scc-to-user`)."""
     unprivileged_scc: ObjectName = "restricted-v2"
-    """SCC of the pods that need no privilege (TCP, node-limit). Every authenticated user may use
-    restricted-v2, so these pods need no grant."""
-    service_accounts: list[ServiceAccount] = Field(default=[], max_length=MAX_SERVICE_ACCOUNTS)
+    """SCC of the pods that need no privilege (TCP, node-limit): every user may use restricted-v2, so no grant."""
+    service_accounts: list[ServiceAccount] = Field(default=[], max_length=values.MAX_SERVICE_ACCOUNTS)
     """Service accounts the program creates."""
+
+    # The config field that states each fact of an existing SCC.
+    FACT_FIELDS: ClassVar[dict[str, str]] = {f: f"existing_allows_{f}" for f in openshift.STATED_FACTS}
+    FACT_FIELDS["capabilities"] = "existing_allowed_capabilities"
+
+    def existing_facts(self) -> openshift.SccFacts:
+        """What security.existing_* say of `scc`; what no field states admits the pods (docs/preflight.md)."""
+        caps = self.existing_allowed_capabilities
+        return openshift.SccFacts(
+            None if caps is None else frozenset(caps),
+            "RunAsAny" if self.existing_allows_root else "MustRunAsRange",
+            privileged=self.existing_allows_privileged,
+            host_paths=self.existing_allows_host_paths,
+            seccomp=None,
+            host_namespaces=frozenset(openshift.HOST_NAMESPACES) if self.existing_allows_host_namespaces else frozenset(),
+        )
+
+    def stated_facts(self) -> openshift.SccFacts | None:
+        """What `scc` allows where the stack does not create it: what OpenShift ships (rule shipped-scc), else existing_*."""
+        if self.scc is None or self.create:
+            return None
+        return openshift.OPENSHIFT_SCCS.get(self.scc) or self.existing_facts()
+
+    def says(self, fact: str) -> str:
+        """The field that states `fact` of an existing SCC, and what it says."""
+        field = self.FACT_FIELDS[fact]
+        value = getattr(self, field)
+        said = ("every capability" if value is None else ", ".join(value) or "none") if fact == "capabilities" else str(value).lower()
+        return f"security.{field} says {said}"
 
     @model_validator(mode="after")
     def _safe_scc(self) -> Security:
-        if self.create and self.scc in BUILTIN_SCCS:
+        if self.create and self.scc in openshift.BUILTIN_SCCS:
             raise FieldError(
                 ("create",),
                 f"{self.scc!r} is an SCC OpenShift ships: a stack that creates it would own it and delete it on `pulumi destroy`, "
@@ -569,22 +488,7 @@ class Security(Strict):
             )
         if self.create and self.scc is None:
             raise FieldError(("scc",), "create: true needs the name of the SCC to create")
-        if self.scc and not self.create and not self.broad_grant_reason and (broad := self.broad_grant()):
-            raise FieldError(
-                ("broad_grant_reason",),
-                f"SCC {self.scc!r} allows {broad}: set broad_grant_reason to say why this stack accepts it, or use a "
-                "least-privilege SCC (create: true, with a name of your own)",
-            )
         return self
-
-    def broad_grant(self) -> str:
-        """What makes the existing `scc` a broad grant ("" when nothing does): privileged containers, hostPath volumes.
-        Judged by OpenShift's own facts for an SCC it ships (OPENSHIFT_SCCS), by existing_allows_privileged otherwise."""
-        facts = OPENSHIFT_SCCS.get(self.scc or "")
-        if facts is None:
-            return "privileged containers" if self.existing_allows_privileged else ""
-        broad = ["privileged containers"] * facts.privileged + ["hostPath volumes (the node's file system)"] * facts.host_paths
-        return " and ".join(broad) + (f" (OpenShift ships {self.scc!r} so)" if broad else "")
 
 
 class NamespacedName(Strict):
@@ -597,15 +501,14 @@ class NamespacedName(Strict):
 
 
 class ExistingObjects(Strict):
-    """Objects made by their owners that workloads use (a token Secret, a ConfigMap made with
-    `oc create configmap --from-file`, an ImageStream another project builds). The stack never creates
-    or changes them; preview reads each one and fails, naming it, when it is missing."""
+    """Objects made by their owners that workloads use (a token Secret, a ConfigMap, an ImageStream another project
+    builds). The stack never creates or changes them; preview fails, naming one, when it is missing."""
 
-    secrets: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
+    secrets: list[NamespacedName] = Field(default=[], max_length=values.MAX_EXISTING)
     """Secrets workloads read environment from (their values never enter the config)."""
-    config_maps: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
+    config_maps: list[NamespacedName] = Field(default=[], max_length=values.MAX_EXISTING)
     """ConfigMaps workloads mount as scripts."""
-    image_streams: list[NamespacedName] = Field(default=[], max_length=MAX_EXISTING)
+    image_streams: list[NamespacedName] = Field(default=[], max_length=values.MAX_EXISTING)
     """ImageStreams whose images workloads pull from the internal registry."""
 
 
@@ -617,36 +520,34 @@ class ScriptConfigMap(Strict):
     """ConfigMap name."""
     namespace: K8sName
     """Its namespace."""
-    files: dict[FileKey, Text] = Field(min_length=1, max_length=MAX_SCRIPT_FILES)
+    files: dict[values.FileKey, values.Text] = Field(min_length=1, max_length=values.MAX_SCRIPT_FILES)
     """File name -> content."""
     source: str = ""
     """Where the script comes from."""
 
 
 class ImageBuild(Strict):
-    """An image the stack builds on the cluster: an ImageStream and a BuildConfig (Docker strategy,
-    inline Dockerfile) in `namespace`; pods reference it through the internal registry."""
+    """An image the stack builds: an ImageStream and a BuildConfig (inline Dockerfile), pulled from the internal registry."""
 
     COLLECTION: ClassVar[str] = "images"
-    name: K8sName
+    name: values.ImageStreamName
     """ImageStream and BuildConfig name."""
     namespace: K8sName
     """Where it is built."""
-    tag: str = Field(default="latest", pattern=TAG.pattern)
+    tag: str = Field(default="latest", pattern=values.TAG.pattern)
     """The tag the build pushes."""
-    dockerfile: Text = Field(min_length=1)
-    """The Dockerfile (FROM ... and what it installs). RDMA workloads need rdma-core and libibverbs in it."""
+    dockerfile: Dockerfile = Field(min_length=1)
+    """The Dockerfile (FROM ... and what it installs), at most 60,000 bytes. RDMA workloads need rdma-core and libibverbs in it."""
     source: str = ""
     """Where the recipe comes from."""
 
     @property
     def reference(self) -> str:
-        return f"{INTERNAL_REGISTRY}/{self.namespace}/{self.name}:{self.tag}"
+        return f"{openshift.INTERNAL_REGISTRY}/{self.namespace}/{self.name}:{self.tag}"
 
 
 class NodeLevel(Strict):
-    """Node-level objects a cluster admin applies: MachineConfigs for a machine config pool. Each
-    one reboots every node of the pool, one at a time; both are off by default."""
+    """MachineConfigs a cluster admin applies to a pool: each reboots every node of the pool in turn; both off by default."""
 
     pool: K8sName = "worker"
     """The pool (machineconfiguration.openshift.io/role) of the GPU nodes."""
@@ -654,9 +555,8 @@ class NodeLevel(Strict):
     """Write /etc/crio/crio.conf.d/99-memlock with default_ulimits memlock=-1:-1: the node-limit strategy
     (KNOWLEDGE.md): every container may pin memory, root or not, with no capability."""
     iommu_passthrough: bool = False
-    """Kernel argument iommu=pt (IOMMU passthrough for GPUDirect RDMA; KNOWLEDGE.md ties IBV_WC_LOC_PROT_ERR
-    to ACS/IOMMU)."""
-    reason: OptionalReason = ""
+    """Kernel argument iommu=pt (IOMMU passthrough for GPUDirect RDMA; KNOWLEDGE.md ties IBV_WC_LOC_PROT_ERR to ACS/IOMMU)."""
+    reason: values.OptionalReason = ""
     """Why the stack asks for them (printed; "": not given, not whitespace)."""
     control_plane_reason: Reason | None = None
     """Required when `pool` is a control-plane pool (master, control-plane, arbiter): each MachineConfig drains and
@@ -664,7 +564,7 @@ class NodeLevel(Strict):
 
     @model_validator(mode="after")
     def _not_the_control_plane(self) -> NodeLevel:
-        if self.pool in CONTROL_PLANE_POOLS and not self.control_plane_reason:
+        if self.pool in openshift.CONTROL_PLANE_POOLS and not self.control_plane_reason:
             raise FieldError(
                 ("pool",),
                 f"{self.pool!r} is the control plane's pool: its MachineConfigs would drain and reboot the API server's nodes one "
@@ -674,20 +574,15 @@ class NodeLevel(Strict):
         return self
 
 
-# --- queueing -----------------------------------------------------------------------------------
-
+# Kueue's bound on a ResourceFlavor's nodeLabels (resourceflavor_types.go MaxProperties; its tolerations': MAX_TOLERATIONS):
+# gpu_node_selector and a set's labels together (rule queue-flavors).
 KUEUE_MAX_LABELS = 8
-"""Kueue's bound on a ResourceFlavor's nodeLabels and tolerations (apis/kueue/v1beta2 resourceflavor_types.go MaxItems)."""
-
-
-PriorityValue = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]
-"""A WorkloadPriorityClass's value (an int32)."""
+PriorityValue = Annotated[int, Field(strict=True, ge=-(2**31), le=2**31 - 1)]  # a WorkloadPriorityClass's value (an int32)
 
 
 class PodsReady(Strict):
-    """Kueue's waitForPodsReady, as the stack counts on it. It is a setting of the Kueue manager (its Configuration;
-    the Red Hat build's `Kueue` object: `gangScheduling.policy: ByWorkload`), not of any object this stack declares: the
-    platform admin sets it, and the stack records what it expects so `python -m stacks status` and the docs can say it."""
+    """Kueue's waitForPodsReady as the stack counts on it: a setting of the Kueue manager the platform admin makes (the Red
+    Hat build: `gangScheduling.policy: ByWorkload`), recorded so `python -m stacks status` can say it."""
 
     enabled: bool = True
     """Whether the Kueue manager runs waitForPodsReady: an admitted workload whose pods are not all Ready within
@@ -697,39 +592,26 @@ class PodsReady(Strict):
 
 
 class Queueing(Strict):
-    """Gang admission through Kueue (docs/shared-clusters.md): the platform tier declares a ResourceFlavor per node
-    set, one ClusterQueue with the quota and the WorkloadPriorityClasses; the project tier a LocalQueue per project; every
-    workload and bandwidth check names the queue and is admitted whole or not at all. Kueue (the Red Hat build of Kueue
-    operator, or upstream Kueue) is installed by the platform admin; this stack declares none of its manager."""
+    """Gang admission through Kueue, installed by the platform admin (docs/shared-clusters.md): a ResourceFlavor per node
+    set, one ClusterQueue, a LocalQueue per project; every workload and bandwidth check is admitted whole or not at all."""
 
     cluster_queue: K8sName
     """Name of the ClusterQueue this stack declares (cluster-scoped: unique on the cluster)."""
     local_queue: K8sName = "gpu-training"
     """Name of the LocalQueue declared in each of the stack's namespaces; every workload carries it as
     kueue.x-k8s.io/queue-name. Kueue refuses to change it on a running workload."""
-    quota: dict[K8sName, dict[QuotaResource, Quantity]] = Field(default={}, max_length=MAX_NODE_SETS)
-    """Nominal quota per node set (its ResourceFlavor) and resource, where the stack may use less than the set holds
-    (a shared cluster): `{"main": {"nvidia.com/gpu": "16"}}`. A resource not stated defaults to the set's total:
-    nvidia.com/gpu (nodes x gpus_per_node), cpu and memory (nodes x allocatable_*, where the set states them), each
-    SR-IOV resource of the fabric's attachments (nodes x gpus_per_node: a pod takes a GPU and one VF of each).
-    `pods` counts pods (Kueue covers it when a set states it; the others then get nodes x 110, the kubelet's
-    maxPods): `{"main": {"pods": "4"}}` on a set of 4 nodes admits at most one pod per node at once."""
+    quota: dict[K8sName, dict[values.QuotaResource, values.Quantity]] = Field(default={}, max_length=values.MAX_NODE_SETS)
+    """Nominal quota per node set and resource, where the stack may use less than the set holds: `{"main":
+    {"nvidia.com/gpu": "16"}}`. A resource not stated gets the set's total (GPUs, cpu and memory where the set states
+    them, one SR-IOV VF per GPU; `pods`: nodes x 110). Only resources the pods request (and `pods`) are quotas."""
     pods_ready: PodsReady = PodsReady()
     """What the stack expects of the Kueue manager's waitForPodsReady (a manager setting, not an object field)."""
     managed_namespace_label: bool = True
-    """Label each of the stack's namespaces kueue.openshift.io/managed=true (a server-side apply patch, platform tier):
-    the Red Hat build of Kueue manages workloads only in namespaces with that label. false: upstream Kueue (its
-    managedJobsNamespaceSelector), or the admin labels the namespaces."""
-    priority_classes: dict[K8sName, PriorityValue] = Field(default={}, max_length=MAX_PRIORITY_CLASSES)
-    """WorkloadPriorityClasses this stack declares (cluster-scoped), name -> value: a workload's `priority` names one.
-    A higher value is admitted first."""
+    """Label the stack's namespaces kueue.openshift.io/managed=true, which the Red Hat build of Kueue needs (platform
+    tier). false: upstream Kueue, or the admin labels them."""
+    priority_classes: dict[K8sName, PriorityValue] = Field(default={}, max_length=values.MAX_PRIORITY_CLASSES)
+    """WorkloadPriorityClasses this stack declares, name -> value (higher: admitted first): a workload's `priority`."""
     topology_aware: bool = False
-    """Let Kueue's Topology Aware Scheduling (TAS) check the nodes before it admits a run: the platform tier declares a
-    Topology (one level, kubernetes.io/hostname) and names it on every ResourceFlavor, and each pod set asks for it
-    (kueue.x-k8s.io/podset-unconstrained-topology). Kueue then admits a run only when each of its pods fits a Ready node
-    of its set, counting GPUs, SR-IOV VFs, CPU and memory each node has free, other tenants' pods included. TAS does not
-    see one pod per node (pod anti-affinity): a multi-node workload two of whose pods fit one node is refused by the
-    preflight. Needs a Kueue that runs TAS (upstream: on by default since 0.14; the Red Hat build of Kueue: not
-    documented). false (the default): Kueue admits by quota only, and the preflight refuses a quota under which Kueue
-    may admit together runs that their node set's nodes cannot hold (docs/shared-clusters.md "Admitted whole on the
-    nodes")."""
+    """Let Kueue's Topology Aware Scheduling admit a run only when each of its pods fits a Ready node of its set (a
+    Topology of kubernetes.io/hostname on every ResourceFlavor); needs a Kueue that runs TAS. false: Kueue admits by
+    quota only (docs/shared-clusters.md "Admitted whole on the nodes")."""

@@ -1,89 +1,224 @@
-"""Facts of OpenShift that the config is judged by, not fields of it: the SCCs OpenShift ships and what each allows,
-the internal registry, the service accounts of every project, the control plane's pools and roles, the platform's
-namespaces, the files the launcher writes, a debugger's ports.
-"""
+"""Facts of OpenShift that the config is judged by, not fields of it: the SCCs it ships and what each allows, the
+registry, the service accounts of every project, the control plane, the platform's namespaces, the SR-IOV operator."""
 
 from __future__ import annotations
 
 import fnmatch
-from collections.abc import Collection
-from typing import NamedTuple
+from collections.abc import Collection, Iterable, Mapping
+from typing import Any, NamedTuple
+
+from config.text import escaped
+from config.values import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT
+
+# The SCC fields that let a pod into the node's network, PID or IPC namespace, or bind the node's ports.
+HOST_NAMESPACES = ("allowHostNetwork", "allowHostPID", "allowHostIPC", "allowHostPorts")
+# The SCC fields SccFacts.from_object reads (of a live SCC too).
+SCC_FIELDS = (
+    "allowedCapabilities", "defaultAddCapabilities", "runAsUser", "allowPrivilegedContainer", "allowHostDirVolumePlugin",
+    "volumes", *HOST_NAMESPACES, "allowPrivilegeEscalation", "seccompProfiles", "userNamespaceLevel",
+)  # fmt: skip
+# The facts a stack states of an SCC it neither creates nor knows (security.existing_*), as SccFacts judges them.
+STATED_FACTS = ("capabilities", "root", "privileged", "host_paths", "host_namespaces")
+SHOWN = 8  # a live SCC's list is the cluster's: at most this many of its items in a message
+
+
+def _listed(items: Iterable[str]) -> str:
+    names = sorted(escaped(i) for i in items)
+    more = f" (and {len(names) - SHOWN} more)" if len(names) > SHOWN else ""
+    return ", ".join(names[:SHOWN]) + more if names else "none"
+
+
+def _whole(value: object) -> bool:
+    """An integer as a read gives it: Pulumi's outputs carry every number as a float."""
+    return isinstance(value, int | float) and not isinstance(value, bool) and float(value).is_integer()
+
+
+class SccNeeds(NamedTuple):
+    """What the pods that run under an SCC need of it, from their memlock strategies (KNOWLEDGE.md)."""
+
+    capabilities: frozenset[str] = frozenset()
+    root: bool = False
+    privileged: bool = False
+    used: bool = False  # whether any pod runs under it (else only what is broad whatever the pods counts)
+
+    @classmethod
+    def of(cls, strategies: Iterable[str]) -> SccNeeds:
+        chosen = set(strategies)
+        caps = frozenset(c for s in chosen for c in STRATEGY_CAPABILITIES.get(s, ()))
+        return cls(caps, bool(chosen & STRATEGY_RUNS_AS_ROOT), "privileged" in chosen, bool(chosen))
+
+
+class SccVerdict(NamedTuple):
+    """SccFacts.judge's answer: each item names the fact it is about (STATED_FACTS, or user_namespace)."""
+
+    refused: list[tuple[str, str]]  # what the pods need that the SCC does not admit (fact, the need)
+    broad: list[tuple[str, str]]  # what the SCC allows beyond what its pods need (fact, what): a grant needs a reason
+    unstated: list[str]  # the facts where the SCC allows more than the stated facts say
 
 
 class SccFacts(NamedTuple):
-    """What admission lets a pod do under an SCC OpenShift ships (the fields of its manifest the rules judge)."""
+    """What admission lets a pod do under an SCC, as apiserver-library-go's sccadmission judges it: the one reading of
+    an SCC OpenShift ships, one a stack creates, the facts a config states of one, or the live object."""
 
-    capabilities: frozenset[str] | None
-    """allowedCapabilities: what a container may add; None for `*` (any)."""
-    run_as_user: str
-    """runAsUser.type: RunAsAny admits uid 0; MustRunAsRange and MustRunAsNonRoot never do."""
-    privileged: bool
-    """allowPrivilegedContainer."""
-    host_paths: bool
-    """allowHostDirVolumePlugin: hostPath volumes, the node's file system."""
-    escalation: bool
-    """allowPrivilegeEscalation (unset in a manifest means allowed)."""
-    seccomp: frozenset[str] | None
-    """seccompProfiles: the profiles a pod may set; None for `*` (any). Empty: none at all, so admission refuses a pod
-    that sets one ("seccomp may not be set"), as the program's RuntimeDefault containers do."""
-    user_namespace: bool = False
-    """userNamespaceLevel RequirePodLevel: admission admits only pods in a user namespace of their own (`hostUsers:
-    false`), which the program's pods never ask for ("Host Users must be set to false")."""
-    uid_min: int | None = None
-    """runAsUser.uidRangeMin where the manifest fixes the range (else MustRunAsRange takes the project's, never 0)."""
+    capabilities: frozenset[str] | None  # allowedCapabilities (and defaultAddCapabilities): what a container may add; None for `*` (any)
+    run_as_user: str  # runAsUser.type: RunAsAny admits uid 0; MustRunAs(Range) where uid_range holds it; MustRunAsNonRoot never
+    privileged: bool = False  # allowPrivilegedContainer
+    host_paths: bool = False  # hostPath volumes: allowHostDirVolumePlugin, or hostPath or `*` in `volumes`
+    escalation: bool = True  # allowPrivilegeEscalation (unset in a manifest means allowed)
+    seccomp: frozenset[str] | None = frozenset()  # seccompProfiles a pod may set; None for `*`; empty refuses the program's pods
+    user_namespace: bool = False  # userNamespaceLevel RequirePodLevel: only pods with `hostUsers: false`, which the program's never ask for
+    uid_range: tuple[int, int] | None = None  # the uids runAsUser fixes (uidRangeMin..Max, MustRunAs's uid); None: never 0
+    host_namespaces: frozenset[str] = frozenset()  # which of HOST_NAMESPACES it sets
 
     @property
     def allows_root(self) -> bool:
-        """Whether runAsUser admits uid 0: RunAsAny, or a range the manifest starts at 0 (inside a user namespace)."""
-        return self.run_as_user == "RunAsAny" or (self.run_as_user == "MustRunAsRange" and self.uid_min == 0)
+        """Whether runAsUser admits uid 0: RunAsAny, or a fixed range holding 0."""
+        if self.run_as_user == "RunAsAny":
+            return True
+        held = self.run_as_user in ("MustRunAs", "MustRunAsRange") and self.uid_range is not None
+        return held and self.uid_range[0] <= 0 <= self.uid_range[1]  # type: ignore[index]
+
+    def allows(self, capability: str) -> bool:
+        return self.capabilities is None or capability in self.capabilities
+
+    def allows_seccomp(self, profile: str) -> bool:
+        """Whether admission lets a container set seccomp `profile` (runtime/default and docker/default are one)."""
+        if self.seccomp is None or "*" in self.seccomp or profile in self.seccomp:
+            return True
+        defaults = {"runtime/default", "docker/default"}
+        return profile in defaults and bool(defaults & self.seccomp)
+
+    @classmethod
+    def from_object(cls, obj: Mapping[str, Any]) -> SccFacts:
+        """The facts of an SCC object (the cluster's is untrusted: a field of another shape reads as unset)."""
+
+        def names(key: str) -> frozenset[str]:
+            value = obj.get(key)
+            return frozenset(str(v) for v in value) if isinstance(value, list) else frozenset()
+
+        run_as: Mapping[str, Any] = obj["runAsUser"] if isinstance(obj.get("runAsUser"), dict) else {}
+        kind = str(run_as.get("type") or "")
+        ends: list[Any] = [run_as.get("uid")] * 2 if kind == "MustRunAs" else [run_as.get("uidRangeMin"), run_as.get("uidRangeMax")]
+        allowed, volumes, seccomp = names("allowedCapabilities"), names("volumes"), names("seccompProfiles")
+        return cls(
+            capabilities=None if "*" in allowed else allowed | names("defaultAddCapabilities"),
+            run_as_user=kind,
+            privileged=obj.get("allowPrivilegedContainer") is True,
+            host_paths=obj.get("allowHostDirVolumePlugin") is True or bool(volumes & {"hostPath", "*"}),
+            escalation=obj.get("allowPrivilegeEscalation") is not False,
+            seccomp=None if "*" in seccomp else seccomp,
+            user_namespace=obj.get("userNamespaceLevel") == "RequirePodLevel",
+            uid_range=(int(ends[0]), int(ends[1])) if all(_whole(e) for e in ends) else None,
+            host_namespaces=frozenset(f for f in HOST_NAMESPACES if obj.get(f) is True),
+        )
+
+    def to_object(self) -> dict[str, Any]:
+        """The SCC fields that state these facts (from_object reads them back as these facts)."""
+        run_as: dict[str, Any] = {"type": self.run_as_user}
+        if self.uid_range is not None:
+            low, high = self.uid_range
+            run_as |= {"uid": low} if self.run_as_user == "MustRunAs" else {"uidRangeMin": low, "uidRangeMax": high}
+        return {
+            "allowedCapabilities": ["*"] if self.capabilities is None else sorted(self.capabilities),
+            "allowPrivilegedContainer": self.privileged,
+            "allowHostDirVolumePlugin": self.host_paths,
+            **{f: f in self.host_namespaces for f in HOST_NAMESPACES},
+            "allowPrivilegeEscalation": self.escalation,
+            "runAsUser": run_as,
+            "seccompProfiles": ["*"] if self.seccomp is None else sorted(self.seccomp),
+            **({"userNamespaceLevel": "RequirePodLevel"} if self.user_namespace else {}),
+        }
+
+    def said(self, fact: str) -> str:
+        """How the SCC's own fields say `fact` (escaped and bounded: a live SCC's fields are the cluster's)."""
+        if fact == "capabilities":
+            return "allowedCapabilities " + ("* (every capability)" if self.capabilities is None else _listed(self.capabilities))
+        if fact == "root":
+            uids = ""
+            if self.uid_range is not None:
+                low, high = self.uid_range
+                uids = f" uid {low}" if self.run_as_user == "MustRunAs" else f" {low}-{high}"
+            admitted = " (uid 0 admitted)" if self.allows_root else " (never uid 0)"
+            return f"runAsUser {escaped(self.run_as_user) or '(unset)'}{uids}{admitted}"
+        if fact == "host_namespaces":
+            return f"{_listed(self.host_namespaces)} true" if self.host_namespaces else f"{', '.join(HOST_NAMESPACES)} false"
+        if fact == "user_namespace":
+            return f"userNamespaceLevel {'RequirePodLevel' if self.user_namespace else 'AllowHostLevel'}"
+        return f"{self.field_of(fact)} {str(getattr(self, fact)).lower()}"
+
+    def field_of(self, fact: str) -> str:
+        """The SCC field that states `fact` (of the node's namespaces, the first it sets)."""
+        if fact == "host_namespaces":
+            return next((f for f in HOST_NAMESPACES if f in self.host_namespaces), HOST_NAMESPACES[0])
+        return {"capabilities": "allowedCapabilities", "root": "runAsUser", "privileged": "allowPrivilegedContainer",
+                "host_paths": "allowHostDirVolumePlugin", "user_namespace": "userNamespaceLevel"}[fact]  # fmt: skip
+
+    def exceeds(self, other: SccFacts, fact: str) -> bool:
+        """Whether this SCC allows more than `other` in `fact` (one of STATED_FACTS)."""
+        if fact == "capabilities":
+            return other.capabilities is not None and (self.capabilities is None or not self.capabilities <= other.capabilities)
+        if fact == "host_namespaces":
+            return not self.host_namespaces <= other.host_namespaces
+        if fact == "root":
+            return self.allows_root and not other.allows_root
+        return bool(getattr(self, fact)) and not getattr(other, fact)
+
+    def judge(self, needs: SccNeeds, stated: SccFacts | None = None) -> SccVerdict:
+        """What of `needs` it refuses (of what `stated` admits), what it allows beyond them, where it exceeds `stated`."""
+        refused = self._refused(needs)
+        if stated is not None:
+            refused = [r for r in refused if r not in stated._refused(needs)]
+        broad = [("privileged", "privileged containers")] if self.privileged else []
+        broad += [("host_paths", "hostPath volumes (the node's file system)")] if self.host_paths else []
+        if self.host_namespaces:
+            broad.append(("host_namespaces", f"the node's namespaces and ports ({_listed(self.host_namespaces)})"))
+        if needs.used and not needs.privileged:  # a privileged container holds every capability and uid anyway
+            extra = None if self.capabilities is None else self.capabilities - needs.capabilities
+            if extra is None:
+                broad.append(("capabilities", "every capability (allowedCapabilities *)"))
+            elif extra:
+                broad.append(("capabilities", f"capabilities no pod under it adds ({_listed(extra)})"))
+            if self.allows_root and not needs.root:
+                broad.append(("root", f"uid 0, which no pod under it runs as ({self.said('root')})"))
+        unstated = [f for f in STATED_FACTS if stated is not None and self.exceeds(stated, f)]
+        return SccVerdict(refused, broad, unstated)
+
+    def _refused(self, needs: SccNeeds) -> list[tuple[str, str]]:
+        out = [("privileged", "privileged containers")] if needs.privileged and not self.privileged else []
+        out += [("capabilities", f"capability {c}") for c in sorted(needs.capabilities) if not self.allows(c)]
+        out += [("root", "uid 0")] if needs.root and not self.allows_root else []
+        return out + ([("user_namespace", "pods in the node's user namespace")] if needs.used and self.user_namespace else [])
 
 
 _NET_BIND = frozenset({"NET_BIND_SERVICE"})
 _NONE: frozenset[str] = frozenset()
 _RUNTIME_DEFAULT = frozenset({"runtime/default"})
-# The SCCs OpenShift ships, and what each one allows: facts of the platform, not of a stack's config. Read from the
-# manifests OpenShift installs them from: openshift/cluster-kube-apiserver-operator bindata/bootkube/scc-manifests/
-# (0000_20_kube-apiserver-operator_00_scc-NAME.yaml), openshift/machine-api-operator
-# install/0000_30_machine-api-operator_09_security_context_constraint.yaml (machine-api-termination-handler) and
-# openshift/cluster-monitoring-operator assets/node-exporter/security-context-constraints.yaml (node-exporter); they
-# agree with the OpenShift documentation's "Default security context constraints". A stack that `create`s one of them
-# would own, and on destroy delete, the SCC every user of the cluster runs under; a stack that names one is judged by
-# these facts, whatever its security.existing_* fields say (policy.core.Stack.scc).
+_ALL_HOST = frozenset(HOST_NAMESPACES)
+_HOST_NETWORK = frozenset({"allowHostNetwork", "allowHostPorts"})
+# The SCCs OpenShift ships, from their manifests (cluster-kube-apiserver-operator bindata/bootkube/scc-manifests/,
+# machine-api-operator, node-exporter's): a stack that names one is judged by these, whatever security.existing_* says.
 OPENSHIFT_SCCS: dict[str, SccFacts] = {
-    "anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
-    "hostaccess": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
-    "hostmount-anyuid": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
-    "hostmount-anyuid-v2": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
-    "hostnetwork": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
-    "hostnetwork-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
-    # The two that require a user namespace (restricted-v3, granted to every authenticated user as restricted-v2 is;
-    # nested-container, for container engines in a pod; both in the manifests of 2026): their uid ranges are inside it.
+    "anyuid": SccFacts(_NONE, "RunAsAny"),
+    "hostaccess": SccFacts(_NONE, "MustRunAsRange", host_paths=True, host_namespaces=_ALL_HOST),
+    "hostmount-anyuid": SccFacts(_NONE, "RunAsAny", host_paths=True),
+    "hostmount-anyuid-v2": SccFacts(_NONE, "RunAsAny", host_paths=True),
+    "hostnetwork": SccFacts(_NONE, "MustRunAsRange", host_namespaces=_HOST_NETWORK),
+    "hostnetwork-v2": SccFacts(_NET_BIND, "MustRunAsRange", escalation=False, seccomp=_RUNTIME_DEFAULT, host_namespaces=_HOST_NETWORK),
+    # The two that require a user namespace: their uid ranges are inside it.
     "nested-container": SccFacts(
-        frozenset({"SETUID", "SETGID"}),
-        "MustRunAsRange",
-        privileged=False,
-        host_paths=False,
-        escalation=True,
-        seccomp=None,
-        user_namespace=True,
-        uid_min=0,
+        frozenset({"SETUID", "SETGID"}), "MustRunAsRange", seccomp=None, user_namespace=True, uid_range=(0, 65534)
     ),
-    "machine-api-termination-handler": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_NONE),
-    "node-exporter": SccFacts(_NONE, "RunAsAny", privileged=False, host_paths=True, escalation=True, seccomp=_RUNTIME_DEFAULT),
-    "nonroot": SccFacts(_NONE, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
-    "nonroot-v2": SccFacts(_NET_BIND, "MustRunAsNonRoot", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
-    "privileged": SccFacts(None, "RunAsAny", privileged=True, host_paths=True, escalation=True, seccomp=None),
-    "restricted": SccFacts(_NONE, "MustRunAsRange", privileged=False, host_paths=False, escalation=True, seccomp=_NONE),
-    "restricted-v2": SccFacts(_NET_BIND, "MustRunAsRange", privileged=False, host_paths=False, escalation=False, seccomp=_RUNTIME_DEFAULT),
+    "machine-api-termination-handler": SccFacts(_NONE, "RunAsAny", host_paths=True, host_namespaces=frozenset({"allowHostNetwork"})),
+    "node-exporter": SccFacts(
+        _NONE, "RunAsAny", host_paths=True, seccomp=_RUNTIME_DEFAULT, host_namespaces=_HOST_NETWORK | {"allowHostPID"}
+    ),
+    "nonroot": SccFacts(_NONE, "MustRunAsNonRoot"),
+    "nonroot-v2": SccFacts(_NET_BIND, "MustRunAsNonRoot", escalation=False, seccomp=_RUNTIME_DEFAULT),
+    "privileged": SccFacts(None, "RunAsAny", privileged=True, host_paths=True, seccomp=None, host_namespaces=_ALL_HOST),
+    "restricted": SccFacts(_NONE, "MustRunAsRange"),
+    "restricted-v2": SccFacts(_NET_BIND, "MustRunAsRange", escalation=False, seccomp=_RUNTIME_DEFAULT),
     "restricted-v3": SccFacts(
-        _NET_BIND,
-        "MustRunAsRange",
-        privileged=False,
-        host_paths=False,
-        escalation=False,
-        seccomp=_RUNTIME_DEFAULT,
-        user_namespace=True,
-        uid_min=1000,
+        _NET_BIND, "MustRunAsRange", escalation=False, seccomp=_RUNTIME_DEFAULT, user_namespace=True, uid_range=(1000, 65534)
     ),
 }
 BUILTIN_SCCS = frozenset(OPENSHIFT_SCCS)
@@ -92,11 +227,9 @@ INTERNAL_REGISTRY = "image-registry.openshift-image-registry.svc:5000"
 PROJECT_SERVICE_ACCOUNTS = {"default": "", "builder": "", "deployer": "", "pipeline": " that has OpenShift Pipelines"}
 # Machine config pools of the control plane: a MachineConfig there drains and reboots the API server's nodes in turn.
 CONTROL_PLANE_POOLS = frozenset({"master", "control-plane", "arbiter"})
-# The node-role labels (and taint keys) of the same nodes: a GPU pod that selects or tolerates them may land on, and
-# load, the nodes the API server and etcd run on.
+# The node-role labels (and taint keys) of those nodes: a GPU pod that selects or tolerates them may load the API server's.
 CONTROL_PLANE_ROLES = tuple(sorted(f"node-role.kubernetes.io/{pool}" for pool in CONTROL_PLANE_POOLS))
-# Namespaces a stack never touches: the platform's own and `default`. What a stack declares there it owns, and its
-# `pulumi destroy` deletes (a NAD copy, a RoleBinding, a claim); an import would adopt the platform's objects.
+# Namespaces a stack never touches: what it declares there it owns, and its `pulumi destroy` deletes.
 PLATFORM_NAMESPACES = ("kube-*", "openshift", "openshift-*", "default")
 
 
@@ -104,17 +237,8 @@ def platform_namespace(namespace: str) -> bool:
     return any(fnmatch.fnmatchcase(namespace, pattern) for pattern in PLATFORM_NAMESPACES)
 
 
-# The SR-IOV network operator (github.com/k8snetworkplumbingwg/sriov-network-operator v1.5.0): where OpenShift installs
-# it, and the kinds of its API the platform tier declares there (fabric.nad_mode operator, node_sets[].node_policies).
-# These kinds in that namespace are the one exception to PLATFORM_NAMESPACES: the operator reconciles only the objects of
-# its own namespace (controllers/generic_network_controller.go sets the request's namespace to its own), so that is
-# where a SriovNetwork or a SriovNetworkNodePolicy must be; the stack owns exactly the ones it names.
+# The operator (v1.5.0) reconciles only its own namespace's objects: the one exception to PLATFORM_NAMESPACES.
 SRIOV_OPERATOR_NAMESPACE = "openshift-sriov-network-operator"
-# The operator runs in the namespace it is installed to (its Deployment passes metadata.namespace as NAMESPACE,
-# deploy/operator.yaml; pkg/vars reads it) and watches only that one (main.go's cache): on OpenShift OLM installs it
-# in SRIOV_OPERATOR_NAMESPACE, elsewhere its Helm chart in a namespace of its own (the chart's README:
-# sriov-network-operator). No namespace of the platform is one it is installed to but OpenShift's: `default`,
-# `kube-system` or `openshift-config` there would hold SriovNetworks no operator reconciles.
 
 
 def operator_namespace_problem(namespace: str) -> str:
@@ -131,20 +255,14 @@ def operator_namespace_problem(namespace: str) -> str:
 
 SRIOV_API = "sriovnetwork.openshift.io/v1"
 SRIOV_OPERATOR_KINDS = frozenset({"SriovNetwork", "SriovNetworkNodePolicy"})
-# The operator's RESOURCE_PREFIX on OpenShift (hack/env.sh, the chart's resourcePrefix): a policy's and a network's
-# resourceName is the device plugin resource without it, and its webhook admits only ^[a-zA-Z0-9_]+$ there.
+# The operator's RESOURCE_PREFIX on OpenShift: a resourceName is the resource without it, ^[a-zA-Z0-9_]+$ (its webhook).
 SRIOV_RESOURCE_PREFIX = "openshift.io/"
 SRIOV_RESOURCE_NAME = r"^[a-zA-Z0-9_]+$"
-# Vendors the operator supports (its supported-nic-ids ConfigMap), and the NVIDIA/Mellanox PF device IDs in it
-# (ConnectX-4 to -8, BlueField-2/3): its webhook refuses a policy naming another vendor, or another device of 15b3.
+# Vendors and NVIDIA/Mellanox PF device IDs its webhook admits (the supported-nic-ids ConfigMap: ConnectX-4 to -8, BF-2/3).
 SRIOV_VENDORS = frozenset({"8086", "15b3", "14e4", "1077", "177d", "1af4"})
 SRIOV_MELLANOX_DEVICES = frozenset({"1013", "1015", "1017", "1019", "101b", "101d", "101f", "1021", "1023", "a2d6", "a2dc"})
 SRIOV_MAX_VFS = 128  # the webhook's MlxMaxVFs: at most this many VFs per ConnectX PF
-# What the operator's NAD template (bindata/manifests/cni-config/sriov/sriov-cni-config.yaml, rendered by
-# api/v1/helper.go RenderNetAttDef) writes into the CNI config, by the SriovNetwork spec field it takes it from: a CNI
-# config key -> (spec field, the values the CRD admits). `ipam` and `capabilities` are JSON objects the spec holds as
-# strings; `cniVersion` (1.0.0), `name` (the SriovNetwork's name) and `type` (sriov) the operator writes itself; `mtu` it
-# never writes (a VF's MTU is its node policy's, checked by the preflight).
+# CNI config key -> (the SriovNetwork field the NAD template, RenderNetAttDef, writes it from; what the CRD admits).
 SRIOV_NETWORK_FIELDS: dict[str, tuple[str, Collection[object] | None]] = {
     "vlan": ("vlan", range(0, 4097)),
     "vlanQoS": ("vlanQoS", range(0, 8)),
@@ -160,9 +278,8 @@ SRIOV_NETWORK_FIELDS: dict[str, tuple[str, Collection[object] | None]] = {
 SRIOV_CNI_OWN_KEYS = frozenset({"cniVersion", "name", "type", "mtu", "ipam", "capabilities"})
 
 
-# The files components/launcher/launcher.py writes in every pod (DEFAULT_ENV_FILE, DEFAULT_BASH_ENV_FILE,
-# DEFAULT_REPORT_JSON; tests hold them equal): a DeepSpeed hostfile must not be one of them, and /tmp must be writable.
+# The files the launcher writes in every pod (components/launcher/contract.py; tests hold them equal).
 LAUNCHER_FILES = ("/tmp/launcher.env", "/tmp/launcher-bash-env.sh", "/tmp/launcher-report.json")
-# A debugger's port (debugpy's name and its default port): it runs whatever code its client sends.
+# A debugger's port (debugpy's name and default port): it runs whatever code its client sends.
 DEBUGGER_PORT_NAMES = frozenset({"debugpy"})
 DEBUGGER_PORTS = frozenset({5678})

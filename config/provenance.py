@@ -1,310 +1,239 @@
-"""Where a config's values were written: the file and line behind a config path, so an error or a preflight
-finding names the `Workload(...)` call in clusters/NAME.py (or the line of a YAML config) that holds the value.
-
-Kept beside the models, never in them: two configs with the same values stay equal whichever way they were
-written (a module, or its YAML dump). Two sources:
-- a stack module: each model its code builds remembers the line of the call that built it (`remember`), the
-  call as the file writes it: a helper function's line is skipped for the line that calls the helper, a
-  comprehension's line is kept (it is where the entries are written);
-- a YAML file: the line of every key and list item, read with the file (stacks.read_yaml_lines), registered
-  for the config validated from it (`register_yaml`).
-A stack module runs in a child process (stacks.load_module): there `calls(config)` collects the line of each model's
-call by config path, and the parent registers that map (`register_calls`) for the config it validates from the
-child's data, as the YAML route registers a file's lines.
-`origin(root, path)` answers for any config path, from the deepest value on the path that has a line.
-"""
+"""Where a config's values were written (the file and line behind a config path), so an error or a finding names the
+line to change: the call in a clusters/ file that built each model (and the helpers it went through), or a YAML file's
+line of each key. Kept beside the models, never in them: two configs with the same values stay equal."""
 
 from __future__ import annotations
 
 import ast
-import os
 import sys
 import weakref
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import Any, NamedTuple
 
 from config import project
 
-Path_ = tuple[str | int, ...]
-"""A config path: field names and list indexes (`("workloads", 2, "nodes")`), as pydantic locates errors."""
-
-_HERE = os.path.dirname(os.path.abspath(__file__))
-# Frames that are the program building a model, not a user writing one: this package (its YAML loader validates
-# plain data), pydantic, the import machinery.
-_PROGRAM = (_HERE + os.sep, "<")
+Path_ = tuple[str | int, ...]  # field names and list indexes (`("workloads", 2, "nodes")`), as pydantic locates errors
 _WRITTEN_IN = frozenset({"<module>", "<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>"})
 
 
-def _program(file: str) -> bool:
-    return file.startswith(_PROGRAM) or "/pydantic/" in file.replace("\\", "/")
+class Site(NamedTuple):
+    """Where user code built a model: the call's file and line, and the first lines of the helpers it went through."""
+
+    file: str
+    line: int
+    helpers: tuple[tuple[str, int], ...] = ()
 
 
-_MODELS: dict[int, tuple[weakref.ReferenceType[Any], str, int]] = {}
-_YAML: dict[int, tuple[weakref.ReferenceType[Any], str, dict[Path_, int]]] = {}
-_CALLS: dict[int, tuple[weakref.ReferenceType[Any], dict[Path_, tuple[str, int]]]] = {}
-
-
-def written_here() -> tuple[str, int] | None:
-    """(file, line) where user code wrote the call being run: the caller's frame outside this package and pydantic, and
-    past a helper function of the user's to the line that calls the helper (a comprehension's line is kept: it is
-    where the entries are written). None when no user code is on the stack (a YAML file's data)."""
-    frame = sys._getframe(1)
-    while frame is not None and _program(frame.f_code.co_filename):
-        frame = frame.f_back  # type: ignore[assignment]
-    chosen: tuple[str, int] | None = None
-    while frame is not None and not _program(frame.f_code.co_filename):
-        chosen = (frame.f_code.co_filename, frame.f_lineno)
-        if frame.f_code.co_name in _WRITTEN_IN:
-            break
-        frame = frame.f_back  # type: ignore[assignment]
-    return chosen
-
-
-def remember(model: Any) -> None:
-    """Remember where user code built `model` (written_here). Called by the model itself, only while a stack module
-    runs (config.errors IN_STACK_MODULE) and only for a model built by a call, not from nested plain data."""
-    chosen = written_here()
-    if chosen is None:
-        return
-    key = id(model)
-    _MODELS[key] = (weakref.ref(model), *chosen)
-    weakref.finalize(model, _MODELS.pop, key, None).atexit = False  # nothing to tidy at exit
-
-
-def source_line(model: Any) -> tuple[str, int] | None:
-    """(file, line) of the call in a stack module that built `model`; None when a file's data or other code built it."""
-    known = _MODELS.get(id(model))
-    if known is None or known[0]() is not model:
+def written_here() -> Site | None:
+    """The innermost clusters/ frame, followed out through helpers to the module-level line; None outside user code."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and not _user(frame.f_code.co_filename):
+        frame = frame.f_back
+    if frame is None:
         return None
-    return known[1], known[2]
+    helpers = []
+    while frame.f_code.co_name not in _WRITTEN_IN and frame.f_back is not None and _user(frame.f_back.f_code.co_filename):
+        helpers.append((frame.f_code.co_filename, frame.f_code.co_firstlineno))
+        frame = frame.f_back
+    return Site(frame.f_code.co_filename, frame.f_lineno, tuple(helpers))
+
+
+def _user(file: str) -> bool:
+    return Path(file).parent.name == "clusters"
+
+
+_MODELS: dict[int, tuple[weakref.ReferenceType[Any], Site]] = {}
+_YAML: dict[int, tuple[weakref.ReferenceType[Any], str, dict[Path_, int]]] = {}
+_AGAIN: dict[int, tuple[weakref.ReferenceType[Any], Any]] = {}  # a config validated again -> the one user code built
+
+
+def _keep(table: dict[int, Any], obj: Any, *value: Any) -> None:
+    key = id(obj)
+    table[key] = (weakref.ref(obj), *value)
+    weakref.finalize(obj, table.pop, key, None).atexit = False
+
+
+def _known(table: dict[int, Any], obj: Any) -> Any:
+    entry = table.get(id(obj))
+    return entry if entry is not None and entry[0]() is obj else None
+
+
+def remember(model: Any, site: Site) -> None:
+    _keep(_MODELS, model, site)
 
 
 def register_yaml(config: Any, file: str, lines: dict[Path_, int]) -> None:
-    """Remember the YAML lines a config was validated from."""
-    key = id(config)
-    _YAML[key] = (weakref.ref(config), file, lines)
-    weakref.finalize(config, _YAML.pop, key, None).atexit = False
+    _keep(_YAML, config, file, lines)
 
 
 def yaml_line(file: str, lines: dict[Path_, int], path: Path_) -> tuple[str, int] | None:
     """The line of the deepest key on `path` the file writes."""
-    for end in range(len(path), 0, -1):
-        line = lines.get(path[:end])
-        if line is not None:
-            return file, line
-    return None
+    return next(((file, lines[path[:end]]) for end in range(len(path), 0, -1) if path[:end] in lines), None)
 
 
-def calls(config: Any) -> dict[Path_, tuple[str, int]]:
-    """The (file, line) of the call that built each model of `config` (by config path), for the models built by a
-    stack module's code (`remember`), or registered from such a map: what `register_calls` needs in another process."""
-    known = _CALLS.get(id(config))
-    if known is not None and known[0]() is config:
-        return dict(known[1])
-    out: dict[Path_, tuple[str, int]] = {}
-    stack: list[tuple[Any, Path_]] = [(config, ())]
-    while stack:
-        node, path = stack.pop()
-        if isinstance(node, dict):
-            stack.extend((v, (*path, k)) for k, v in node.items() if isinstance(k, str))
-        elif isinstance(node, list | tuple):
-            stack.extend((v, (*path, i)) for i, v in enumerate(node))
-        elif hasattr(type(node), "model_fields"):  # a model: the fields are the keys of its dump
-            line = source_line(node)
-            if line is not None:
-                out[path] = line
-            stack.extend((getattr(node, f, None), (*path, f)) for f in type(node).model_fields)
-    return out
-
-
-def register_calls(config: Any, lines: dict[Path_, tuple[str, int]]) -> None:
-    """Remember the model calls (`calls`) of the stack module a config was validated from."""
-    key = id(config)
-    _CALLS[key] = (weakref.ref(config), lines)
-    weakref.finalize(config, _CALLS.pop, key, None).atexit = False
-
-
-def yaml_of(config: Any) -> tuple[str, dict[Path_, int]] | None:
-    """(file, lines) registered for a config validated from a YAML file, or None."""
-    known = _YAML.get(id(config))
-    return (known[1], known[2]) if known is not None and known[0]() is config else None
+def register(config: Any, source: Any) -> None:
+    """Give `config` (validated again from `source`'s data) the lines of `source`: its YAML file's, or its calls'."""
+    if found := _known(_YAML, source):
+        register_yaml(config, found[1], found[2])
+    else:
+        _keep(_AGAIN, config, source)
 
 
 def call_line(root: Any, path: Path_) -> tuple[str, int] | None:
-    """(file, line) of the model call in a stack module that built the model at `path` itself (not one around it)."""
-    known = _CALLS.get(id(root))
-    if known is not None and known[0]() is root:
-        return known[1].get(path)
-    node = root
-    for part in path:
-        node = _child(node, part)
-    return source_line(node) if node is not None else None
+    """(file, line) of the user's call that built the model at `path` itself (not one around it)."""
+    if again := _known(_AGAIN, root):
+        return call_line(again[1], path)
+    site = _known(_MODELS, walk(root, path))
+    return (site[1].file, site[1].line) if site else None
 
 
-def _child(node: Any, part: str | int) -> Any:
+def child(node: Any, part: str | int) -> Any:
     if isinstance(part, int):
         try:
             return node[part]
         except (IndexError, KeyError, TypeError):
             return None
-    if isinstance(node, dict):
-        return node.get(part)
-    return getattr(node, part, None)
+    return node.get(part) if isinstance(node, dict) else getattr(node, part, None)
 
 
-def origin(root: Any, path: Path_, call: tuple[tuple[str, int], str] | None = None) -> tuple[str, int] | None:
-    """(file, line) that writes the value at `path` of `root` (a config, or the data a config is being built from):
-    the YAML line of the deepest key, else the line of the field itself in the call that built the deepest model on the
-    path: the keyword that writes it (`nodes=2`), its list item or dict key (`namespaces=[...]`'s second line), not the
-    line of `Workload(` or `ClusterConfig(`; the call's line where the call does not write the field itself (a helper's
-    `**fields`, a `*spread`). `call`: ((file, line), model class) of the call `root` is the data of, when it is not
-    registered (a model failing as a stack module builds it)."""
-    known = _YAML.get(id(root))
-    if known is not None and known[0]() is root:
-        return yaml_line(known[1], known[2], path)
-    called = _CALLS.get(id(root))
-    if called is not None and called[0]() is root:  # a module's config, validated from its child's data
-        end = next((end for end in range(len(path), -1, -1) if path[:end] in called[1]), None)
-        if end is None:
-            return None
-        line_of_call = called[1][path[:end]]
-        model = _walk(root, path[:end])
-        name = type(model).__name__ if hasattr(type(model), "model_fields") else None
-        return field_line(line_of_call, name, path[end:]) or line_of_call
-    found = source_line(root)
-    name = type(root).__name__
-    if found is None and call is not None:
-        found, name = call
-    end = 0
-    node = root
-    for i, part in enumerate(path):
-        node = _child(node, part)
-        if node is None:
-            break
-        built = source_line(node)
-        if built is not None:  # a model on the path built by a call of its own
-            found, name, end = built, type(node).__name__, i + 1
-    if found is None:
-        return None
-    return field_line(found, name, path[end:]) or found
-
-
-def _walk(root: Any, path: Path_) -> Any:
+def walk(root: Any, path: Path_) -> Any:
     node = root
     for part in path:
-        node = _child(node, part)
-        if node is None:
-            return None
+        node = child(node, part)  # None once a part is missing
     return node
 
 
-_PARSED: dict[str, tuple[str, dict[tuple[int, str], ast.Call], dict[str, int], dict[str, str]]] = {}
+def origin(root: Any, path: Path_, call: tuple[Site, str] | None = None) -> tuple[str, int] | None:
+    """(file, line) that writes `path` of `root`: the deepest YAML key's, else the field's in the deepest model's call."""
+    if known := _known(_YAML, root):
+        return yaml_line(known[1], known[2], path)
+    if again := _known(_AGAIN, root):
+        return origin(again[1], path, call)
+    end, known = next(((end, k) for end in range(len(path), -1, -1) if (k := _known(_MODELS, walk(root, path[:end])))), (0, None))
+    site, name = (known[1], type(walk(root, path[:end])).__name__) if known else (None, "")
+    if site is None and call is not None:
+        site, name = call
+    if site is None:
+        return None
+    return field_line(site, name, path[end:]) or (site.file, site.line)
 
 
-def _parsed(file: str) -> tuple[dict[tuple[int, str], ast.Call], dict[str, int], dict[str, str]]:
-    """A module's calls by (line, called name); the line of each module-level assignment of a plain name (`NS = ...`,
-    the first one); and the text each module-level constant assigned a string literal holds. Parsed once per text of
-    the file (a check asks for every finding; an edit between two checks of one process, as in a test, is read again)."""
+class _Parsed(NamedTuple):
+    text: str
+    calls: dict[tuple[int, str], ast.Call]
+    functions: dict[int, ast.FunctionDef | ast.Lambda]  # by first line: where a helper's values are written
+    assigned: dict[str, int]  # the line of each module-level assignment of a plain name (the first)
+    texts: dict[str, str]  # the text each module-level constant assigned a string literal holds
+
+
+_PARSED: dict[str, _Parsed] = {}
+
+
+def _parsed(file: str) -> _Parsed | None:
+    """A module's calls by (line, called name), its functions, its constants; parsed once per text of the file."""
     try:
         text = Path(file).read_text(encoding="utf-8")
         cached = _PARSED.get(file)
-        if cached is None or cached[0] != text:
-            tree = ast.parse(text)
-            calls: dict[tuple[int, str], ast.Call] = {}
-            for n in ast.walk(tree):
-                if isinstance(n, ast.Call):
-                    called = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
-                    calls.setdefault((n.lineno, called), n)
-            assigned: dict[str, int] = {}
-            texts: dict[str, str] = {}
-            for stmt in tree.body:
-                targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
-                value = getattr(stmt, "value", None)
-                for target in targets:
-                    if isinstance(target, ast.Name):
-                        assigned.setdefault(target.id, stmt.lineno)
-                        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-                            texts.setdefault(target.id, value.value)
-            cached = _PARSED[file] = (text, calls, assigned, texts)
+        if cached is not None and cached.text == text:
+            return cached
+        tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
-        return {}, {}, {}
-    return cached[1], cached[2], cached[3]
-
-
-def _calls(file: str) -> dict[tuple[int, str], ast.Call]:
-    return _parsed(file)[0]
+        return None
+    out = _Parsed(text, {}, {}, {}, {})
+    for n in ast.walk(tree):
+        if isinstance(n, ast.Call):
+            called = n.func.id if isinstance(n.func, ast.Name) else n.func.attr if isinstance(n.func, ast.Attribute) else ""
+            out.calls.setdefault((n.lineno, called), n)
+        elif isinstance(n, ast.FunctionDef | ast.Lambda):
+            out.functions[n.lineno] = n
+    for stmt in tree.body:
+        targets = stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target] if isinstance(stmt, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Name):
+                out.assigned.setdefault(target.id, stmt.lineno)
+                value = getattr(stmt, "value", None)
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    out.texts.setdefault(target.id, value.value)
+    _PARSED[file] = out
+    return out
 
 
 def assignments(file: str) -> dict[str, int]:
     """The line of each module-level assignment of a plain name in `file` (`NS = ...`: the first)."""
-    return dict(_parsed(file)[1])
+    parsed = _parsed(file)
+    return dict(parsed.assigned) if parsed else {}
 
 
-def _field_node(file: str, line: int, called: str | None, path: Path_) -> ast.expr | ast.keyword | None:
-    """The expression that writes `path` in the call of `called` at `line` of `file` (any call there with that keyword
-    when `called` is None or not there: a helper's call, `_deepti("name", state="running")`): the keyword, its list item,
-    its dict key's value, as deep as the source writes them literally (not past a `*spread` or `**spread`)."""
-    if not path or not isinstance(path[0], str):
-        return None
-    calls = _calls(file)
-    call = calls.get((line, called)) if called else None
-    if call is None or not any(k.arg == path[0] for k in call.keywords):
-        call = next((c for (at, _), c in calls.items() if at == line and any(k.arg == path[0] for k in c.keywords)), None)
-    keyword = next((k for k in call.keywords if k.arg == path[0]), None) if call is not None else None
-    if keyword is None:
-        return None
-    node: ast.expr | ast.keyword = keyword
-    value = keyword.value
-    for part in path[1:]:
+def _dict_value(node: ast.Dict, key: str) -> ast.expr | None:
+    return next((v for k, v in zip(node.keys, node.values, strict=True) if isinstance(k, ast.Constant) and k.value == key), None)
+
+
+def _deeper(node: ast.expr | ast.keyword, path: Path_) -> ast.expr | ast.keyword:
+    """The list item or dict value under `node` that `path` names, as deep as the source writes them literally."""
+    value = node.value if isinstance(node, ast.keyword) else node
+    for part in path:
         if isinstance(part, int) and isinstance(value, ast.List | ast.Tuple):
             items = value.elts[: part + 1]
             if len(items) != part + 1 or any(isinstance(item, ast.Starred) for item in items):
                 break
             node = value = items[-1]
-        elif isinstance(part, str) and isinstance(value, ast.Dict):
-            found = next(
-                (v for k, v in zip(value.keys, value.values, strict=True) if isinstance(k, ast.Constant) and k.value == part), None
-            )
-            if found is None:
-                break
+        elif isinstance(part, str) and isinstance(value, ast.Dict) and (found := _dict_value(value, part)) is not None:
             node = value = found
         else:
             break
     return node
 
 
-def field_line(call: tuple[str, int], called: str | None, path: Path_) -> tuple[str, int] | None:
-    """(file, line) of the keyword, list item or dict value that writes `path` in the call at `call` (see _field_node)."""
-    node = _field_node(call[0], call[1], called, path)
-    return (call[0], node.lineno) if node is not None else None
+def _in_call(call: ast.Call | None, name: str) -> ast.keyword | None:
+    return next((k for k in call.keywords if k.arg == name), None) if call is not None else None
 
 
-def keyword_line(file: str, line: int, called: str, path: Path_) -> int | None:
-    """The line of keyword `path[0]` in the call of `called` at `line` of `file`, or, where `path[1]` is an index into the
-    list the keyword writes literally, the line of that item (not past a `*spread` before it, which shifts the indexes)."""
-    call = _calls(file).get((line, called))
-    if call is None:
+def _field_node(site: Site, called: str | None, path: Path_) -> tuple[str, ast.expr | ast.keyword] | None:
+    """(file, expression) that writes `path` for the call at `site`: its keyword, else a helper's keyword or dict key."""
+    parsed = _parsed(site.file)
+    if parsed is None or not path or not isinstance(path[0], str):
         return None
-    node = _field_node(file, line, called, path[:2])
-    return node.lineno if node is not None else None
+    name = path[0]
+    found: ast.expr | ast.keyword | None = _in_call(parsed.calls.get((site.line, called or "")), name)
+    if found is None:
+        found = next((k for (at, _), c in parsed.calls.items() if at == site.line and (k := _in_call(c, name))), None)
+    if found is not None:
+        return site.file, _deeper(found, path[1:])
+    for file, first in site.helpers:
+        helper = _parsed(file)
+        if (function := helper.functions.get(first) if helper else None) is None:
+            continue
+        # A value the helper passes on from its own parameter (`name=name`) is written where the helper is called.
+        passed = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
+        for n in ast.walk(function):
+            value = n.value if isinstance(n, ast.keyword) and n.arg == name else _dict_value(n, name) if isinstance(n, ast.Dict) else None
+            if value is not None and not (isinstance(value, ast.Name) and value.id in passed):
+                return file, _deeper(value, path[1:])
+    return None
 
 
-def constant(call: tuple[str, int], called: str | None, path: Path_, value: Any) -> tuple[str, tuple[str, int]] | None:
-    """The module-level name (`NS`) whose value the field at `path` of the call at `call` is, and the line that sets it:
-    where the field is written as that bare name, or, where the call does not write the field (a helper fills it in),
-    the one module-level string constant holding that very text. None otherwise."""
-    file = call[0]
-    _, assigned, texts = _parsed(file)
-    node = _field_node(file, call[1], called, path)
-    if isinstance(node, ast.keyword):
-        node = node.value
+def field_line(site: Site, called: str | None, path: Path_) -> tuple[str, int] | None:
+    """(file, line) of the keyword, list item or dict value that writes `path` for the call at `site` (_field_node)."""
+    found = _field_node(site, called, path)
+    return (found[0], found[1].lineno) if found else None
+
+
+def constant(site: Site, called: str | None, path: Path_, value: Any) -> tuple[str, tuple[str, int]] | None:
+    """The module-level name (`NS`) the field at `path` is written as, or the one string constant holding its text."""
+    found = _field_node(site, called, path)
+    file = found[0] if found else site.file
+    parsed = _parsed(file)
+    node = found[1].value if found and isinstance(found[1], ast.keyword) else found[1] if found else None
+    if parsed is None:
+        return None
     if isinstance(node, ast.Name):
-        line = assigned.get(node.id)
+        line = parsed.assigned.get(node.id)
         return (node.id, (file, line)) if line is not None else None
     if node is None and isinstance(value, str):
-        holders = [name for name, text in texts.items() if text == value]
+        holders = [name for name, text in parsed.texts.items() if text == value]
         if len(holders) == 1:
-            return holders[0], (file, assigned[holders[0]])
+            return holders[0], (file, parsed.assigned[holders[0]])
     return None
 
 
@@ -316,5 +245,4 @@ def shown(where: tuple[str, int] | None) -> str:
     try:
         return f"{path.resolve().relative_to(project.ROOT.resolve()).as_posix()}:{where[1]}"
     except ValueError:
-        pass
-    return f"{path}:{where[1]}"
+        return f"{path}:{where[1]}"

@@ -1,11 +1,5 @@
-"""The values a config is made of: names, quantities and paths checked against the API server's own rules, the
-types the models' fields use (K8sName, Memory, MountPath, ...), the bounds that keep every list and count small
-(MAX_*), the names the program reserves in every pod, and what the kubelet does to environment values
-(kubelet_escape, kubelet_expand).
-
-Nothing here knows a model: config/errors.py and the models (config/cluster.py, config/workloads.py,
-config/stack.py) build on it.
-"""
+"""The values a config is made of, checked by the API server's own rules (K8sName, Memory, MountPath, ...), the bounds
+(MAX_*), the names reserved in every pod, and what the kubelet does to env values. Nothing here knows a model."""
 
 from __future__ import annotations
 
@@ -13,20 +7,15 @@ import json
 import math
 import re
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
 
-# --- value types ------------------------------------------------------------------------------
-
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-_DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
 _DNS_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)(Ki|Mi|Gi|Ti|Pi|Ei|m|k|M|G|T|P|E)?$")
 _RESOURCE = re.compile(r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?/[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _CAPABILITY = re.compile(r"^[A-Z][A-Z_]*$")
 _LABEL_VALUE = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")
 _LABEL_KEY_NAME = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
@@ -39,41 +28,21 @@ _IMAGE = re.compile(
     r"[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*(?:/[a-z0-9]+(?:(?:[._]|__|-+)[a-z0-9]+)*)*"
     r"(?::[\w][\w.-]{0,127})?$"
 )
-# The digests a registry and the container runtime verify (OCI image spec, go-digest): the algorithm's
-# lowercase hex encoding of exactly its length. Anything else fails the pull ("invalid checksum digest format",
-# "unsupported digest algorithm").
+# The digests a registry verifies (OCI image spec): lowercase hex of exactly the algorithm's length.
 DIGEST_HEX_LENGTH = {"sha256": 64, "sha512": 128}
 TAG = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.-]{0,127}$")
 
-INT32_MAX = 2**31 - 1
-# Bounds on counts: generous for a GPU cluster, and small enough that a typo (3000000000 nodes)
-# is refused instead of making the program build billions of names.
+# Bounds: generous for a GPU cluster, small enough that a typo (3000000000 nodes) is refused and `check` of the largest
+# stack accepted (bench/scale.py) takes seconds. The committed stacks use at most a quarter of each (tests/config/test_bounds.py).
 MAX_NODES = 256
 MAX_GPUS = 16
 MAX_NODE_SET_SIZE = 4096
 MAX_WORKLOADS = 200
-# Bounds on what one stack declares, so that `python -m stacks check` (the preflight over the declared objects, linear
-# in them) and `render` stay a matter of seconds: docs/performance.md "Scale" measures the largest stack they accept.
-# The committed stacks use at most a quarter of each (Barcelona: 5 named GPU nodes, 5 workloads, two TCP variants of
-# one workload, one bandwidth check; /work/shared/CLUSTER-FACTS.md), and a large site's project on one cluster fits too.
-MAX_CLUSTER_NODES = 4096
-"""GPU nodes of all node sets together: a large cluster's whole GPU fleet."""
-MAX_NAMED_NODES = 256
-"""Nodes named in all node sets together. Every pod template carries the names of its set (a pin) or of all of them
-(the pods of a count set avoid them), so the rendered objects grow with templates x names; a fleet larger than this is
-counted (`count`), not listed."""
-MAX_TCP_VARIANTS = 8
-"""TCP variants of one workload (alternatives of it: an older and a newer image, say)."""
-MAX_POD_TEMPLATES = 256
-"""Workloads, their TCP variants and the bandwidth checks together: each renders a StatefulSet or Job, its Services
-and its NetworkPolicy, whether it runs or not (a stopped StatefulSet keeps its claims at 0 replicas)."""
-MAX_PORTS = 16
-"""Developer ports of one workload: each routed port renders a Route."""
-# Bounds of every other list and dict a stack writes. Each is far above real use (the committed stacks, and the facts
-# of /work/shared/CLUSTER-FACTS.md, stay under a quarter of each: tests/config/test_bounds.py), and together they keep
-# `check` of the largest stack accepted (bench/scale.py largest(), every list at its bound) within 2 s: each entry is
-# work for the preflight in every pod template, so an unbounded list (3,000 tolerations) made it minutes. The bounds of
-# what every pod template carries are the tightest: each of their entries is repeated in up to 256 templates.
+MAX_CLUSTER_NODES = 4096  # GPU nodes of all node sets together: a large cluster's whole GPU fleet
+MAX_NAMED_NODES = 256  # nodes named in all sets together: every pod template carries names, so a larger fleet is counted
+MAX_TCP_VARIANTS = 8  # TCP variants of one workload
+MAX_POD_TEMPLATES = 256  # workloads, their TCP variants and the bandwidth checks together, running or not
+MAX_PORTS = 16  # developer ports of one workload
 MAX_NODE_SETS = 64  # node sets: a site splits its GPU fleet into a few pools (Barcelona: 2)
 MAX_NAMESPACES = 64  # user namespaces of one stack: the projects of a large site's teams (Barcelona: 3)
 MAX_VOLUMES = MAX_WORKLOADS  # data volumes: a few per namespace (Barcelona: 3)
@@ -103,7 +72,10 @@ MAX_SCRIPT_MOUNTS = 4  # script ConfigMaps one workload mounts (1 here)
 MAX_NODE_POLICIES = 8  # SR-IOV node policies of one node set: one per NIC port (a GPU node has 4 to 8); each is one object per node
 MAX_POLICY_PFS = 8  # PFs one node policy names (1 per port is the use)
 MAX_ARGS = 128  # arguments of one workload's command (7 at most here; a torchrun with 60 flags and values fits)
-MAX_TEXT = 256 * 1024  # one script file, one Dockerfile
+MAX_TEXT = 256 * 1024  # one script file
+MAX_DEADLINE_MINUTES = 7 * 24 * 60  # a bandwidth check's deadline: a week
+MAX_DOCKERFILE = 60_000  # bytes of one Dockerfile: the openshift-apiserver's maxDockerfileLengthBytes (a BuildConfig's)
+# Kueue takes 64 flavors and resources per ClusterQueue (MAX_NODE_SETS; 4 + MAX_ATTACHMENTS), 8 tolerations per flavor.
 GIB = 1024**3
 MIB = 1024**2
 
@@ -111,58 +83,69 @@ MIB = 1024**2
 RESERVED_VOLUMES = frozenset({"launcher", "dshm"})
 LAUNCHER_DIR = "/opt/launcher"
 RESERVED_PATHS = frozenset({"/dev/shm", LAUNCHER_DIR})
-# Environment the launcher reads or exports (components/launcher/launcher.py): a workload's env
-# must not override it, or the pod starts with a rank, world size or strategy the program did not render.
+# Environment the launcher reads or exports (components/launcher/contract.py): a workload's env must not override it.
 RESERVED_ENV = frozenset(
     {"MASTER_ADDR", "MASTER_PORT", "POD_NAME", "JOB_COMPLETION_INDEX", "NODE_RANK", "NNODES", "NPROC_PER_NODE", "WORLD_SIZE"}
 )
 RESERVED_ENV_PREFIX = "LAUNCHER_"
-# Limits of exec(2): the launcher execs the command with the pod's environment, so every `NAME=value` string and
-# every argument must fit MAX_ARG_STRLEN (32 pages), and all of them with their pointers ARG_MAX (a quarter of the
-# 8 MiB stack limit). EXEC_MARGIN is left for the image's own environment, what the launcher adds and torchrun's flags.
+# exec(2)'s MAX_ARG_STRLEN: every `NAME=value` string and argument the launcher execs with must fit it.
 EXEC_STRING_MAX = 131_072
-EXEC_TOTAL_MAX = 2 * 1024**2
-EXEC_MARGIN = 256 * 1024
 # The API server refuses a request larger than etcd takes (1.5 MiB); the pod template is most of a StatefulSet or Job.
 OBJECT_MAX = 1536 * 1024
-# What a training pod's template holds besides the environment (containers, volumes, affinity, labels): an upper bound.
-POD_TEMPLATE_BASE = 16 * 1024
-
-
 NAME_MAX = 255  # bytes of one path component (Linux NAME_MAX)
 
 
-def _label(value: str) -> str:
-    if len(value) > 63 or not _DNS_LABEL.match(value):
-        raise ValueError(
-            f"{value!r} is not a valid Kubernetes name: use lowercase letters, digits and '-', "
-            "start and end with a letter or digit, at most 63 characters"
-        )
-    return value
+def edge_problem(value: str) -> str:
+    """Why `value` is refused for an invisible character at its start or end (a space copied with it), or ""."""
+    for side, char in (("starts", value[:1]), ("ends", value[-1:])):
+        if char and (char.isspace() or unicodedata.category(char) in ("Cf", "Zs")):
+            name = unicodedata.name(char, "a control character")
+            return f"{value!r} {side} with U+{ord(char):04X} ({name}), an invisible character no name or image holds: remove it"
+    return ""
 
 
-def _dns1035(value: str) -> str:
-    if len(value) > 63 or not _DNS_1035.match(value):
-        raise ValueError(
-            f"{value!r} is not a valid name for a workload: its Service must be a DNS-1035 label, so use lowercase "
-            "letters, digits and '-', start with a letter, end with a letter or digit, at most 63 characters"
-        )
-    return value
+def _grammar(pattern: re.Pattern[str], limit: int, message: str) -> Callable[[str], str]:
+    """A validator of a value the API server checks by a grammar and a length: `message` says why not."""
+
+    def check(value: str) -> str:
+        if problem := edge_problem(value):
+            raise ValueError(problem)
+        if len(value) > limit or not pattern.match(value):
+            raise ValueError(message.format(value=value))
+        return value
+
+    return check
 
 
-def _subdomain(value: str) -> str:
-    if len(value) > 253 or not _DNS_SUBDOMAIN.match(value):
-        raise ValueError(
-            f"{value!r} is not a valid Kubernetes object name: use lowercase letters, digits, '-' "
-            "and '.', start and end with a letter or digit, at most 253 characters"
-        )
-    return value
-
-
-def _quantity(value: str) -> str:
-    if len(value) > 32 or not _QUANTITY.match(value):
-        raise ValueError(f"{value!r} is not a Kubernetes quantity (for example 100Gi, 500Mi, 64, 500m)")
-    return value
+_label = _grammar(
+    re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"),
+    63,
+    "{value!r} is not a valid Kubernetes name: use lowercase letters, digits and '-', start and end with a letter or digit, at "
+    "most 63 characters",
+)
+_dns1035 = _grammar(
+    re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$"),
+    63,
+    "{value!r} is not a valid name for a workload: its Service must be a DNS-1035 label, so use lowercase letters, digits and "
+    "'-', start with a letter, end with a letter or digit, at most 63 characters",
+)
+_subdomain = _grammar(
+    _DNS_SUBDOMAIN,
+    253,
+    "{value!r} is not a valid Kubernetes object name: use lowercase letters, digits, '-' and '.', start and end with a letter "
+    "or digit, at most 253 characters",
+)
+_quantity = _grammar(_QUANTITY, 32, "{value!r} is not a Kubernetes quantity (for example 100Gi, 500Mi, 64, 500m)")
+_resource = _grammar(_RESOURCE, 253, "{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
+_env_name = _grammar(re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$"), 256, "{value!r} is not a valid environment variable name")
+_label_value = _grammar(_LABEL_VALUE, 63, "{value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.')")
+# The openshift-apiserver's image name grammar (imageStreamName): no two separators in a row.
+_image_stream = _grammar(
+    re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$"),
+    63,
+    "{value!r} is not a valid ImageStream name: lowercase letters and digits, one '-' between them (OpenShift refuses two in "
+    "a row), at most 63 characters",
+)
 
 
 _SUFFIX: dict[str, Decimal | int] = {
@@ -172,7 +155,6 @@ _SUFFIX: dict[str, Decimal | int] = {
 
 
 def quantity_value(value: str) -> Decimal:
-    """A quantity as a number (bytes for memory, cores for CPU)."""
     m = re.match(r"^([0-9.]+)([A-Za-z]*)$", value)
     if not m or m.group(2) not in _SUFFIX:
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
@@ -182,13 +164,12 @@ def quantity_value(value: str) -> Decimal:
         raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
 
 
-def quantity_text(value: Decimal) -> str:
-    """A number of cores or bytes written as a Kubernetes quantity, in the largest binary unit that divides it (`1Ti`,
-    `1536Gi`, `254`), a fraction of a core in millicores (`63500m`)."""
-    if value == value.to_integral_value():
-        for suffix, unit in (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
+def quantity_text(value: Decimal | int) -> str:
+    """Cores or bytes as a quantity in the largest binary unit that divides it (`1Ti`, `254`), or millicores (`63500m`)."""
+    if value == int(value):
+        for suffix, unit in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
             if value >= unit and value % unit == 0:
-                return f"{int(value / unit)}{suffix}"
+                return f"{int(value // unit)}{suffix}"
         return str(int(value))
     return f"{int(value * 1000)}m"  # the API server's own finest unit of CPU
 
@@ -200,9 +181,8 @@ def _positive(value: str) -> str:
     return value
 
 
-# Bounds of a pod's CPU and memory and of a claim: far above any node or volume, and far below where the API
-# server's int64 arithmetic overflows (8Ei); a value beyond them is a unit typo, not a wish.
-MAX_CPU = 4096  # cores
+# Far above any node or volume, far below the API server's int64 overflow (8Ei): a value beyond them is a unit typo.
+MAX_CPU = 512  # logical CPUs of the largest H100 node: two sockets of 128 cores with two threads (AMD EPYC 9754)
 MAX_MEMORY = 64 * 2**40  # 64Ti
 MIN_MEMORY = 12 * 2**20  # CRI-O refuses a memory limit below 12 MiB
 MAX_VOLUME = 16 * 2**50  # 16Pi
@@ -210,16 +190,11 @@ MAX_VOLUME = 16 * 2**50  # 16Pi
 
 def _cpu(value: str) -> str:
     if quantity_value(value) > MAX_CPU:
-        raise ValueError(f"{value!r} is more CPU than any node has (at most {MAX_CPU} cores here): a unit typo? (e.g. 32, or 500m)")
+        raise ValueError(
+            f"{value!r} is {quantity_value(value):,} cores, more CPU than any node has (an H100 node of these "
+            f"clusters has at most {MAX_CPU}, MAX_CPU), so its pods would stay Pending: a unit typo? (e.g. 32, or 500m)"
+        )
     return value
-
-
-def _binary(amount: int) -> str:
-    """A byte count in the largest binary unit that divides it (16Pi, 12Mi)."""
-    for unit, size in (("Ei", 2**60), ("Pi", 2**50), ("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10)):
-        if amount >= size and amount % size == 0:
-            return f"{amount // size}{unit}"
-    return str(amount)
 
 
 def _bytes(value: str, low: int, high: int, what: str) -> str:
@@ -227,40 +202,15 @@ def _bytes(value: str, low: int, high: int, what: str) -> str:
         raise ValueError(f"{value!r}: 'm' is milli, so this is {quantity_value(value)} bytes: write Mi (mebibytes) or M (megabytes)")
     amount = quantity_value(value)
     if amount > high:
-        raise ValueError(f"{value!r} is more than {_binary(high)} of {what}: a unit typo? (the API server overflows at 8Ei)")
+        raise ValueError(f"{value!r} is more than {quantity_text(high)} of {what}: a unit typo? (the API server overflows at 8Ei)")
     if amount < low:
-        raise ValueError(f"{value!r} is {amount} bytes of {what}, below {_binary(low)}: a unit typo? (64 is 64 bytes; write 64Gi)")
-    return value
-
-
-def _memory(value: str) -> str:
-    return _bytes(value, MIN_MEMORY, MAX_MEMORY, "memory")
-
-
-def _shm(value: str) -> str:
-    return _bytes(value, 1, MAX_MEMORY, "/dev/shm")  # below 64Mi is the preflight's warning (rule shm-size)
-
-
-def _volume_size(value: str) -> str:
-    return _bytes(value, 1, MAX_VOLUME, "storage")
-
-
-def _resource(value: str) -> str:
-    if len(value) > 253 or not _RESOURCE.match(value):
-        raise ValueError(f"{value!r} is not an extended resource name like openshift.io/eno5np0rdma")
+        raise ValueError(f"{value!r} is {amount} bytes of {what}, below {quantity_text(low)}: a unit typo? (64 is 64 bytes; write 64Gi)")
     return value
 
 
 def _quota_resource(value: str) -> str:
-    # A queue's quota names the core resources too (`pods`: Kueue counts a pod set's pods against it); every other is an
-    # extended one (nvidia.com/gpu, an SR-IOV pool).
-    return value if value in ("cpu", "memory", "pods") else _resource(value)
-
-
-def _env_name(value: str) -> str:
-    if len(value) > 256 or not _ENV_NAME.match(value):
-        raise ValueError(f"{value!r} is not a valid environment variable name")
-    return value
+    # The grammar of a core (cpu, pods) or extended resource; which ones a quota may name: config/stack.py.
+    return value if "/" not in value and len(value) <= 63 and _LABEL_KEY_NAME.match(value) else _resource(value)
 
 
 def _capability(value: str) -> str:
@@ -274,15 +224,8 @@ def is_label_value(value: str) -> bool:
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
-def _label_value(value: str) -> str:
-    if not is_label_value(value):
-        raise ValueError(f"{value!r} is not a valid label value (at most 63 letters, digits, '-', '_', '.')")
-    return value
-
-
 def qualified_name_problem(value: str) -> str:
-    """Why the API server refuses `value` as a qualified name ("" when it takes it). It checks label and node selector
-    keys, taint and toleration keys and affinity expression keys alike with this grammar: [DNS subdomain '/'] name."""
+    """Why the API server refuses `value` as a qualified name (label, selector, taint keys: [subdomain '/'] name), or ""."""
     prefix, slash, name = value.rpartition("/")
     problem = ""
     if slash and not prefix:
@@ -306,6 +249,8 @@ def _label_key(value: str) -> str:
 
 
 def _image(value: str) -> str:
+    if problem := edge_problem(value):
+        raise ValueError(problem)
     name, at, digest = value.partition("@")
     if not name or len(value) > 512 or not _IMAGE.match(name) or len(name.rsplit(":", 1)[0]) > 255:
         raise ValueError(
@@ -338,8 +283,7 @@ def _mount_path(value: str) -> str:
     parts = value.split("/")
     if not value.startswith("/") or ".." in parts or ":" in value or "\x00" in value or len(value) > 1024:
         raise ValueError(f"{value!r} is not a mount path: an absolute path without '..' or ':'")
-    long = next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > NAME_MAX), None)
-    if long is not None:
+    if (long := next((p for p in parts if len(p.encode("utf-8", "surrogatepass")) > NAME_MAX), None)) is not None:
         raise ValueError(
             f"the path component {long[:40]!r}... is {len(long.encode('utf-8', 'surrogatepass'))} bytes: a file name is at most "
             f"{NAME_MAX} bytes (NAME_MAX), so the runtime cannot create it. Shorten that component"
@@ -348,8 +292,7 @@ def _mount_path(value: str) -> str:
 
 
 def _file_key(value: str) -> str:
-    # The API server's key grammar (IsConfigMapKey): [-._a-zA-Z0-9]+, at most 253 characters, not `.` or `..`, and
-    # not starting with `..` (the kubelet's atomic writer keeps its own `..data` and `..TIMESTAMP` entries there).
+    # IsConfigMapKey; `..` starts the kubelet's own `..data` and `..TIMESTAMP` entries.
     if len(value) > 253 or not _FILE_KEY.match(value) or value in (".", "..") or value.startswith(".."):
         raise ValueError(
             f"{value!r} is not a ConfigMap/Secret key: the API server takes letters, digits, '-', '_' and '.', at most 253 "
@@ -371,9 +314,14 @@ def _text(value: str) -> str:
     return value
 
 
+def _dockerfile(value: str) -> str:
+    if (size := len(value.encode("utf-8", "surrogatepass"))) > MAX_DOCKERFILE:
+        raise ValueError(f"the Dockerfile is {size} bytes: OpenShift's build API takes at most {MAX_DOCKERFILE} in a BuildConfig")
+    return value
+
+
 def _reason(value: str) -> str:
-    # A reason is printed with the check and stands for a decision someone made: whitespace alone (or invisible format
-    # characters such as a zero-width space) says nothing, and would pass for one.
+    # A reason stands for a decision: whitespace or a zero-width space says nothing, and would pass for one.
     value = value.strip()
     if not any(c.isprintable() and not c.isspace() and unicodedata.category(c) != "Cf" for c in value):
         raise ValueError("a reason needs words: this one is empty or only whitespace. Say why (it is printed with the check)")
@@ -381,8 +329,7 @@ def _reason(value: str) -> str:
 
 
 def nesting(value: Any) -> int:
-    """How deep lists and mappings nest in a parsed value (a scalar: 0), walked without recursion: a value nested
-    thousands deep must be refused, not crash the check that measures it."""
+    """How deep lists and mappings nest in a parsed value (a scalar: 0), walked without recursion."""
     deepest = 0
     todo: list[tuple[Any, int]] = [(value, 0)]
     while todo:
@@ -413,10 +360,7 @@ def _finite_float(text: str) -> float:
 
 
 def bounded_json(text: str, max_depth: int) -> Any:
-    """JSON text nested at most `max_depth` deep, without NaN or Infinity (no JSON parser but Python's takes them), nor a
-    number too large for a float (1e999, which Python would read as Infinity).
-    Python's parser stops near 1,000 levels with a RecursionError, and whatever walks the value afterwards recurses
-    too: both are refused here with a TooDeep, any other fault with a ValueError saying why."""
+    """JSON nested at most `max_depth` deep (else TooDeep), without NaN, Infinity or 1e999 (only Python's parser takes them)."""
     try:
         parsed = json.loads(text, parse_constant=_no_json_constant, parse_float=_finite_float)
     except RecursionError:
@@ -439,10 +383,7 @@ def _json_object(value: str) -> str:
 
 
 def node_name_problem(value: str) -> str:
-    """Why no node can have this name, or "". A node's name is a DNS subdomain (the API server's rule for Node names:
-    lowercase letters, digits, '-' and '.', each part starting and ending with a letter or digit, at most 253
-    characters), and the program pins pods to it by the label kubernetes.io/hostname, whose value the kubelet sets to
-    the host's name: a label value, at most 63 characters."""
+    """Why no node can have this name (a DNS subdomain, and a label value for kubernetes.io/hostname), or ""."""
     if value != value.lower() and not node_name_problem(value.lower()):
         # The kubelet registers the host's name lowercased: `oc get nodes` never shows an uppercase letter.
         return f"{value!r}: node names are lowercase (kubernetes.io/hostname); write {value.lower()!r}"
@@ -459,33 +400,29 @@ def node_name_problem(value: str) -> str:
     return ""
 
 
-def _node_name(value: str) -> str:
-    problem = node_name_problem(value)
-    if problem:
-        raise ValueError(problem)
-    return value
+def refusing(problem: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that refuses a value `problem` says something of, with what it says."""
+
+    def check(value: str) -> str:
+        if message := problem(value):
+            raise ValueError(message)
+        return value
+
+    return AfterValidator(check)
 
 
-NodeName = Annotated[str, AfterValidator(_node_name)]
-"""A node's name, as `oc get nodes` lists it (node_name_problem)."""
-K8sName = Annotated[str, AfterValidator(_label)]
-"""A DNS-1123 label: names of namespaces, service accounts, PVCs, NADs, ConfigMaps."""
-WorkloadName = Annotated[str, AfterValidator(_dns1035)]
-"""A DNS-1035 label (starts with a letter): workloads and checks, whose Services carry their name."""
-ObjectName = Annotated[str, AfterValidator(_subdomain)]
-"""A DNS-1123 subdomain: names of cluster-scoped objects such as SCCs and storage classes."""
+NodeName = Annotated[str, refusing(node_name_problem)]  # as `oc get nodes` lists it
+K8sName = Annotated[str, AfterValidator(_label)]  # a DNS-1123 label: namespaces, service accounts, PVCs, NADs, ConfigMaps
+WorkloadName = Annotated[str, AfterValidator(_dns1035)]  # a DNS-1035 label: a workload's Services carry its name
+ObjectName = Annotated[str, AfterValidator(_subdomain)]  # a DNS-1123 subdomain: cluster-scoped objects (SCCs, storage classes)
 Quantity = Annotated[str, AfterValidator(_quantity)]
-Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]
-"""A quantity greater than zero: volume sizes, CPU, memory."""
-Cpu = Annotated[Size, AfterValidator(_cpu)]
-"""An amount of CPU: cores (32) or millicores (500m), at most MAX_CPU."""
-Memory = Annotated[Size, AfterValidator(_memory)]
-"""An amount of memory in bytes (256Gi), between MIN_MEMORY and MAX_MEMORY; never milli (m)."""
-ShmSize = Annotated[Size, AfterValidator(_shm)]
-VolumeSize = Annotated[Size, AfterValidator(_volume_size)]
+Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]  # volume sizes, CPU, memory
+Cpu = Annotated[Size, AfterValidator(_cpu)]  # cores (32) or millicores (500m), at most MAX_CPU
+Memory = Annotated[Size, AfterValidator(lambda v: _bytes(v, MIN_MEMORY, MAX_MEMORY, "memory"))]  # in bytes (256Gi)
+ShmSize = Annotated[Size, AfterValidator(lambda v: _bytes(v, 1, MAX_MEMORY, "/dev/shm"))]  # below 64Mi: rule shm-size
+VolumeSize = Annotated[Size, AfterValidator(lambda v: _bytes(v, 1, MAX_VOLUME, "storage"))]
 ResourceName = Annotated[str, AfterValidator(_resource)]
-QuotaResource = Annotated[str, AfterValidator(_quota_resource)]
-"""A resource a Kueue quota names: cpu, memory, or an extended resource (nvidia.com/gpu)."""
+QuotaResource = Annotated[str, AfterValidator(_quota_resource)]  # cpu, memory, pods, or an extended resource (nvidia.com/gpu)
 EnvName = Annotated[str, AfterValidator(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
@@ -495,16 +432,13 @@ MountPath = Annotated[str, AfterValidator(_mount_path)]
 FileKey = Annotated[str, AfterValidator(_file_key)]
 PortName = Annotated[str, AfterValidator(_port_name)]
 Text = Annotated[str, AfterValidator(_text)]
-CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]
-"""A CNI config: a JSON object, as a NetworkAttachmentDefinition's spec.config holds it."""
+Dockerfile = Annotated[str, AfterValidator(_dockerfile)]
+ImageStreamName = Annotated[str, AfterValidator(_image_stream)]
+CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]  # as a NAD's spec.config holds it
+# Why the stack does something that needs saying (a broad grant, an accepted warning): stripped, with a visible character.
 Reason = Annotated[str, AfterValidator(_reason)]
-"""Why the stack does something that needs saying (a broad grant, a routed debugger, an accepted warning, a hand-made
-object's origin): stripped, and at least one visible character."""
-OptionalReason = Annotated[str, AfterValidator(lambda value: value and _reason(value))]
-"""A reason that may be left out: "" (not given), or words."""
-Port = Annotated[int, Field(strict=True, ge=1, le=65535)]
-# Every integer field is strict: a YAML `true` (or `yes`, `on`) is a boolean, not 1, and a quoted "4" is text.
-# (The YAML loader refuses YAML 1.1's octal and base-60 readings, `017` = 15, before validation: stacks.read_yaml.)
+OptionalReason = Annotated[str, AfterValidator(lambda value: value and _reason(value))]  # "" (not given), or words
+Port = Annotated[int, Field(strict=True, ge=1, le=65535)]  # strict, as every integer field: a YAML `true` is not 1
 
 Transport = Literal["rdma", "tcp"]
 LinkLayer = Literal["roce-v2", "infiniband"]
@@ -515,16 +449,10 @@ State = Literal["running", "stopped"]
 AccessMode = Literal["ReadWriteMany", "ReadWriteOnce"]
 BandwidthTool = Literal["auto", "torch", "nccl-tests"]
 
-# The capabilities each memlock strategy adds to the container (KNOWLEDGE.md's table). IPC_LOCK
-# in the *effective* set lets a root process pin memory past RLIMIT_MEMLOCK; SYS_RESOURCE is only
-# needed to raise the limit itself (`ulimit -l unlimited`), which IPC_LOCK alone cannot do.
+# Capabilities each memlock strategy adds (KNOWLEDGE.md): IPC_LOCK pins past RLIMIT_MEMLOCK; SYS_RESOURCE raises it.
 STRATEGY_CAPABILITIES: dict[str, tuple[str, ...]] = {
-    "node-limit": (),
-    "root-ipc-lock": ("IPC_LOCK",),
-    "root-sys-resource": ("IPC_LOCK", "SYS_RESOURCE"),
-    "privileged": (),
-    "none": (),
-}
+    "node-limit": (), "root-ipc-lock": ("IPC_LOCK",), "root-sys-resource": ("IPC_LOCK", "SYS_RESOURCE"), "privileged": (), "none": (),
+}  # fmt: skip
 # NCCL settings that only mean something over RDMA; a TCP variant does not inherit them.
 RDMA_ONLY_NCCL = ("NCCL_IB_", "NCCL_SOCKET_IFNAME", "NCCL_NET_GDR_LEVEL", "NCCL_CROSS_NIC")
 # Added capabilities are effective only for uid 0 (CRI-O and containerd set no ambient set).
@@ -533,15 +461,10 @@ STRATEGY_RUNS_AS_ROOT = frozenset({"root-ipc-lock", "root-sys-resource"})
 STRATEGY_NEEDS_SCC = STRATEGY_RUNS_AS_ROOT | {"privileged"}
 
 
-# --- what the kubelet does to environment values --------------------------------------------------
-
-# The kubelet rewrites a container's env values (and its command and args) before the process sees them: `$(NAME)`
-# becomes NAME's value where the container defines NAME (earlier in its env), and `$$` becomes `$`; so `pa$$word`
-# arrives as `pa$word`. A config is literal text: the program renders every `$` of a literal env value as `$$`
-# (kubelet_escape), so the process receives exactly what the config says, `$(NAME)` and `$$` included. The one
-# ambiguous case is refused (Workload._dollars): `$(NAME)` naming a variable the pod defines, which its writer
-# almost certainly meant as the kubelet's reference and which would arrive as that text instead.
+# The kubelet turns `$(NAME)` in env values and args into NAME's value, `$$` into `$`. A config is literal text, so every
+# `$` is rendered as `$$`; `$(NAME)` of a variable the pod defines, surely meant as a reference, is refused (dollar_problem).
 _REFERENCE = re.compile(r"\$\(([^)]*)\)")
+_KUBELET = re.compile(r"\$(?:\$|\(([^)]*)\))")
 # Kubernetes expands nothing else: `$PATH` in an env value reaches the process as those five characters.
 SHELL_PATH = re.compile(r"\$(?:\{(PATH|LD_LIBRARY_PATH)\}|(PATH|LD_LIBRARY_PATH)(?![A-Za-z0-9_]))")
 
@@ -552,40 +475,17 @@ def kubelet_escape(value: str) -> str:
 
 
 def kubelet_expand(value: str, defined: Mapping[str, str]) -> str:
-    """What the kubelet makes of an env value (or an argument): `$$` is `$`, `$(NAME)` is NAME's value where
-    `defined` has it and stays as written where not, `$(` without `)` and any other `$` stay."""
+    """What the kubelet makes of an env value or argument: `$$` is `$`, `$(NAME)` NAME's value where `defined` has it."""
     if "$" not in value:  # nearly every value: the preflight asks for each env value and argument of each pod
         return value
-    out: list[str] = []
-    i = 0
-    while i < len(value):
-        if value[i] != "$" or i + 1 == len(value):
-            out.append(value[i])
-            i += 1
-        elif value[i + 1] == "$":
-            out.append("$")
-            i += 2
-        elif value[i + 1] == "(" and (close := value.find(")", i + 2)) >= 0:
-            name = value[i + 2 : close]
-            out.append(defined[name] if name in defined else f"$({name})")
-            i = close + 1
-        else:
-            out.append(value[i : i + 2])
-            i += 2
-    return "".join(out)
-
-
-def pod_variable(name: str, own: Iterable[str] = ()) -> bool:
-    """Whether a training pod's container defines `name` in its env: the launcher's contract, NCCL_* (the stack's
-    and the program's), and the workload's own names (`own`)."""
-    return name in RESERVED_ENV or name == "POD_NAME" or name.startswith((RESERVED_ENV_PREFIX, "NCCL_")) or name in own
+    return _KUBELET.sub(lambda m: "$" if m.group(1) is None else defined.get(m.group(1), m.group(0)), value)
 
 
 def dollar_problem(value: str, own: Iterable[str], where: str) -> str | None:
     """Why a literal value would not reach the process as its writer meant, or None."""
     for m in _REFERENCE.finditer(value):
-        if pod_variable(m.group(1), own):
-            name = m.group(1)
+        name = m.group(1)  # one a training pod defines: the launcher's contract, NCCL_*, the workload's own
+        if name in RESERVED_ENV or name.startswith((RESERVED_ENV_PREFIX, "NCCL_")) or name in own:
             return (
                 f"$({name}) in {where} is the kubelet's reference syntax, but the program passes the config's text as it is "
                 f"(every $ rendered as $$), so the process would get the text $({name}), not {name}'s value. Read {name} in the "
@@ -595,8 +495,7 @@ def dollar_problem(value: str, own: Iterable[str], where: str) -> str | None:
     return None
 
 
-# Where a volume hides what the container needs: the image's programs and libraries, the kernel's files,
-# the files the kubelet writes into every container.
+# Where a volume hides what the container needs: the image's programs, the kernel's files, the kubelet's files.
 SYSTEM_DIRS = frozenset({"/", "/usr", "/etc", "/bin", "/sbin", "/lib", "/lib64", "/usr/bin", "/usr/lib", "/usr/local", "/usr/local/lib"})
 KERNEL_DIRS = ("/dev", "/proc", "/sys")
 KUBELET_FILES = frozenset({"/etc/hosts", "/etc/hostname", "/etc/resolv.conf", "/dev/termination-log"})
@@ -609,8 +508,7 @@ def system_path_problem(path: str) -> str | None:
             f"a volume mounted at {path} hides the image's own files there (python3, the shell, their libraries): the "
             "launcher cannot start. Mount it elsewhere (e.g. /workspace, /data)"
         )
-    kernel = next((d for d in KERNEL_DIRS if path == d or path.startswith(d + "/")), None)
-    if kernel is not None:
+    if (kernel := next((d for d in KERNEL_DIRS if path == d or path.startswith(d + "/")), None)) is not None:
         return (
             f"{path} is under {kernel}, which the runtime fills ({kernel} holds the devices, /dev/shm and the kernel's "
             "files the launcher reads): a volume there hides them or is refused. Mount it elsewhere"

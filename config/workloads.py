@@ -1,60 +1,30 @@
-"""What runs in the pods: a Workload (a StatefulSet or Job of training pods), its TCP variants, mounts, scripts,
-Secret references and ports, and a BandwidthCheck. Each checks what it can see alone; what needs the whole config
-(its volumes, node set, service account) is checked by config/stack.py.
-"""
+"""What runs in the pods: a Workload (a StatefulSet or Job) with its TCP variants, mounts and ports, and a BandwidthCheck.
+Each checks what it sees alone; what it names elsewhere in the config: config/stack.py; whether it fits: policy/rules."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from pydantic import Field, field_validator, model_validator
 
+from config import values
 from config.cluster import NodeLabels, Toleration
 from config.errors import FieldError, Strict
 from config.openshift import DEBUGGER_PORT_NAMES, DEBUGGER_PORTS
-from config.values import (
-    EXEC_STRING_MAX,
-    GIB,
-    LAUNCHER_DIR,
-    MAX_ARGS,
-    MAX_ENV,
-    MAX_GPUS,
-    MAX_MOUNTS,
-    MAX_NODES,
-    MAX_PORTS,
-    MAX_SCRIPT_MOUNTS,
-    MAX_SECRET_ENV,
-    MAX_SELECTOR,
-    MAX_TCP_VARIANTS,
-    MAX_TOLERATIONS,
-    RESERVED_ENV,
-    RESERVED_ENV_PREFIX,
-    RESERVED_PATHS,
-    SHELL_PATH,
-    BandwidthTool,
-    Cpu,
-    EnvName,
-    FileKey,
-    ImageRef,
-    K8sName,
-    MemlockStrategy,
-    Memory,
-    MountPath,
-    Port,
-    PortName,
-    Reason,
-    ShmSize,
-    State,
-    Transport,
-    WorkloadKind,
-    WorkloadName,
-    dollar_problem,
-    quantity_value,
-    system_path_problem,
-)
+from config.values import Cpu, EnvName, ImageRef, K8sName, Memory, MountPath, Port, Reason, Transport, WorkloadName
 
-# --- workloads --------------------------------------------------------------------------------
+
+class RunsPods:
+    """What a workload and a bandwidth check both are: pods of a transport."""
+
+    if TYPE_CHECKING:
+        transport: Transport
+
+    @property
+    def uses_rdma(self) -> bool:
+        """Whether the pods use the RDMA fabric (transport rdma): SR-IOV networks and VFs, the RDMA memlock default."""
+        return self.transport == "rdma"
 
 
 class Mount(Strict):
@@ -82,27 +52,25 @@ class SecretKeyRef(Strict):
 
     secret: K8sName
     """Secret name, in the workload's namespace."""
-    key: FileKey
+    key: values.FileKey
     """Key in the Secret."""
 
 
 class ContainerPort(Strict):
     """A port the training container serves (developer tools)."""
 
-    name: PortName
+    name: values.PortName
     """Port name (at most 15 characters), e.g. code-server, jupyter, tensorboard, debugpy."""
     port: Port
     """Container port."""
     route: bool = False
-    """Expose it outside the cluster: a Service port plus an OpenShift Route (edge TLS) to rank 0's pod.
-    Off: reachable with `oc port-forward` only (right for debugpy)."""
+    """Expose it outside the cluster: an OpenShift Route (edge TLS) to rank 0's pod. Off: `oc port-forward` only."""
     route_reason: Reason | None = None
     """Required to route a debugger's port (named debugpy, or port 5678): why it is exposed outside the cluster, where
     whoever reaches it runs any code in the pod. Printed with every check."""
 
     @model_validator(mode="after")
     def _reason_of_a_routed_debugger(self) -> ContainerPort:
-        # A reason nothing needs would outlive what it accepted (as a stale accepted warning would).
         if self.route_reason is not None and not (self.route and (self.name in DEBUGGER_PORT_NAMES or self.port in DEBUGGER_PORTS)):
             raise FieldError(
                 ("route_reason",),
@@ -114,21 +82,20 @@ class ContainerPort(Strict):
 
 
 class TcpVariant(Strict):
-    """A TCP copy of an RDMA workload under another name (another image, say). It is an alternative:
-    it runs only when its own state says so, and never beside its source unless `alongside` says so."""
+    """A TCP copy of an RDMA workload under another name: an alternative, never beside its source unless `alongside`."""
 
     COLLECTION: ClassVar[str] = "tcp_variants"
     name: WorkloadName
     """Name of the TCP copy (its own object and pod names)."""
     image: ImageRef | None = None
     """Another image, e.g. a newer PyTorch."""
-    state: State = "stopped"
+    state: values.State = "stopped"
     """running or stopped (default: stopped)."""
     alongside: bool = False
     """Allow it to run while its source runs (two deployments at once)."""
 
 
-class Workload(Strict):
+class Workload(RunsPods, Strict):
     """One training or development deployment."""
 
     COLLECTION: ClassVar[str] = "workloads"
@@ -140,10 +107,9 @@ class Workload(Strict):
     """Who runs it."""
     source: str = ""
     """The seed manifest or fact it comes from."""
-    kind: WorkloadKind = "statefulset"
-    """statefulset: long-lived (development pods, interactive training), restarts and survives node
-    reboots; one or more nodes. job: runs to completion once per run_number."""
-    state: State = "running"
+    kind: values.WorkloadKind = "statefulset"
+    """statefulset: long-lived, restarts and survives node reboots. job: runs to completion once per run_number."""
+    state: values.State = "running"
     """running, or stopped: a StatefulSet at 0 replicas (its claims and Services stay); a Job not declared
     (stopping a running Job ends its run; starting it creates it from the config of that moment)."""
     run_number: int = Field(strict=True, default=1, ge=1, le=999_999)
@@ -155,20 +121,19 @@ class Workload(Strict):
     """Service account of the pods (listed in security.service_accounts, same namespace)."""
     service_account_token: bool = False
     """Mount the service account's API token in the pods (off: training pods never call the API)."""
-    nodes: int = Field(strict=True, default=1, ge=1, le=MAX_NODES)
+    nodes: int = Field(strict=True, default=1, ge=1, le=values.MAX_NODES)
     """Pods, one per node."""
-    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
+    gpus_per_node: int = Field(strict=True, ge=1, le=values.MAX_GPUS)
     """GPUs each pod requests (and processes torchrun starts per pod)."""
     node_set: K8sName | None = None
     """Which node set the pods run on (None: the first of node_sets)."""
-    tolerations: list[Toleration] = Field(default=[], max_length=MAX_TOLERATIONS)
+    tolerations: list[Toleration] = Field(default=[], max_length=values.MAX_TOLERATIONS)
     """Taints tolerated besides the stack's gpu_tolerations."""
-    node_selector: NodeLabels = Field(default={}, max_length=MAX_SELECTOR)
+    node_selector: NodeLabels = Field(default={}, max_length=values.MAX_SELECTOR)
     """Node labels required besides the stack's gpu_node_selector."""
     transport: Transport
-    """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1). Switching it
-    updates the same workload."""
-    memlock: MemlockStrategy | None = None
+    """rdma: NCCL over the cluster's fabric; tcp: NCCL over sockets (NCCL_IB_DISABLE=1). Switching it updates the same workload."""
+    memlock: values.MemlockStrategy | None = None
     """How an RDMA pod gets to pin memory (KNOWLEDGE.md). None: the stack default for the transport."""
     privileged_reason: Reason | None = None
     """Required when the memlock strategy is privileged: why this workload needs a privileged container."""
@@ -185,26 +150,25 @@ class Workload(Strict):
     """Memory request of each pod."""
     memory_limit: Memory | None = None
     """Memory limit (None: the request). The launcher's pinning proof and /dev/shm count against it."""
-    shm_size: ShmSize = "32Gi"
+    shm_size: values.ShmSize = "32Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
-    mounts: list[Mount] = Field(default=[], max_length=MAX_MOUNTS)
+    mounts: list[Mount] = Field(default=[], max_length=values.MAX_MOUNTS)
     """Volumes of the stack every pod mounts."""
-    scripts: list[ScriptMount] = Field(default=[], max_length=MAX_SCRIPT_MOUNTS)
+    scripts: list[ScriptMount] = Field(default=[], max_length=values.MAX_SCRIPT_MOUNTS)
     """ConfigMaps of scripts every pod mounts."""
-    ports: list[ContainerPort] = Field(default=[], max_length=MAX_PORTS)
+    ports: list[ContainerPort] = Field(default=[], max_length=values.MAX_PORTS)
     """Ports besides the rendezvous port (code-server, Jupyter, TensorBoard, debugpy); at most 16 (MAX_PORTS)."""
     run: Literal["torchrun", "command"] = "command"
-    """torchrun: the launcher execs torchrun with the rendezvous settings and `args`;
-    command: it execs `args` as given (interactive pods: sleep infinity)."""
-    args: list[str] = Field(default=["sleep", "infinity"], min_length=1, max_length=MAX_ARGS)
+    """torchrun: the launcher execs torchrun with the rendezvous settings and `args`; command: `args` as given."""
+    args: list[str] = Field(default=["sleep", "infinity"], min_length=1, max_length=values.MAX_ARGS)
     """The torchrun script and its arguments, or the whole command (see run)."""
     working_dir: MountPath | None = None
     """Working directory of the command."""
     master_port: Port = 29500
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
-    env: dict[EnvName, str] = Field(default={}, max_length=MAX_ENV)
+    env: dict[EnvName, str] = Field(default={}, max_length=values.MAX_ENV)
     """Explicit environment (NCCL_* here wins over the stack's and over detection)."""
-    secret_env: dict[EnvName, SecretKeyRef] = Field(default={}, max_length=MAX_SECRET_ENV)
+    secret_env: dict[EnvName, SecretKeyRef] = Field(default={}, max_length=values.MAX_SECRET_ENV)
     """Environment from Secrets (declared in existing.secrets), e.g. HF_TOKEN from hf-secret."""
     deepspeed_hostfile: MountPath | None = None
     """Write a DeepSpeed hostfile here at start (one line `POD.SERVICE slots=GPUS` per pod)."""
@@ -213,7 +177,7 @@ class Workload(Strict):
     priority: K8sName | None = None
     """On a queued cluster: the WorkloadPriorityClass (one of queueing.priority_classes) Kueue admits it by. Kueue refuses
     to add one to a running workload, or to remove one."""
-    tcp_variants: list[TcpVariant] = Field(default=[], max_length=MAX_TCP_VARIANTS)
+    tcp_variants: list[TcpVariant] = Field(default=[], max_length=values.MAX_TCP_VARIANTS)
     """TCP copies derived from this definition (alternatives, stopped unless they say otherwise); at most 8 (MAX_TCP_VARIANTS)."""
 
     @field_validator("kind", mode="before")
@@ -238,10 +202,10 @@ class Workload(Strict):
     @classmethod
     def _not_the_launchers(cls, value: dict[str, Any]) -> dict[str, Any]:
         for k, v in value.items():
-            if k.startswith(RESERVED_ENV_PREFIX) or k in RESERVED_ENV:
+            if k.startswith(values.RESERVED_ENV_PREFIX) or k in values.RESERVED_ENV:
                 raise FieldError(
                     (k,),
-                    f"{k} is set by the program for the launcher (its contract: LAUNCHER_*, {', '.join(sorted(RESERVED_ENV))}): "
+                    f"{k} is set by the program for the launcher (its contract: LAUNCHER_*, {', '.join(sorted(values.RESERVED_ENV))}): "
                     "change the workload's fields instead",
                 )
             if isinstance(v, str) and ("\x00" in v or len(v) > 65536):
@@ -253,7 +217,7 @@ class Workload(Strict):
                     "command): it stops at start with 'Fatal Python error: init_fs_encoding'. Remove it; to use another "
                     "interpreter, name it in args (e.g. /opt/conda/bin/python)",
                 )
-            if isinstance(v, str) and (m := SHELL_PATH.search(v)):
+            if isinstance(v, str) and (m := values.SHELL_PATH.search(v)):
                 name = m.group(1) or m.group(2)
                 raise FieldError(
                     (k,),
@@ -262,10 +226,10 @@ class Workload(Strict):
                     f"printenv {name}` shows the image's), or extend it in a shell command "
                     f'(run: command, args: ["bash", "-c", "export {name}=...:${name}; exec ..."])',
                 )
-            if isinstance(v, str) and (size := len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1) > EXEC_STRING_MAX:
+            if isinstance(v, str) and (size := len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1) > values.EXEC_STRING_MAX:
                 raise FieldError(
                     (k,),
-                    f"{k}=... is {size} bytes: the kernel passes at most {EXEC_STRING_MAX} bytes per environment string "
+                    f"{k}=... is {size} bytes: the kernel passes at most {values.EXEC_STRING_MAX} bytes per environment string "
                     "(MAX_ARG_STRLEN), so exec fails with 'Argument list too long'. Put the text in a file (scripts) and pass its path",
                 )
         return value
@@ -275,27 +239,25 @@ class Workload(Strict):
         """`$(NAME)` of a pod variable is ambiguous (see kubelet_escape): refused, in env values and in args."""
         own = [*self.env, *self.secret_env]
         for k, v in self.env.items():
-            if problem := dollar_problem(v, own, f"the value of {k}"):
+            if problem := values.dollar_problem(v, own, f"the value of {k}"):
                 raise FieldError(("env", k), problem)
         for i, a in enumerate(self.args):
-            if problem := dollar_problem(a, own, "an argument"):
+            if problem := values.dollar_problem(a, own, "an argument"):
                 raise FieldError(("args", i), problem)
-        launcher_args = len("LAUNCHER_ARGS=" + json.dumps(self.args)) + 1
-        if launcher_args > EXEC_STRING_MAX:
+        if (launcher_args := len("LAUNCHER_ARGS=" + json.dumps(self.args)) + 1) > values.EXEC_STRING_MAX:
             raise FieldError(
                 ("args",),
                 f"the arguments take {launcher_args} bytes as the launcher's LAUNCHER_ARGS (JSON): the kernel passes at most "
-                f"{EXEC_STRING_MAX} bytes per environment string (MAX_ARG_STRLEN), so the pod fails with 'Argument list too "
+                f"{values.EXEC_STRING_MAX} bytes per environment string (MAX_ARG_STRLEN), so the pod fails with 'Argument list too "
                 "long'. Put long text in a script (scripts) and pass its path",
             )
         return self
 
     @model_validator(mode="after")
     def _shape(self) -> Workload:
-        if self.tcp_variants and self.transport != "rdma":
+        if self.tcp_variants and not self.uses_rdma:
             raise FieldError(("tcp_variants",), "tcp_variants derive from an RDMA workload; this one is already TCP")
-        both = set(self.env) & set(self.secret_env)
-        if both:
+        if both := set(self.env) & set(self.secret_env):
             raise FieldError(("secret_env",), f"{', '.join(sorted(both))} set in env and in secret_env: keep one")
         check_name_lengths(self.name, self.kind, self.nodes, self.run_number, ("name",))
         _check_pod_paths(self, ("mounts",))
@@ -305,12 +267,9 @@ class Workload(Strict):
         numbers = [p.port for p in self.ports] + [self.master_port]
         if len(set(numbers)) != len(numbers):
             raise FieldError(("ports",), "a port number is used twice (master_port counts)")
-        if self.cpu_limit is not None and quantity_value(self.cpu_limit) < quantity_value(self.cpu):
-            raise FieldError(("cpu_limit",), f"cpu_limit {self.cpu_limit} is below the request {self.cpu}: the API server rejects it")
-        if self.memory_limit is not None and quantity_value(self.memory_limit) < quantity_value(self.memory):
-            raise FieldError(
-                ("memory_limit",), f"memory_limit {self.memory_limit} is below the request {self.memory}: the API server rejects it"
-            )
+        for field, limit, request in (("cpu_limit", self.cpu_limit, self.cpu), ("memory_limit", self.memory_limit, self.memory)):
+            if limit is not None and values.quantity_value(limit) < values.quantity_value(request):
+                raise FieldError((field,), f"{field} {limit} is below the request {request}: the API server rejects it")
         return self
 
     @property
@@ -341,15 +300,14 @@ def check_name_lengths(name: str, kind: str, nodes: int, run_number: int, where:
 
 
 def _check_pod_paths(w: Any, where: tuple[str | int, ...]) -> None:
-    """No mount takes the program's own paths, and nothing is mounted twice. (Two mounts on one path are
-    found by the stack-wide check, which knows the paths mounts take from their volumes.)"""
+    """No mount takes the program's own paths, and nothing is mounted twice (one path twice: the stack-wide check)."""
     for p in [m.mount_path for m in w.mounts if m.mount_path] + [s.mount_path for s in w.scripts]:
-        if p in RESERVED_PATHS or p.startswith(LAUNCHER_DIR + "/"):
-            raise FieldError(where, f"{p} is the program's own mount (/dev/shm, {LAUNCHER_DIR}): choose another path")
+        if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/"):
+            raise FieldError(where, f"{p} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
     placed = [(("mounts", k, "mount_path"), m.mount_path) for k, m in enumerate(w.mounts) if m.mount_path]
     placed += [(("scripts", k, "mount_path"), s.mount_path) for k, s in enumerate(w.scripts)]
     for field, p in placed:
-        if problem := system_path_problem(p):
+        if problem := values.system_path_problem(p):
             raise FieldError(field, problem)
     volumes = [m.volume for m in w.mounts]
     if len(set(volumes)) != len(volumes):
@@ -361,21 +319,12 @@ def _check_pod_paths(w: Any, where: tuple[str | int, ...]) -> None:
 
 # Characters of the digest in a check's Job name (components/bandwidth.py).
 CHECK_DIGEST = 6
-# Where a pod finds components/launcher/bandwidth.py: the launcher ConfigMap, which carries every
-# module of components/launcher/, is mounted at /opt/launcher (components/training.py).
-BANDWIDTH_BENCH = f"{LAUNCHER_DIR}/bandwidth.py"
 
 
-class BandwidthCheck(Strict):
-    """An all-reduce benchmark that gates the rollout: an Indexed Job with exactly the pods of a
-    training workload of the same transport (networks, SR-IOV resources, SCC, memlock strategy,
-    launcher). When enabled it runs before the workloads of its transport (they depend on it), with a
-    deadline; it fails, and so stops `pulumi up` before training starts, when the bus bandwidth at the
-    largest message size is below `min_fraction` of the line rate or when NCCL used sockets in RDMA
-    mode. It runs again when run_number or the fabric config changes (the Job's name carries both).
-
-    Its pods take whole nodes: the preflight counts them with the running workloads, so an enabled
-    check always finds free nodes. Read a saved log with `python -m stacks bandwidth-report`."""
+class BandwidthCheck(RunsPods, Strict):
+    """An all-reduce benchmark that gates the rollout (docs/bandwidth.md): an Indexed Job with the pods of a training
+    workload of its transport, run before those workloads; it stops `pulumi up` when the bus bandwidth at the largest
+    message size is below `min_fraction` of the line rate, or when NCCL used sockets in RDMA mode."""
 
     COLLECTION: ClassVar[str] = "bandwidth_checks"
     name: WorkloadName
@@ -390,54 +339,47 @@ class BandwidthCheck(Strict):
     """Service account of the pods (listed in security.service_accounts, same namespace)."""
     image: ImageRef
     """A PyTorch image (tool torch) or one with nccl-tests' all_reduce_perf on PATH (tool nccl-tests)."""
-    nodes: int = Field(strict=True, default=2, ge=1, le=MAX_NODES)
-    """Pods, one per node. Two or more measure the fabric between nodes. One node measures its own
-    NICs: the check then disables NCCL's NVLink/PCIe (P2P) and shared-memory transports
-    (NCCL_P2P_DISABLE=1, NCCL_SHM_DISABLE=1), so that every hop goes through the network."""
-    gpus_per_node: int = Field(strict=True, ge=1, le=MAX_GPUS)
+    nodes: int = Field(strict=True, default=2, ge=1, le=values.MAX_NODES)
+    """Pods, one per node. Two or more measure the fabric between nodes; one measures its own NICs (NCCL_P2P_DISABLE=1,
+    NCCL_SHM_DISABLE=1: every hop goes through the network)."""
+    gpus_per_node: int = Field(strict=True, ge=1, le=values.MAX_GPUS)
     """GPUs each pod requests; one benchmark process per GPU."""
     node_set: K8sName | None = None
     """Which node set it runs on (None: the first of node_sets)."""
     transport: Transport
     """rdma: fail unless NCCL used InfiniBand/RoCE (never sockets). tcp: fail if NCCL used IB."""
-    tool: BandwidthTool = "auto"
-    """torch: a torch.distributed all_reduce loop started by torchrun on every node (the launcher's
-    bandwidth.py; its table has the nccl-tests format). nccl-tests: all_reduce_perf in one process
-    over the node's GPUs; it needs `nodes: 1`, because all_reduce_perf spans hosts only under MPI
-    (mpirun), which this program does not deploy. auto: nccl-tests on one node where the image has
-    all_reduce_perf, torch otherwise."""
+    tool: values.BandwidthTool = "auto"
+    """torch: a torch.distributed all_reduce loop under torchrun on every node. nccl-tests: all_reduce_perf on one node
+    (`nodes: 1`: it spans hosts only under mpirun). auto: nccl-tests on one node where the image has it, else torch."""
     min_fraction: float = Field(default=0.8, gt=0, le=1)
     """Pass when the bus bandwidth at the largest message size is at least this fraction of the line rate."""
     line_rate_gbps: float | None = Field(default=None, gt=0, le=1_000_000)
-    """The line rate in Gb/s the bus bandwidth is held against. None: from the fabric for rdma (see
-    ClusterConfig.bandwidth_line_rate_gbps); for tcp the seeds give no line rate, so a tcp check
-    without this value reports the bandwidth without a threshold (it fails only on errors)."""
-    min_bytes: int = Field(strict=True, default=1024 * 1024, ge=4, le=64 * GIB)
+    """The line rate in Gb/s the bus bandwidth is held against. None: the fabric's for rdma; none (no threshold) for tcp."""
+    min_bytes: int = Field(strict=True, default=1024 * 1024, ge=4, le=64 * values.GIB)
     """Smallest message in bytes (all_reduce_perf -b); sizes double up to max_bytes."""
-    max_bytes: int = Field(strict=True, default=1024 * 1024 * 1024, ge=4, le=64 * GIB)
+    max_bytes: int = Field(strict=True, default=1024 * 1024 * 1024, ge=4, le=64 * values.GIB)
     """Largest message in bytes (all_reduce_perf -e): its bus bandwidth decides the verdict, so make
     it large enough to leave the latency-bound range (hundreds of MiB and up)."""
     iterations: int = Field(strict=True, default=20, ge=1, le=100_000)
     """Timed all-reduces per message size (all_reduce_perf -n)."""
     warmup_iterations: int = Field(strict=True, default=5, ge=0, le=100_000)
     """Untimed all-reduces before them (all_reduce_perf -w)."""
-    memlock: MemlockStrategy | None = None
+    memlock: values.MemlockStrategy | None = None
     """How the pods get to pin memory, as a workload's: None takes the cluster default for the transport."""
     privileged_reason: Reason | None = None
     """Required when the memlock strategy is privileged: why the check needs a privileged container."""
-    env: dict[EnvName, str] = Field(default={}, max_length=MAX_ENV)
+    env: dict[EnvName, str] = Field(default={}, max_length=values.MAX_ENV)
     """Extra environment (NCCL_* here wins over the rendered values)."""
     cpu: Cpu = "16"
     """CPU request and limit of each pod."""
     memory: Memory = "64Gi"
     """Memory request and limit of each pod."""
-    shm_size: ShmSize = "16Gi"
+    shm_size: values.ShmSize = "16Gi"
     """Size of /dev/shm (a memory emptyDir; counts against the memory limit)."""
     master_port: Port = 29500
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
-    deadline_minutes: int = Field(strict=True, default=30, ge=1, le=7 * 24 * 60)
-    """activeDeadlineSeconds of the Job: Pending time for free GPUs counts. `pulumi up` waits a little
-    longer than this for the verdict, then fails."""
+    deadline_minutes: int = Field(strict=True, default=30, ge=1, le=values.MAX_DEADLINE_MINUTES)
+    """activeDeadlineSeconds of the Job (Pending time counts); `pulumi up` waits a little longer for the verdict."""
 
     @field_validator("env")
     @classmethod
@@ -445,14 +387,10 @@ class BandwidthCheck(Strict):
         return Workload._not_the_launchers(value)  # the same rule as a workload's env
 
     @model_validator(mode="after")
-    def _dollars(self) -> BandwidthCheck:
-        for k, v in self.env.items():
-            if problem := dollar_problem(v, self.env, f"the value of {k}"):
-                raise FieldError(("env", k), problem)
-        return self
-
-    @model_validator(mode="after")
     def _shape(self) -> BandwidthCheck:
+        for k, v in self.env.items():
+            if problem := values.dollar_problem(v, self.env, f"the value of {k}"):
+                raise FieldError(("env", k), problem)
         if self.min_bytes > self.max_bytes:
             raise FieldError(("min_bytes",), f"min_bytes ({self.min_bytes}) is larger than max_bytes ({self.max_bytes})")
         if self.tool == "nccl-tests" and self.nodes != 1:
@@ -461,8 +399,7 @@ class BandwidthCheck(Strict):
                 "tool 'nccl-tests' runs all_reduce_perf on one node (it spans hosts only under mpirun, which this "
                 "program does not deploy): set nodes to 1, or use tool 'torch' (or 'auto') across nodes",
             )
-        hostname = f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}"
-        if len(hostname) > 63 or len(self.name) > 63 - len("-headless"):
+        if len(f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}") > 63 or len(self.name) > 63 - len("-headless"):
             raise FieldError(
                 ("name",), f"{self.name!r} is too long: the check's pod hostnames (NAME-DIGEST-INDEX) would exceed 63 characters"
             )

@@ -11,8 +11,8 @@ pods on Node objects (live/nodes.py builds them from the stack's node sets) and 
 stages of live/kwok-stages.yaml (pods Running and Ready at once; a Job's pod ends when a test says how). Without
 nodes, or without those binaries, pods stay Pending, which is what a stack must survive too.
 
-Only loopback addresses are used. Each control plane has its own etcd and ports, so Barcelona's and Cairo's
-namespaces of the same name never meet.
+Only loopback addresses are used (but by the real nodes' plane: live/realnodes.py). Each control plane has its own
+etcd and ports, so Barcelona's and Cairo's namespaces of the same name never meet.
 """
 
 from __future__ import annotations
@@ -72,11 +72,15 @@ class ControlPlane:
     # ...), as on OpenShift, instead of all as the plane's admin: SCC admission (live/scc.py) judges the user who creates
     # a pod, and the admin may use every SCC.
     controller_credentials: bool = False
+    # Where the API server listens: loopback, or the host's address on the real nodes' network (live/realnodes.py), so
+    # their kubelets reach it; and where the provisioner's volumes are (a folder both real nodes see).
+    address: str = "127.0.0.1"
+    volume_root: str = "/live"
     _stop: threading.Event = field(default_factory=threading.Event)
 
     @property
     def server(self) -> str:
-        return f"https://127.0.0.1:{self.port}"
+        return f"https://{self.address}:{self.port}"
 
     @property
     def kubeconfig(self) -> Path:
@@ -117,7 +121,7 @@ class ControlPlane:
         self.spawn("kube-apiserver", [
             str(self.bin["kube-apiserver"]),
             f"--etcd-servers=http://127.0.0.1:{etcd_port}",
-            "--bind-address=127.0.0.1", "--advertise-address=127.0.0.1", f"--secure-port={self.port}",
+            f"--bind-address={self.address}", f"--advertise-address={self.address}", f"--secure-port={self.port}",
             f"--cert-dir={self.workdir / 'certs'}",
             f"--token-auth-file={tokens}",
             "--authorization-mode=RBAC",
@@ -126,6 +130,9 @@ class ControlPlane:
             f"--service-account-key-file={pub}", f"--service-account-signing-key-file={key}",
             "--service-cluster-ip-range=10.96.0.0/16",
             "--enable-priority-and-fairness=false",
+            # A real node's kubelet (live/realnodes.py) is reached at its address, never by its name: a name would be
+            # asked of this machine's resolver.
+            "--kubelet-preferred-address-types=InternalIP",
             "--profiling=false",
         ])  # fmt: skip
         self._write_kubeconfig()
@@ -297,6 +304,10 @@ class ControlPlane:
             ):
                 continue  # provisioned once the scheduler has picked the node of a pod that uses it, as a CSI driver does
             pv_name = f"pvc-{meta['uid']}"
+            if self.volume_root != "/live":  # real nodes mount it: made as an NFS CSI driver makes its folders, any uid may write
+                folder = Path(self.volume_root) / meta["namespace"] / meta["name"]
+                folder.mkdir(parents=True, exist_ok=True)
+                folder.chmod(0o777)
             self.request("POST", "/api/v1/persistentvolumes", {
                 "apiVersion": "v1", "kind": "PersistentVolume",
                 "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
@@ -305,7 +316,7 @@ class ControlPlane:
                     "accessModes": spec["accessModes"],
                     "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
                     "storageClassName": sc["metadata"]["name"],
-                    "hostPath": {"path": f"/live/{meta['namespace']}/{meta['name']}"},
+                    "hostPath": {"path": f"{self.volume_root}/{meta['namespace']}/{meta['name']}"},
                     "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
                 },
             })  # fmt: skip

@@ -22,6 +22,7 @@ import copy
 import http.client
 import json
 import random
+import re
 import ssl
 import threading
 import time
@@ -405,6 +406,18 @@ def scheduled(pods: list[dict[str, Any]]) -> tuple[int, int, str]:
 # --- one run: every case at once on one simulated cluster ---------------------------------------------------
 
 
+def placing(config: Any, f: Any) -> bool:
+    """Whether a finding says the scheduler leaves a running pod Pending: capacity's (the set's nodes cannot hold all the
+    pods at once), or node-fit's on a running workload or enabled check (a pod fits no node of its set; node-fit judges
+    the stopped ones too, which the cluster never sees)."""
+    entry = re.match(r"(workloads|bandwidth_checks)\[([^]]+)\]", f.where or "")
+    if f.rule != "node-fit" or entry is None:
+        return bool(f.rule == "capacity")
+    kind, name = entry.groups()
+    on = config.workloads if kind == "workloads" else config.bandwidth_checks
+    return any(e.name == name and getattr(e, "state", "running") == "running" and getattr(e, "enabled", True) for e in on)
+
+
 @dataclass
 class Verdict:
     case: Case
@@ -452,9 +465,9 @@ def preflight(config: Any, objects: list[dict[str, Any]], patches: list[dict[str
     import policy
 
     findings = policy.check(config, objects, patches, others=[])
-    capacity = [f for f in findings if f.rule == "capacity" and f.severity in ("error", "warning")]
+    capacity = [f for f in findings if placing(config, f) and f.severity in ("error", "warning")]
     fits = False if any(f.severity == "error" for f in capacity) else None if capacity else True
-    others = sorted({f.rule for f in findings if f.severity == "error" and f.rule != "capacity"})
+    others = sorted({f.rule for f in findings if f.severity == "error" and not placing(config, f)})
     return fits, [f.message for f in capacity], others
 
 

@@ -6,6 +6,9 @@ Pulumi CLI and, through it, its provider plugins, kubectl, `python -m stacks`). 
 xdist worker), so a run finds its own processes by it in /proc/PID/environ, whatever became of their parents, and
 never another engineer's: their runs carry other values.
 
+A container on a real node (live/realnodes.py) carries no marker: its environment is the pod's. It runs in the cgroup
+its node's kubelet made under CGROUP/RUN/WORKER/NODE (cgroup_path), which says whose it is, and is found by that.
+
 Process groups are not enough for what a test kills: the Pulumi CLI starts each plugin in a process group of its
 own, so killing a `pulumi up`'s group leaves its provider running, orphaned. A run started in a session of its own
 (start_new_session) keeps every descendant in that session, new groups included: end_session() ends them all.
@@ -25,11 +28,27 @@ from typing import Any
 
 MARKER = "GPU_TRAINING_LIVE_RUN"
 _PREFIX = MARKER.encode() + b"="
+CGROUP = "gpu-training-live"  # the real nodes' cgroups: CGROUP/RUN/WORKER/NODE in every hierarchy
 
 
 def own() -> str:
     """This process's marker value, the one every process it starts inherits; a fresh one if none is set yet."""
     return os.environ.setdefault(MARKER, uuid.uuid4().hex)
+
+
+def cgroup_path(node: str, marker: str | None = None) -> str:
+    """The cgroup (under every hierarchy's root) of a real node of the run `marker` (this process's by default)."""
+    run, _, worker = (own() if marker is None else marker).partition("/")
+    return f"/{CGROUP}/{run}/{worker or '-'}/{node}"
+
+
+def cgroup_marker(cgroups: str) -> str | None:
+    """The marker of the run whose real node's cgroup /proc/PID/cgroup names, if any."""
+    for line in cgroups.splitlines():
+        parts = line.rpartition(":")[2].split("/")
+        if len(parts) > 4 and parts[1] == CGROUP:
+            return parts[2] if parts[3] == "-" else f"{parts[2]}/{parts[3]}"
+    return None
 
 
 @dataclass(frozen=True)
@@ -70,7 +89,10 @@ def _read(pid: int) -> Proc | None:
         environ = _environ(base)
         marker = next((item[len(_PREFIX) :] for item in environ.split(b"\0") if item.startswith(_PREFIX)), None)
         if marker is None:
-            return None
+            in_node = cgroup_marker((base / "cgroup").read_text())
+            if in_node is None:
+                return None
+            marker = in_node.encode()
         stat = (base / "stat").read_text()
         fields = stat[stat.rindex(")") + 2 :].split()  # after "pid (comm) ": state ppid pgrp session ...
         if fields[0] in ("Z", "X"):

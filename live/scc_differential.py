@@ -7,8 +7,9 @@ stack claims (its own, one OpenShift ships, or one that exists with `security.ex
 (capabilities, root), the unprivileged SCC, the grant, a service account, a volume (a shared or per-pod claim, an
 existing one, one of an NFS class, a ConfigMap of scripts), a service account token (a projected volume), a bandwidth
 check. A config the model refuses is not a case: the generator draws again (deterministically) until it has `n`.
+(One file past 800 lines: the edits, the run on one control plane and the verdicts are one harness, read together.)
 
-What the config cannot say is not an edit of it (docs/live.md "The security rules against admission"): a pod's fsGroup,
+What the config cannot say is not an edit of it (docs/live.md "The security rules against SCC admission"): a pod's fsGroup,
 supplemental groups, SELinux options, hostPath or in-line NFS volumes, allowPrivilegeEscalation and seccomp profile
 (the program renders them from the memlock strategy). Some edits change the cluster instead (CLUSTER_EDITS): what a
 service account may use besides (anyuid, granted by hand), a grant to a group, and of an existing SCC the facts no
@@ -457,9 +458,10 @@ def generate(seed: int, n: int, bases: Mapping[str, Callable[[], Data]], validat
 # --- the preflight's side ------------------------------------------------------------------------------------------
 
 # The rules of policy/rules/security.py that judge something other than admission: how a container is hardened (the
-# program renders it), the NetworkPolicy; and memlock-strategy's findings on the strategy itself (an RDMA pod with
-# `none` cannot pin memory: admission admits it all the same).
-NOT_ADMISSION = frozenset({"least-privilege", "network-policy"})
+# program renders it), the NetworkPolicy, a grant broader than the pods need without its reason (admission admits what
+# the SCC allows); and memlock-strategy's findings on the strategy itself (an RDMA pod with `none` cannot pin memory:
+# admission admits it all the same).
+NOT_ADMISSION = frozenset({"least-privilege", "network-policy", "privileged-scc"})
 STRATEGY_FIELD = "env[LAUNCHER_MEMLOCK_STRATEGY]"
 
 

@@ -3,8 +3,9 @@
 Each module under live/toolchain/ pins what it builds (go.mod and go.sum, committed): the control plane
 (etcd, kube-apiserver, kube-controller-manager, kubectl), the Pulumi CLI, the kubernetes provider plugin, and
 the simulated cluster (kube-scheduler from the control plane's module, kwok and Kueue from their own), the
-SR-IOV network operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py), and OpenShift's
-SCC admission plugin in a webhook (live/scc.py; from the control plane's module). A binary lives in
+SR-IOV network operator's SriovNetwork controller with its CRDs and NAD templates (live/sriov.py), OpenShift's
+SCC admission plugin in a webhook (live/scc.py; from the control plane's module), and the real nodes' kubelet (from the
+control plane's module) and CoreDNS (live/realnodes.py). A binary lives in
 CACHE/<module>-<key>/, where the key is a digest of the module's files, the Go version and how each of its
 binaries is built (package and -ldflags), so a changed pin or stamp builds anew and an unchanged one is found
 again by the next run, in CI as on a laptop. `python -m live.toolchain` builds everything and prints where; the live tests call `ensure()`.
@@ -70,10 +71,13 @@ BINARIES = [
     Binary("kube-controller-manager", "k8s", "k8s.io/kubernetes/cmd/kube-controller-manager", K8S_LDFLAGS),
     Binary("kubectl", "k8s", "k8s.io/kubernetes/cmd/kubectl", K8S_LDFLAGS),
     Binary("kube-scheduler", "k8s", "k8s.io/kubernetes/cmd/kube-scheduler", K8S_LDFLAGS),
+    Binary("kubelet", "k8s", "k8s.io/kubernetes/cmd/kubelet", K8S_LDFLAGS),  # the real nodes' (live/realnodes.py)
     # OpenShift's SCC admission plugin (github.com/openshift/apiserver-library-go) in a webhook main of ours
     # (live/toolchain/k8s/sccadmission/main.go): built from the control plane's module, it shares its k8s v1.34.4 build.
     Binary("scc-admission", "k8s", "./sccadmission"),
     Binary("kwok", "kwok", "sigs.k8s.io/kwok/cmd/kwok"),  # reports its release itself (pkg/consts.Version)
+    # The real nodes' cluster DNS: CoreDNS's server with the plugins the tier uses, in a main of ours (live/toolchain/coredns).
+    Binary("coredns", "coredns", "."),  # reports its release itself (coremain.CoreVersion)
     # The operator's own SriovNetwork and SriovIBNetwork reconcilers in a small main of ours (live/toolchain/sriov/main.go).
     Binary("sriov-network-controller", "sriov", "."),
     Binary("kueue", "kueue", "sigs.k8s.io/kueue/cmd/kueue", f"-X sigs.k8s.io/kueue/pkg/version.GitVersion=v{KUEUE_VERSION}"),
@@ -105,7 +109,9 @@ SRIOV_ASSETS = {"crds": "config/crd/bases", "cni-config": "bindata/manifests/cni
 QUEUE = ("kueue",)
 # OpenShift's SCC admission (live/scc.py, docs/live.md "SCC admission"), built and required like level 3.
 SCC = ("scc-admission",)
-EVERYTHING = LEVEL1 + LEVEL2 + LEVEL3 + QUEUE + SRIOV + SCC  # what `python -m live.toolchain` builds
+# The real nodes' kubelet and cluster DNS (live/realnodes.py, docs/live.md "Real nodes"), built and required like level 3.
+NODES = ("kubelet", "coredns")
+EVERYTHING = LEVEL1 + LEVEL2 + LEVEL3 + QUEUE + SRIOV + SCC + NODES  # what `python -m live.toolchain` builds
 
 
 class ToolchainError(Exception):
@@ -118,7 +124,7 @@ class ToolchainError(Exception):
 # for (6 to 7% of kwok's cold build); a second build fills those gaps (4 to 6% sooner, measured). The longest first, so
 # that the last one to end is a short one.
 JOBS = int(os.environ.get("GPU_TRAINING_LIVE_JOBS") or 2)
-LONGEST_FIRST = ("provider", "pulumi", "kueue", "k8s", "sriov", "kwok")  # a module not named here starts after these
+LONGEST_FIRST = ("provider", "pulumi", "kueue", "k8s", "coredns", "sriov", "kwok")  # a module not named here starts after these
 
 
 # A go step that takes longer than this has hung (a proxy that stopped answering, a stuck lock): it is ended and
@@ -488,9 +494,9 @@ def _ensure(names: tuple[str, ...], lock: IO[str]) -> dict[str, Path | str]:
 
 
 def required() -> tuple[str, ...]:
-    """The binaries a run must have: level 1 always; levels 2 and 3 (with Kueue), the SR-IOV controller and SCC
-    admission too in CI (CI=true), where a skip would let a run that tested no engine, no scheduling, no queue, no
-    operator or no admission pass. A developer without them gets level 1's tests and the skip reasons."""
+    """The binaries a run must have: level 1 always; levels 2 and 3 (with Kueue), the SR-IOV controller, SCC admission
+    and the real nodes' too in CI (CI=true), where a skip would let a run that tested no engine, no scheduling, no queue,
+    no operator, no admission or no container pass. A developer without them gets level 1's tests and the skip reasons."""
     return EVERYTHING if os.environ.get("CI", "").lower() in ("1", "true", "yes") else LEVEL1
 
 

@@ -1,14 +1,5 @@
-"""The preflight inside the Pulumi program: the same rules as `python -m stacks check`, run before
-any resource is declared, so `pulumi preview` and `pulumi up` stop on what would fail on the cluster.
-
-Also what the kubernetes provider does not stop on: a stack file without a kube context, or a context
-the kubeconfig does not have (the provider then only marks the cluster unreachable and previews every
-create as if it would work).
-
-A warning goes to `pulumi.log.warn` (shown in the preview), an info line to `pulumi.log.info`; errors
-raise `pulumi.RunError`, which the Pulumi CLI prints as a plain message, without a traceback. Only the
-Pulumi program imports this module: the rest of policy/ stays free of pulumi.
-"""
+"""The preflight inside the Pulumi program: the rules, before any resource is declared, and a kube context the
+kubeconfig lacks (the provider would preview every create as if it would work)."""
 
 from __future__ import annotations
 
@@ -27,10 +18,7 @@ from policy.run import check, errors
 
 
 def adopting() -> tuple[bool, bool]:
-    """(take over what exists, force the program's fields): what the stack file asks of docs/adoption.md ("Adopting
-    what exists"). Taking over needs forcing (upsert without force stops at every field another manager owns);
-    forcing alone is the one run after `pulumi import`, when objects made by `oc create`/`oc adm policy` hold fields
-    the program declares differently."""
+    """(take over what exists, force the program's fields), as the stack file asks (docs/adoption.md)."""
     k8s = pulumi.Config("kubernetes")
     upsert, force = bool(k8s.get_bool("upsertExistingObjects")), bool(k8s.get_bool("enablePatchForce"))
     if upsert and not force:
@@ -52,17 +40,13 @@ def adopting() -> tuple[bool, bool]:
 
 
 def load_stack() -> tuple[ClusterConfig, str, str | None]:
-    """(config, tier, kube context) of the running Pulumi stack. The config is the YAML file named by
-    gpu-training:configFile, else the module of the cluster (gpu-training:cluster, else the stack's
-    name); one whose name is another cluster's is refused. A bad config stops the program."""
+    """(config, tier, kube context) of the running Pulumi stack: configFile, else the module of cluster (or the stack)."""
     own = pulumi.Config(stacks.PROJECT)
     stack = pulumi.get_stack()
     cluster = own.get("cluster") or stack
     tier = own.get("tier") or "all"
     if tier not in stacks.TIERS:
         raise pulumi.RunError(f"Pulumi.{stack}.yaml: {stacks.TIER_KEY} is {tier!r}; expected one of {', '.join(stacks.TIERS)}")
-    stacks.SPAWN_MODULES = True  # the language host's gRPC threads run in this process: no fork (stacks/_child.py)
-    stacks.preload(stacks.names())  # this stack's module and the others the preflight compares with, in one interpreter
     try:
         stacks.config_file_of(cluster)  # the cluster's stack files agree on what they deploy, as the commands require
         config = stacks.load_deployed(cluster, own.get("configFile"), f"Pulumi.{stack}.yaml")
@@ -71,10 +55,9 @@ def load_stack() -> tuple[ClusterConfig, str, str | None]:
     return config, tier, pulumi.Config("kubernetes").get("context")
 
 
-def kubeconfig_contexts(environ: Mapping[str, str]) -> tuple[list[str], list[str]]:
-    """(files read, context names) of the kubeconfig the provider will use: $KUBECONFIG (a list of
-    paths) or ~/.kube/config."""
-    paths = [p for p in environ.get("KUBECONFIG", "").split(os.pathsep) if p] or [str(Path.home() / ".kube" / "config")]
+def kubeconfig_contexts() -> tuple[list[str], list[str]]:
+    """(files read, context names) of the kubeconfig the provider will use: $KUBECONFIG or ~/.kube/config."""
+    paths = [p for p in os.environ.get("KUBECONFIG", "").split(os.pathsep) if p] or [str(Path.home() / ".kube" / "config")]
     read, names = [], []
     for p in paths:
         try:
@@ -82,20 +65,20 @@ def kubeconfig_contexts(environ: Mapping[str, str]) -> tuple[list[str], list[str
         except stacks.ConfigError:
             continue
         read.append(p)
-        for ctx in (data or {}).get("contexts") or [] if isinstance(data, dict) else []:
+        for ctx in data.get("contexts") or [] if isinstance(data, dict) else []:
             if isinstance(ctx, dict) and isinstance(ctx.get("name"), str):
                 names.append(ctx["name"])
     return read, names
 
 
-def check_kube_context(context: str | None, stack: str, environ: Mapping[str, str] | None = None) -> None:
+def check_kube_context(context: str | None, stack: str) -> None:
     """Stop, with the fix, when the stack file names no context or the kubeconfig lacks it."""
     if not context:
         raise pulumi.RunError(
             f"Pulumi.{stack}.yaml sets no kubernetes:context, and this program never deploys to whatever context is current. "
             f"Fix: `pulumi config set kubernetes:context NAME -s {stack}` with a context `oc config get-contexts` lists"
         )
-    read, names = kubeconfig_contexts(os.environ if environ is None else environ)
+    read, names = kubeconfig_contexts()
     if context not in names:
         where = ", ".join(read) or "no readable kubeconfig ($KUBECONFIG or ~/.kube/config)"
         have = ", ".join(sorted(names)) or "none"
@@ -112,16 +95,14 @@ def preflight(
     patches: Iterable[dict[str, Any]] = (),
     sources: Mapping[ObjectKey, ConfigPath] | None = None,
 ) -> list[Finding]:
-    """Log the warnings (and infos); on any error stop the program, naming every error (in the config's words where
-    `sources`, the provenance of layout(), name the entry each object comes from)."""
-    findings = check(config, objects, patches, sources=sources)
+    """Log the warnings and infos; on any error stop the program, naming every error."""
+    findings = check(config, objects, patches, others=stacks.others(config.name), sources=sources)
     for f in findings:
         if f.severity == "warning":
             pulumi.log.warn(f.line())
         elif f.severity == "info":
             pulumi.log.info(f.line())
-    bad = errors(findings)
-    if bad:
+    if bad := errors(findings):
         lines = "\n".join(f.line() for f in bad)
         raise pulumi.RunError(
             f"preflight: stack {config.name} has {len(bad)} error(s); nothing was declared "

@@ -1,49 +1,32 @@
-"""Can every running pod be scheduled at once? An exact search, small enough to run in every preview.
-
-The scheduler places pods one by one; what the stack must guarantee is that a placement of all of
-them exists (GPUs per node, and CPU, memory and SR-IOV VFs where the node set states them; one pod of a
-multi-node workload per node, node pins). Nodes that the
-same groups may use and that have the same free GPUs are interchangeable, so the search works on
-classes of nodes (a count per class) instead of on nodes, and remembers the states it has proved
-hopeless. It tries the tightest fit first (nodes the fewest later pods may use, then the fewest free
-GPUs) and drops a branch as soon as the GPUs left cannot hold what the remaining pods need. A budget of
-steps bounds it; past it the answer is "unknown", never a hang. (Measured on random stacks of 20
-workloads over 16 nodes in 4 pinned sets, against an exact solver: every yes and no right, about one
-stack in 250 "unknown", at most 1.7 s.)
+"""Can every running pod be scheduled at once (GPUs; CPU, memory and VFs where stated; one pod of a multi-node workload
+per node; node pins)? An exact search on classes of interchangeable nodes that remembers hopeless states, tries the
+tightest fit first and drops a branch once the nodes left cannot hold the pods left; past its budget of steps the
+answer is "unknown", never a hang. On a queued cluster (`Admission`): does every combination a quota admits fit?
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
-UNBOUNDED = 1 << 62
-"""The free amount of a resource a node set does not state (its CPU, memory or VFs): never the reason a pod does not
-fit, and never lessened, so nodes that differ only in what is used of it stay one class."""
+UNBOUNDED = 1 << 62  # a resource a node set does not state: never short, never lessened (nodes stay one class)
 
-Free = tuple[int, int, int, int]
-"""What a node has free, or a pod asks for: GPUs, CPU in millicores, memory in bytes, and VF sets (an RDMA pod takes one
-VF of each of the fabric's attachments: one set; a node offers as many sets as its scarcest VF resource allows)."""
+Free = tuple[int, int, int, int]  # GPUs, CPU in millicores, memory in bytes, VF sets (one per RDMA pod), free or asked
 
 
 @dataclass(frozen=True)
 class Group:
-    """Pods of one workload that run at once."""
+    """Pods of one workload that run at once, and what each needs."""
 
     name: str
     pods: int
     gpus: int
-    """GPUs each pod needs."""
-    candidates: tuple[str, ...]
-    """Nodes the pods may run on (their node pins)."""
-    spread: bool
-    """One pod per node (podAntiAffinity on the hostname)."""
-    cpu: int = 0
-    """CPU each pod requests, in millicores."""
-    memory: int = 0
-    """Memory each pod requests, in bytes."""
-    vfs: int = 0
-    """VF sets each pod takes: 1 for an RDMA pod (one VF of each attachment), 0 otherwise."""
+    candidates: tuple[str, ...]  # the nodes the pods may run on (their node pins)
+    spread: bool  # one pod per node (podAntiAffinity on the hostname)
+    cpu: int = 0  # millicores
+    memory: int = 0  # bytes
+    vfs: int = 0  # VF sets: 1 for an RDMA pod
 
     @property
     def need(self) -> Free:
@@ -51,7 +34,6 @@ class Group:
 
 
 def fits(free: Free, need: Free) -> bool:
-    # spelled out: the search's innermost test
     return free[0] >= need[0] and free[1] >= need[1] and free[2] >= need[2] and free[3] >= need[3]
 
 
@@ -69,21 +51,35 @@ def free_of(value: int | tuple[int, ...]) -> Free:
     return (value[0], value[1], value[2], value[3] if len(value) > 3 else UNBOUNDED)
 
 
+@dataclass
+class Budget:
+    """Steps that searches may take together: past it, each answers "unknown"."""
+
+    left: int
+    spent: int = 0
+    whole: Budget | None = None  # the budget this one is a part of: each step takes a step of it too
+
+    def take(self) -> bool:
+        self.spent += 1
+        self.left -= 1
+        return (self.whole is None or self.whole.take()) and self.left >= 0
+
+    def part(self, steps: int) -> Budget:
+        return Budget(steps, whole=self)
+
+
 @dataclass(frozen=True)
 class Placement:
     placed: bool
     exhausted: bool = False
-    unplaced: Group | None = None
-    """The first group (in the search's order) that could not be placed beside the ones before it."""
+    unplaced: Group | None = None  # the first group (in the search's order) not placed beside the ones before it
 
 
-State = tuple[tuple[int, int], ...]
-"""Sorted (node class, how many nodes of it); a class is an interned (groups that may use it, free resources)."""
+State = tuple[tuple[int, int], ...]  # sorted (node class, how many nodes of it)
 
 
 def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
-    """How many pods to put on the nodes of each usable class, at most one per node, the first classes
-    filled first."""
+    """How many pods to put on the nodes of each usable class, at most one per node, the first classes first."""
 
     def rec(i: int, left: int) -> Iterator[list[int]]:
         if left == 0:
@@ -98,12 +94,35 @@ def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
     yield from rec(0, pods)
 
 
+def _may_use(order: Sequence[Group], nodes: Iterable[str]) -> dict[str, frozenset[int]]:
+    """Node -> the groups (indexes in `order`) that may use it, by the distinct candidate lists (not nodes x groups)."""
+    sharing: dict[tuple[str, ...], list[int]] = {}  # a candidate list -> the groups that have it
+    for i, g in enumerate(order):
+        sharing.setdefault(g.candidates, []).append(i)
+    lists = list(sharing.values())
+    listed: dict[str, list[int]] = {}  # node -> the candidate lists (indexes in `lists`) that name it
+    for k, candidates in enumerate(sharing):
+        for n in dict.fromkeys(candidates):
+            listed.setdefault(n, []).append(k)
+    by_lists: dict[tuple[int, ...], frozenset[int]] = {}  # the lists naming a node -> the groups that may use it
+    out = {}
+    for n in nodes:
+        naming = tuple(listed.get(n, ()))
+        if naming not in by_lists:
+            by_lists[naming] = frozenset(i for k in naming for i in lists[k])
+        out[n] = by_lists[naming]
+    return out
+
+
 def place(
-    nodes: Mapping[str, int | tuple[int, ...]], groups: list[Group], budget: int = 50_000, counts: Mapping[str, int] | None = None
+    nodes: Mapping[str, int | tuple[int, ...]],
+    groups: Sequence[Group],
+    budget: int | Budget = 50_000,
+    counts: Mapping[str, int] | None = None,
 ) -> Placement:
-    """Whether every group fits on `nodes` (name -> GPUs, or GPUs, millicores, bytes and VF sets) at once. With `counts`, an entry
-    stands for that many identical nodes that no pod pins by name (a node set's `count`): the same answer as listing
-    each of them, with a setup that grows with the entries, not with the nodes."""
+    """Whether every group fits on `nodes` (name -> GPUs, or Free) at once. With `counts`, an entry stands for that many
+    identical nodes no pod pins by name. A step is one way of putting a group's pods on the node classes."""
+    steps = budget if isinstance(budget, Budget) else Budget(budget)
     # Pods that may share a node are placed one at a time: each is a group of one.
     units = [g if g.spread else replace(g, pods=1, spread=True) for g in groups for _ in range(1 if g.spread else g.pods)]
     order = sorted(units, key=lambda g: (-g.gpus, -g.pods, g.name))
@@ -116,46 +135,34 @@ def place(
             keys.append(key)
         return classes[key]
 
-    # Which groups may use each node, through the distinct candidate lists (the pods of one node set share theirs): the
-    # work grows with the entries and the distinct lists, not with nodes x groups x candidates.
-    sharing: dict[tuple[str, ...], list[int]] = {}  # a candidate list -> the groups (indexes in `order`) that have it
-    for i, g in enumerate(order):
-        sharing.setdefault(g.candidates, []).append(i)
-    lists = list(sharing.values())
-    listed: dict[str, list[int]] = {}  # node -> the candidate lists (indexes in `lists`) that name it
-    for k, candidates in enumerate(sharing):
-        for n in dict.fromkeys(candidates):
-            listed.setdefault(n, []).append(k)
-    may_use: dict[tuple[int, ...], frozenset[int]] = {}  # the lists naming a node -> the groups that may use it
+    may_use = _may_use(order, nodes)
     start: dict[int, int] = {}
     many = counts or {}
     for n, free in nodes.items():
-        naming = tuple(listed.get(n, ()))
-        if naming not in may_use:
-            may_use[naming] = frozenset(i for k in naming for i in lists[k])
-        c = intern((may_use[naming], free_of(free)))
+        c = intern((may_use[n], free_of(free)))
         start[c] = start.get(c, 0) + many.get(n, 1)
     hopeless: set[tuple[int, State]] = set()
-    steps = 0
     deepest = 0
 
     needs = [g.need for g in order]
-    # GPUs the groups from i on need in all.
-    demand = [0] * (len(order) + 1)
+    # What the groups from i on need in all, of each resource.
+    demand = [(0, 0, 0, 0)] * (len(order) + 1)
     for i in range(len(order) - 1, -1, -1):
-        demand[i] = demand[i + 1] + order[i].pods * order[i].gpus
+        demand[i] = tuple(d + order[i].pods * n for d, n in zip(demand[i + 1], needs[i], strict=True))  # type: ignore[assignment]
+
+    bounded = [r for r in range(4) if any(free[r] < UNBOUNDED for _, free in keys)]  # a resource no node states never runs out
 
     def _room(i: int, state: State) -> bool:
-        """A quick bound: the GPUs left can hold what the remaining groups need, and each of them still has
-        enough nodes with room for one pod."""
-        if sum(n * keys[c][1][0] for c, n in state if keys[c][0]) < demand[i]:
-            return False
+        """What the nodes have left can hold what the remaining groups need, each with enough nodes with room for one pod."""
+        for r in bounded:
+            if demand[i][r] and sum(n * keys[c][1][r] for c, n in state if keys[c][0]) < demand[i][r]:
+                return False
         return all(
             sum(n for c, n in state if j in keys[c][0] and fits(keys[c][1], needs[j])) >= order[j].pods for j in range(i, len(order))
         )
 
     def solve(i: int, state: State) -> bool | None:
-        nonlocal steps, deepest
+        nonlocal deepest
         if i == len(order):
             return True
         if (i, state) in hopeless:
@@ -166,8 +173,7 @@ def place(
         # Tightest fit first: nodes the fewest later groups may use, then the fewest free GPUs.
         usable.sort(key=lambda cc: (sum(1 for j in keys[cc[0]][0] if j > i), keys[cc[0]][1], cc[0]))
         for take in _choices([count for _, count in usable], g.pods):
-            steps += 1
-            if steps > budget:
+            if not steps.take():
                 return None
             counts = dict(state)
             for (c, _), k in zip(usable, take, strict=True):
@@ -190,3 +196,174 @@ def place(
     if found is None:
         return Placement(False, exhausted=True)
     return Placement(True) if found else Placement(False, unplaced=order[min(deepest, len(order) - 1)] if order else None)
+
+
+Charges = Mapping[str, int]  # what a run charges its flavor's quota per resource (Kueue's units), and `pods`
+
+
+class _Spent(Exception):
+    """The budget ran out."""
+
+
+@dataclass(frozen=True)
+class Together:
+    """What `Admission.check` found for one quota."""
+
+    bad: tuple[int, ...] = ()  # runs it admits together that the nodes cannot hold, shrunk to the ones needed
+    decided: bool = True  # False: the budget ran out first
+    room: tuple[int, ...] = ()  # runs that counting proves find room beside anything admitted with them
+    fitting: int = 0  # maximal combinations of the other runs that were placed and fit
+
+    @property
+    def fits(self) -> bool:
+        return self.decided and not self.bad
+
+
+@dataclass
+class Admission:
+    """Does every combination of runs a quota admits fit the nodes (Kueue admits by quota, in any order)? Holding is
+    monotone: only combinations nothing more can join are placed, one that fails is shrunk to the runs it needs; runs
+    counting proves find room are left out (`finds_room`); runs alike count as kinds; placements are remembered."""
+
+    nodes: Mapping[str, int | tuple[int, ...]]
+    groups: Sequence[Group]
+    charges: Sequence[Charges]
+    budget: Budget
+    counts: Mapping[str, int] = field(default_factory=dict)
+    held: dict[tuple[int, ...], bool] = field(default_factory=dict)  # placements done, by a combination's count of each kind
+    bad_known: list[tuple[int, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        kinds: dict[tuple[object, ...], int] = {}
+        self.kind = [
+            kinds.setdefault((g.pods, g.need, g.spread, g.candidates, tuple(sorted(c.items()))), len(kinds))
+            for g, c in zip(self.groups, self.charges, strict=True)
+        ]
+        self.kinds = len(kinds)
+        # What each run uses of GPUs, CPU, memory, VF sets and pods; per use and charge, the two runs using most per unit.
+        self.use = [(*(g.pods * x for x in g.need), g.pods) for g in self.groups]
+        self.total = [sum(u[d] for u in self.use) for d in range(5)]
+        self.ratios: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
+        for i, (used, charged) in enumerate(zip(self.use, self.charges, strict=True)):
+            for d in range(5):
+                for q in charged if used[d] else ():
+                    best = self.ratios.setdefault((d, q), [])
+                    best.append((used[d], charged[q], i))
+                    best.sort(key=lambda r: Fraction(r[0], r[1]) if r[1] else Fraction(UNBOUNDED), reverse=True)
+                    del best[2:]
+
+    def holds(self, runs: Sequence[int], budget: Budget) -> bool:
+        """Whether the runs fit the nodes at once (raises _Spent past the budget)."""
+        key = [0] * self.kinds
+        for i in runs:
+            key[self.kind[i]] += 1
+        if tuple(key) not in self.held:
+            found = place(self.nodes, [self.groups[i] for i in sorted(runs)], budget, self.counts)
+            if found.exhausted:
+                raise _Spent
+            self.held[tuple(key)] = found.placed
+        return self.held[tuple(key)]
+
+    def finds_room(self, limit: Charges) -> list[bool]:
+        """For each run: whether it finds nodes beside any runs the quota admits with it, however placed. The others close
+        at most as many nodes as they have pods, and as their share of each resource (bounded by the quota left) allows."""
+        out = []
+        for j, g in enumerate(self.groups):
+            candidates = [n for n in dict.fromkeys(g.candidates) if n in self.nodes]
+            size = sum(self.counts.get(n, 1) for n in candidates)
+            if not candidates or (g.pods > 1 and not g.spread):
+                out.append(False)
+                continue
+            left = {q: max(0, quota - self.charges[j].get(q, 0)) for q, quota in limit.items()}
+            top = {(d, q): next(((u, c) for u, c, i in self.ratios.get((d, q), ()) if i != j), (0, 1)) for d in range(5) for q in limit}
+            used = [  # the most the others use of each resource
+                min([self.total[d] - self.use[j][d]] + [left[q] * top[d, q][0] // top[d, q][1] for q in limit if top[d, q][1]])
+                for d in range(5)
+            ]
+            free = [min(free_of(self.nodes[n])[d] for n in candidates) for d in range(4)]
+            gaps = {d: free[d] - g.need[d] + 1 for d in range(4) if g.need[d] and free[d] < UNBOUNDED}  # what closes a node
+            if any(gap <= 0 for gap in gaps.values()):
+                out.append(False)  # a pod that fits no node: node-fit's error
+                continue
+            closed = min(used[4], sum(used[d] // gap for d, gap in gaps.items()))
+            for q in limit:
+                cost = min((-(-gap * top[d, q][1] // top[d, q][0]) if top[d, q][0] else UNBOUNDED for d, gap in gaps.items()), default=0)
+                if cost:
+                    closed = min(closed, left[q] // cost)
+            out.append(size - closed >= g.pods)
+        return out
+
+    def check(self, limit: Charges, budget: Budget | None = None) -> Together:
+        """Whether some combination of the runs that `limit` (resource -> quota) admits does not fit the nodes."""
+        budget = budget or self.budget
+        for known in self.bad_known:
+            if all(sum(self.charges[i].get(r, 0) for i in known) <= quota for r, quota in limit.items()):
+                return Together(bad=known)
+        room = self.finds_room(limit)
+        found = tuple(i for i, r in enumerate(room) if r)
+        others = [i for i, r in enumerate(room) if not r]
+        fitting = 0
+        try:
+            if len(others) < 2 or self.holds(others, budget):
+                return Together(room=found)  # all of them at once fit: so does any combination
+            for runs in self._maximal(others, limit, budget):
+                if len(runs) < 2 or self.holds(runs, budget):  # a run alone fits its nodes (node-fit's error otherwise)
+                    fitting += len(runs) > 1
+                    continue
+                self.bad_known.append(self._shrunk(runs, budget))
+                return Together(bad=self.bad_known[-1], room=found)
+        except _Spent:
+            return Together(decided=False, room=found, fitting=fitting)
+        return Together(room=found, fitting=fitting)
+
+    def _shrunk(self, runs: Sequence[int], budget: Budget) -> tuple[int, ...]:
+        """The runs of a failing combination it cannot do without (at least two)."""
+        culprit = list(runs)
+        try:
+            for j in runs:
+                rest = [i for i in culprit if i != j]
+                if len(culprit) > 2 and not self.holds(rest, budget):
+                    culprit = rest
+        except _Spent:
+            pass  # what is left fails all the same: a proof, shrunk as far as the budget went
+        return tuple(sorted(culprit))
+
+    def _maximal(self, runs: Sequence[int], limit: Charges, budget: Budget) -> Iterator[list[int]]:
+        """The combinations of `runs` that `limit` admits and nothing more can join, the largest pods first."""
+        kinds: dict[int, list[int]] = {}
+        for i in sorted(runs, key=lambda i: (tuple(-x for x in self.groups[i].need), -self.groups[i].pods, i)):
+            kinds.setdefault(self.kind[i], []).append(i)
+        members = list(kinds.values())
+        quota = list(limit.values())
+        charge = [[self.charges[m[0]].get(r, 0) for r in limit] for m in members]
+        # What the kinds from k on can add at most, per resource; the kinds likeliest to join a combination first.
+        after = [[0] * len(quota) for _ in range(len(members) + 1)]
+        for k in range(len(members) - 1, -1, -1):
+            after[k] = [a + len(members[k]) * c for a, c in zip(after[k + 1], charge[k], strict=True)]
+        cheapest = sorted(range(len(members)), key=lambda k: charge[k])
+        chosen = [0] * len(members)
+
+        def joins(total: list[int], k: int, extra: list[int]) -> bool:
+            return all(t + e + c <= q for t, e, c, q in zip(total, extra, charge[k], quota, strict=True))
+
+        def walk(k: int, total: list[int]) -> Iterator[list[int]]:
+            if not budget.take():
+                raise _Spent
+            if k == len(members):
+                zero = [0] * len(quota)
+                if not any(chosen[j] < len(members[j]) and joins(total, j, zero) for j in cheapest):
+                    yield [i for j, m in enumerate(members) for i in m[: chosen[j]]]
+                return
+            most = len(members[k])
+            for c, q, t in zip(charge[k], quota, total, strict=True):
+                if c:
+                    most = min(most, (q - t) // c)
+            for n in range(max(most, 0), -1, -1):
+                now = [t + n * c for t, c in zip(total, charge[k], strict=True)]
+                if n < most and joins(now, k, after[k + 1]):
+                    break  # one more of kind k joins whatever the later kinds add: no combination from here on is maximal
+                chosen[k] = n
+                yield from walk(k + 1, now)
+            chosen[k] = 0
+
+        yield from walk(0, [0] * len(quota))

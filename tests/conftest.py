@@ -8,7 +8,6 @@ the tests that check their facts (test_committed_stacks.py) and validity.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -45,26 +44,24 @@ LONGEST_FIRST = (
 )
 
 
-def pytest_configure(config: pytest.Config) -> None:
-    # Python 3.12+ warns at every fork of a process with threads. An xdist worker always has one (execnet's receiver,
-    # blocked reading its pipe), so each of the loader's forked children (stacks/_child.py) would warn, some 300 a run;
-    # the child runs only the loader and ends with os._exit. Outside xdist the warning still shows: there it would
-    # mean a thread of the program's own (the Pulumi program's gRPC threads are why it spawns instead,
-    # stacks.SPAWN_MODULES).
-    if os.environ.get("PYTEST_XDIST_WORKER"):
-        config.addinivalue_line("filterwarnings", r"ignore:This process \(pid=\d+\) is multi-threaded, use of fork\(\):DeprecationWarning")
-
-
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items.sort(key=lambda item: not item.nodeid.startswith(LONGEST_FIRST))  # stable: the rest keep their order
 
 
-@pytest.fixture(autouse=True)
-def _module_loading_as_it_was(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The Pulumi program's gate switches this process to spawning stack modules instead of forking them (policy/gate.py
-    sets stacks.SPAWN_MODULES, for the language host's gRPC threads); a test that runs the gate in process must not leave
-    the rest of the suite, whatever runs after it, loading modules another way (a fork test would then fork nothing)."""
-    monkeypatch.setattr(stacks, "SPAWN_MODULES", stacks.SPAWN_MODULES)
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> tuple[str, str, str] | None:
+    """Quiet when green: under -q (`make test`) a test that passes prints no dot, so a green run says its one summary
+    line; a failure, an error or a skip still prints its letter (and `-rs` the reason of each skip)."""
+    if report.when == "call" and report.passed and not hasattr(report, "wasxfail") and config.get_verbosity() < 0:
+        return "passed", "", "PASSED"
+    return None
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Quiet when green, under xdist too: its "bringing up nodes..." status, which it prints twice where the output is no
+    terminal (make's log), is not printed under -q. A worker that goes down is still said."""
+    workers = session.config.pluginmanager.getplugin("terminaldistreporter")
+    if workers is not None and session.config.get_verbosity() < 0:
+        workers.ensure_show_status = lambda: None
 
 
 @pytest.fixture(params=stacks.names())

@@ -5,8 +5,10 @@ findings of an edited fixture, and the classes of configuration mistake the tabl
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 import socket
+import subprocess
 from collections import Counter
 from collections.abc import Callable
 from functools import cache
@@ -18,6 +20,7 @@ import yaml
 
 import policy
 import stacks
+from cli.checking import preflight
 from cli.main import main
 from components.program import objects, patches
 from config.stack import ClusterConfig
@@ -30,6 +33,15 @@ ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared"
 
 _DUMPER = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+def export_head(root: Path, dest: Path) -> None:
+    """The project committed at HEAD of `root`, written into `dest` by git itself (through an index of its own)."""
+    dest.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "GIT_INDEX_FILE": str(dest.parent / f".{dest.name}.index")}
+    done = subprocess.run(["git", f"--work-tree={dest}", "checkout", "HEAD", "--", "."], cwd=root, env=env, capture_output=True)
+    assert done.returncode == 0, f"git checkout HEAD into {dest}: {done.stderr.decode()}"
+    Path(env["GIT_INDEX_FILE"]).unlink()
 
 
 def yaml_text(data: Any, **options: Any) -> str:
@@ -133,9 +145,10 @@ LIMITS = "api-limits: annotations, labels, object size, hidden characters"
 QUALIFIED_NAMES = "keys: qualified names; long object names render"
 DEBUGGER = "debugger-route: a Route to debugpy"
 CONTROL_PLANE = "control-plane: GPU pods off the control plane"
+BROAD = "broad-scc: an SCC granted for more than its pods need"
 LEAST_CASES = {
     **dict.fromkeys([DOLLAR, DATA_KEYS, IMAGE, SIZE, NAMES, MOUNTS, PYENV, RESOURCES, POOL, YAML11, SCC_FACTS, MEMLOCK_REASON], 1),
-    **dict.fromkeys([SCC, NAMESPACES, LIMITS, QUALIFIED_NAMES, DEBUGGER, CONTROL_PLANE], 5),
+    **dict.fromkeys([SCC, NAMESPACES, LIMITS, QUALIFIED_NAMES, DEBUGGER, CONTROL_PLANE, BROAD], 5),
 }
 """Every class, and the cases it must keep at least (the second audit's classes were each written with five or more)."""
 RENDERED_FIRST = {IMAGE, PYENV, RESOURCES, SCC_FACTS, MEMLOCK_REASON}
@@ -189,6 +202,14 @@ def assert_reported(cls: str, fixture: str, edit: fixtures.Edit, rule: str, seve
     assert hits, [f.line() for f in found]
     assert any(re.search(phrase, f"{f.message} Fix: {f.fix}") for f in hits), [f.line() for f in hits]
     assert all(f.fix and "\n" not in f.line() for f in hits)
+
+
+def assert_found(fixture: str, edit: fixtures.Edit, rule: str, path: str, phrase: str, lines: int = 1) -> None:
+    """The edited fixture passes the config, and the preflight finds it as `check` does: `lines` errors in all (one cause,
+    one finding per entry it shows in), of `rule`, one at the config path `path` saying `phrase` (in its message or fix)."""
+    found = [f for f in preflight(fixtures.config(fixture, edit), None, None, others=[]) if f.severity == "error"]
+    assert len(found) == lines and {f.rule for f in found} == {rule}, [f.line() for f in found]
+    assert any(f.where == path and phrase in f"{f.message} Fix: {f.fix}" for f in found), [f.line() for f in found]
 
 
 def assert_accepted(fixture: str, edit: fixtures.Edit) -> None:

@@ -34,3 +34,14 @@ def test_the_placement_rows_count_the_steps_of_each_case(monkeypatch: pytest.Mon
     [(name, count, steps, _)] = scale.placement_times(repeats=1)
     assert (name, count) == ("pinned", 20) and steps >= count  # at least a step a group, where they fit
     assert not place(nodes, groups, budget=steps).exhausted and place(nodes, groups, budget=steps - 1).exhausted
+
+
+def test_the_queue_rows_time_each_queued_stack_and_say_what_capacity_said() -> None:
+    """The queued rows: the shapes of `data`, varied ones and a pods quota at each size, with what the capacity rule said
+    (checked at the smallest size, where all three fit: the others are tests/policy/test_queue_placement.py's)."""
+    rows = scale.queue_curve(repeats=1, sizes=(10,))
+    assert [(name, n, said) for name, n, _, _, said in rows] == [
+        ("queued-10", 10, "ok"),
+        ("queued-10-varied", 10, "ok"),
+        ("queued-10-pods", 10, "ok"),
+    ]

@@ -25,7 +25,6 @@ How each example is applied, as a user would:
 from __future__ import annotations
 
 import ast
-import hashlib
 import os
 import re
 import shlex
@@ -40,9 +39,8 @@ import pytest
 import yaml
 
 from cli.main import COMMANDS, parser
-from stacks._archive import unpack
-from tests.helpers import ROOT, SHARED
-from tests.test_recipes import committed_stack_tests, git, span
+from tests.helpers import ROOT
+from tests.test_recipes import commit, copy_of_head, git, passed, passed_before, read_by_replay, run_committed_stack_tests, span
 
 DOCS = ROOT / "docs"
 RUNS = ("python", "sh")
@@ -96,27 +94,7 @@ def test_every_example_is_in_a_language_this_test_follows_or_shows_a_result() ->
     assert found == []
 
 
-# --- the copy of HEAD --------------------------------------------------------------------------------------------------
-
-
-def copy_of_head(dest: Path) -> str:
-    """The committed project in `dest`, itself a one-commit repository (check compares with HEAD). Its short sha."""
-    rev = git("rev-parse", "--verify", "-q", "HEAD^{commit}", cwd=ROOT)
-    if rev.returncode != 0:
-        pytest.skip(f"{ROOT} is not a git checkout with a commit: there is no committed project to follow the docs on")
-    archive = git("archive", "--format=tar", "HEAD", cwd=ROOT)
-    assert archive.returncode == 0, f"git archive HEAD: {archive.stderr.decode()}"
-    unpack(archive.stdout, dest)
-    if SHARED.exists():
-        (dest.parent / "shared").symlink_to(SHARED)
-    commit(dest, "HEAD", first=True)
-    return rev.stdout.decode().strip()[:12]
-
-
-def commit(project: Path, message: str, first: bool = False) -> None:
-    for args in ([["init", "-q"]] if first else []) + [["add", "-A"], ["commit", "-qm", message]]:
-        done = git(*args, cwd=project)
-        assert done.returncode == 0, f"git {' '.join(args)} in the copy: {done.stderr.decode()}"
+# --- following a page on a copy of HEAD -------------------------------------------------------------------------------
 
 
 @dataclass
@@ -231,18 +209,18 @@ def set_keyword(text: str, call: ast.Call, keyword: ast.keyword, source: str, in
 
 
 def apply_python(follow: Follow, example: Example) -> str:
-    """The example in the module of the stack it names; answers that stack's name."""
+    """The example in the module of the stack it names; answers that stack's name. Its `from config import` line goes in
+    as the page writes it, above the module's own, and then what the page says of it: `make fmt` merges them."""
     names, keywords, calls, source = imports_and_parts(example)
     path = target_stack(follow.project, example, node_sets_named(keywords, calls))
     text = path.read_text(encoding="utf-8")
-    tree = ast.parse(text)
-    imported = next((n for n in tree.body if isinstance(n, ast.ImportFrom) and n.module == "config"), None)
-    assert imported is not None, f"{example}: clusters/{path.name} imports nothing from config to add {names} to"
-    have = [a.name for a in imported.names]
-    if set(names) - set(have):
-        start, end = span(text, imported)
-        joined = "".join(f"    {n},\n" for n in sorted(set(have) | set(names)))
-        text = text[:start] + f"from config import (\n{joined})" + text[end:]
+    if names:
+        imported = next((n for n in ast.parse(text).body if isinstance(n, ast.ImportFrom) and n.module == "config"), None)
+        assert imported is not None, f"{example}: clusters/{path.name} imports nothing from config to add {names} to"
+        line = next(line for line in example.text.splitlines() if line.startswith("from config import"))
+        assert "make fmt" in line, f"{example}: `{line}` does not say how it joins the module's imports (`make fmt` merges them)"
+        start, _ = span(text, imported)
+        text = text[:start] + line + "\n" + text[start:]
     for keyword in keywords:
         (config,) = [c for c in ast.walk(ast.parse(text)) if isinstance(c, ast.Call) and _called(c) == "ClusterConfig"]
         text = set_keyword(text, config, keyword, source, "    ")
@@ -254,8 +232,17 @@ def apply_python(follow: Follow, example: Example) -> str:
             indent = " " * (mine[0].keywords[0].col_offset if mine[0].keywords[0].lineno != mine[0].lineno else mine[0].col_offset + 4)
             text = set_keyword(text, mine[0], keyword, source, indent)
     path.write_text(text, encoding="utf-8")
-    follow.done.append(f"{example}: into clusters/{path.name}")
+    make_fmt(follow, path)
+    follow.done.append(f"{example}: into clusters/{path.name}, then `make fmt`")
     return path.stem
+
+
+def make_fmt(follow: Follow, path: Path) -> None:
+    """What `make fmt` does to the module (ruff's fixes, its formatter, the lint), which must leave nothing to fix."""
+    ruff = shlex.quote(str(Path(sys.executable).parent / "ruff"))
+    file = shlex.quote(str(path))
+    done = follow.run(f"{ruff} check --fix --exit-zero --quiet {file} && {ruff} format --quiet {file} && {ruff} check --quiet {file}")
+    assert done.returncode == 0, f"{follow}\n`make fmt` leaves clusters/{path.name} failing the lint:\n{done.stdout}{done.stderr}"
 
 
 def stop_every_running_workload(follow: Follow, stack: str) -> None:
@@ -274,6 +261,9 @@ def stop_every_running_workload(follow: Follow, stack: str) -> None:
     path.write_text(text, encoding="utf-8")
     render = follow.stacks("render", stack)
     assert render.returncode == 0, f"{follow}\nthe render of {stack} with every workload stopped: {render.stdout}{render.stderr}"
+    if not git("status", "--porcelain", cwd=follow.project).stdout.strip():  # HEAD where the page was followed: done already
+        follow.done.append(f"{STOP_FIRST.lower()} of {stack} (the page's step before its example): HEAD has them stopped")
+        return
     commit(follow.project, "every workload stopped, and pulumi up")
     follow.done.append(f"{STOP_FIRST.lower()} of {stack} (the page's step before its example), the render committed")
 
@@ -429,47 +419,27 @@ def follow_page(project: Path, page: str) -> Follow:
 
 
 PAGES = sorted(p.name for p in DOCS.glob("*.md") if examples(p.name, p.read_text(encoding="utf-8")))
-PASSED = "doc-examples/passed"
-
-
-def inputs(page: str) -> str | None:
-    """A digest of what a page's outcome depends on: HEAD's tree, this test and its helpers, the Python and requirements."""
-    rev = git("rev-parse", "-q", "HEAD^{tree}", cwd=ROOT)
-    if rev.returncode != 0:
-        return None
-    digest = hashlib.sha256(rev.stdout + page.encode() + sys.version.encode() + str(SHARED.exists()).encode())
-    for path in (Path(__file__), ROOT / "tests" / "test_recipes.py", ROOT / "tests" / "helpers.py", ROOT / "requirements.txt"):
-        digest.update(path.read_bytes() if path.is_file() else b"-")
-    return digest.hexdigest()
 
 
 @pytest.mark.parametrize("page", PAGES)
 def test_the_examples_of_a_page_can_be_followed(page: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    cache: pytest.Cache | None = getattr(request.config, "cache", None)
-    known = inputs(page)
-    if known is not None and cache is not None and cache.get(f"{PASSED}/{page}", None) == known:
-        pytest.skip(
-            f"docs/{page}'s examples were followed on this HEAD already, with this test (`pytest --cache-clear` follows them again)"
-        )
     project = tmp_path / "project"
     copy_of_head(project)
     if not (project / "docs" / page).exists():
         pytest.skip(f"docs/{page} is not committed yet: the examples are followed on HEAD")
+    edits = any(e.lang == "python" for e in examples(page, (project / "docs" / page).read_text(encoding="utf-8")))
+    key = read_by_replay(project, [f"docs/{page}"], runs_tests=edits)
+    if passed_before(request, f"docs/{page}", key):
+        return
     follow = follow_page(project, page)
     assert follow.done or follow.not_run, f"{follow}\nnothing was followed"
     if follow.edited:  # as after the README's recipes: no test needs an edit (tests/test_recipes.py)
-        selected = committed_stack_tests(project / "tests")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
-        tests = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "-m", "not torch", *selected],
-            cwd=project, capture_output=True, text=True, env=env, timeout=1200,
-        )  # fmt: skip
+        tests = run_committed_stack_tests(project)
         assert tests.returncode == 0, (
             f"{follow}\nthe copy's tests that read the committed stacks fail (a test that needs an edit after following "
             f"docs/{page}):\n{tests.stdout[-4000:]}{tests.stderr[-2000:]}"
         )
-    if known is not None and cache is not None:
-        cache.set(f"{PASSED}/{page}", known)
+    passed(request, f"docs/{page}", key)
 
 
 def test_a_page_example_that_names_no_stack_s_node_set_is_refused(tmp_path: Path) -> None:
@@ -489,11 +459,12 @@ def test_a_stack_module_gets_the_parts_of_an_example(tmp_path: Path) -> None:
     )
     (tmp_path / "clusters").mkdir()
     (tmp_path / "clusters" / "x.py").write_text(module, encoding="utf-8")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)  # the lint `make fmt` applies
     example = Example(
         "x.md",
         1,
         "python",
-        'from config import PodsReady, Queueing\n\nNodeSet(name="a", count=2, labels={"k": "v"}),\n'
+        'from config import PodsReady, Queueing  # make fmt merges it\n\nNodeSet(name="a", count=2, labels={"k": "v"}),\n'
         'queueing=Queueing(\n    cluster_queue="q",\n    pods_ready=PodsReady(),\n),\n',
     )
     follow = Follow(tmp_path, "x.md")
@@ -504,7 +475,8 @@ def test_a_stack_module_gets_the_parts_of_an_example(tmp_path: Path) -> None:
     assert [k.arg for k in config.keywords] == ["name", "node_sets", "queueing"]
     (node_set,) = [c for c in ast.walk(tree) if isinstance(c, ast.Call) and _called(c) == "NodeSet"]
     assert {k.arg: ast.literal_eval(k.value) for k in node_set.keywords} == {"name": "a", "count": 2, "labels": {"k": "v"}}
-    assert "    PodsReady,\n    Queueing,\n" in text and "    NodeSet,\n" in text
+    (imported,) = [n for n in tree.body if isinstance(n, ast.ImportFrom)]  # merged, as the lint wants it
+    assert [a.name for a in imported.names] == ["ClusterConfig", "NodeSet", "PodsReady", "Queueing"]
 
 
 def test_sh_commands_are_split_as_bash_would_run_them() -> None:

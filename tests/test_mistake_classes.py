@@ -13,7 +13,7 @@ MODULES = [
     "tests.config.test_validation",
     "tests.config.test_openshift_facts",
     "tests.config.test_kubelet_expansion",
-    "tests.stacks.test_yaml_configs",
+    "tests.config.test_yaml_files",
     "tests.policy.test_security",
     "tests.policy.test_pods",
     "tests.policy.test_scheduling",

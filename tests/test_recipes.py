@@ -8,7 +8,12 @@ Afterwards, in the copy, `python -m stacks check --all` and `python -m stacks re
 files, below): "no test needs an edit". The rest of the suite runs on configs the tests own and cannot see a
 stack edit, so it is not run again here. Every failure says what was replayed: recipe, file and workload.
 The docs' own switches (operator networks on Barcelona, queueing on NERC) are followed the same way, with the same
-tests run after them, by tests/test_doc_examples.py."""
+tests run after them, by tests/test_doc_examples.py.
+
+HEAD may be where a user followed the recipes (or a page of docs) and committed: each recipe establishes what it
+starts from (a new name where alice or mylab exists, a running workload to stop), so that following them never turns
+this test red. A replay that passed is not run again on the same inputs: the files it reads (`read_by_replay`), not
+the commit, key it in pytest's cache."""
 
 from __future__ import annotations
 
@@ -26,8 +31,7 @@ from pathlib import Path
 import pytest
 
 import stacks
-from stacks._archive import unpack
-from tests.helpers import ROOT, SHARED
+from tests.helpers import ROOT, SHARED, export_head
 
 # --- reading the README -----------------------------------------------------------------------------------
 
@@ -148,24 +152,23 @@ def git(*args: str, cwd: Path) -> subprocess.CompletedProcess[bytes]:
     )
 
 
-@pytest.fixture(scope="module")
-def head(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
-    """A copy of the committed project (`git archive HEAD`), itself a one-commit repository (the diff and check
-    commands read the committed render from git)."""
+def copy_of_head(dest: Path) -> str:
+    """The committed project in `dest` (written by git itself), itself a one-commit repository: `check` marks what an edit
+    made new against its HEAD, `diff` reads its committed render. Its short sha."""
     rev = git("rev-parse", "--verify", "-q", "HEAD^{commit}", cwd=ROOT)
     if rev.returncode != 0:
-        pytest.skip(f"{ROOT} is not a git checkout with a commit: there is no committed project to replay the recipes on")
-    sha = rev.stdout.decode().strip()[:12]
-    archive = git("archive", "--format=tar", "HEAD", cwd=ROOT)
-    assert archive.returncode == 0, f"git archive HEAD: {archive.stderr.decode()}"
-    root = tmp_path_factory.mktemp("recipes") / "project"
-    unpack(archive.stdout, root)
+        pytest.skip(f"{ROOT} is not a git checkout with a commit: there is no committed project to replay on")
+    export_head(ROOT, dest)
     if SHARED.exists():
-        (root.parent / "shared").symlink_to(SHARED)
-    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", f"HEAD {sha}"]):
-        done = git(*args, cwd=root)
-        assert done.returncode == 0, f"git {' '.join(args)} in the copy of HEAD: {done.stderr.decode()}"
-    return root, sha
+        (dest.parent / "shared").symlink_to(SHARED)
+    commit(dest, f"HEAD {rev.stdout.decode()[:12]}", first=True)
+    return rev.stdout.decode()[:12]
+
+
+def commit(project: Path, message: str, first: bool = False) -> None:
+    for args in ([["init", "-q"]] if first else []) + [["add", "-A"], ["commit", "-qm", message]]:
+        done = git(*args, cwd=project)
+        assert done.returncode == 0, f"git {' '.join(args)} in the copy: {done.stderr.decode()}"
 
 
 # --- replaying the recipes --------------------------------------------------------------------------------------
@@ -179,6 +182,10 @@ class Replay:
     done: list[str]
     not_replayed: list[str]
     edited: set[str]
+    added: str = ""
+    """The user's workload the first recipe added (alice, or alice2 where HEAD has an alice already)."""
+    image: str = ""
+    """The image it runs, as the README writes it."""
 
     def __str__(self) -> str:
         lines = [f"on a copy of HEAD ({self.sha}), after the README recipes:", *(f"  - {d}" for d in self.done)]
@@ -222,6 +229,7 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
             text = insert_into_list(text, "workloads", add[1].replace("alice", user))
         stack.write_text(text, encoding="utf-8")
         log.edited.add("clusters/barcelona.py")
+        log.added, log.image = user, re.search(r'image="([^"]+)"', add[1]).group(1)  # type: ignore[union-attr]
         log.done.append(f"{title} clusters/barcelona.py: service account {user}-sa, workload {user} (the README's blocks)")
 
     title = "Switch a workload to TCP."
@@ -256,18 +264,25 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
     assert 'Add `state="stopped",` to its `Workload(...)`' in recipe(readme, title), (
         f"README {title!r} no longer says what tests/test_recipes.py replays: update the test with the README"
     )
-    # A workload that runs and sets no state (adding the keyword twice would not be Python), not the switched one.
-    running = [(path, c) for path in stack_modules(project) for c in workload_calls(path.read_text("utf-8")) if c.keyword("state") is None]
+    # A workload that runs and sets no state (adding the keyword twice would not be Python), not the switched one; where
+    # every one sets its state (HEAD where this recipe was followed), one that says `state="running",`, the keyword
+    # dropped first (running is the default: the same config), so that the recipe is followed as written.
+    calls = [(path, c) for path in stack_modules(project) for c in workload_calls(path.read_text("utf-8"))]
+    running = [(p, c) for p, c in calls if c.keyword("state") is None] or [(p, c) for p, c in calls if c.literal("state") == "running"]
     running.sort(key=lambda pc: (pc[0], pc[1].name) == switched)
     if running:
         path, call = running[0]
         rel = path.relative_to(project).as_posix()
         with context(log, f"{title} {rel}, workload {call.name}"):
-            path.write_text(add_keyword_line(path.read_text("utf-8"), call, 'state="stopped",'), encoding="utf-8")
+            text = path.read_text("utf-8")
+            if call.keyword("state") is not None:
+                text = drop_keyword(text, call, "state")
+                (call,) = [c for c in workload_calls(text) if c.node.lineno == call.node.lineno]
+            path.write_text(add_keyword_line(text, call, 'state="stopped",'), encoding="utf-8")
         log.edited.add(rel)
         log.done.append(f'{title} {rel}: workload {call.name}, state="stopped"')
     else:
-        log.not_replayed.append(f"{title} every committed workload already sets its state")
+        log.not_replayed.append(f"{title} every committed workload is stopped already")
 
     title = "Add a cluster."
     cluster = next(c for c in ["mylab"] + [f"mylab{i}" for i in range(2, 100)] if not (project / stacks.CLUSTERS / f"{c}.py").exists())
@@ -283,6 +298,13 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
         assert done.returncode == 0, f"{log}\n{title} `{line}` failed: {done.stderr}"
     log.edited |= {f"clusters/{cluster}.py", f"Pulumi.{cluster}.yaml"}
     log.done.append(f"{title} clusters/{cluster}.py and Pulumi.{cluster}.yaml, copied from {source.group(1)} by the README's commands")
+    # Its table: a copy of a stack with a platform tier (a queued NERC, where docs/shared-clusters.md was followed) gets
+    # its Pulumi.mylab-platform.yaml too, naming the new cluster and context.
+    for other in sorted(project.glob(f"Pulumi.{source.group(1)}-*.yaml")):
+        tier = project / other.name.replace(f"Pulumi.{source.group(1)}-", f"Pulumi.{cluster}-")
+        tier.write_text(other.read_text(encoding="utf-8").replace(f": {source.group(1)}\n", f": {cluster}\n"), encoding="utf-8")
+        log.edited.add(tier.name)
+        log.done.append(f"{title} {tier.name}, from {other.name} (the README's table: the copy's other tiers)")
     return log, cluster
 
 
@@ -370,31 +392,94 @@ def committed_stack_tests(tests: Path) -> list[str]:
 # --- the test ---------------------------------------------------------------------------------------------------------
 
 
-PASSED = "recipes/passed"  # .pytest_cache key: the inputs of the last run that passed with every recipe replayed
+# --- what a replay reads, its key in the cache -------------------------------------------------------------------
+
+PASSED = "replays/passed"
+"""The .pytest_cache entry of each replay: what it read the last time it passed."""
+NAMED_ONLY = ("tests/", "docs/", "live/", "README.md", ".git/")
+"""What a replay reads only where named: the pages it follows, the tests it runs and the pages they read."""
+REPLAYING = ("test_recipes.py", "test_doc_examples.py", "helpers.py")
+"""The modules of this checkout's tests/ that do the replaying."""
 
 
-def inputs() -> tuple[str, str] | None:
-    """HEAD, and a digest of all the outcome depends on: HEAD's tree (never the working tree), this test and conftest,
-    the Python and the pinned requirements it runs with, whether ../shared is there. None without a commit."""
-    rev = git("rev-parse", "-q", "HEAD^{commit}", "HEAD^{tree}", cwd=ROOT)
-    if rev.returncode != 0:
-        return None
-    digest = hashlib.sha256(rev.stdout + sys.version.encode() + str(SHARED.exists()).encode())
-    helpers = (ROOT / "tests" / "conftest.py", ROOT / "tests" / "helpers.py")
-    for path in (Path(__file__), *helpers, ROOT / "requirements.txt", ROOT / "requirements-dev.txt"):
-        digest.update(path.read_bytes() if path.is_file() else b"-")
-    return rev.stdout.decode().split()[0][:12], digest.hexdigest()
+def _imported(module: Path, tests: Path) -> set[Path]:
+    """The modules of tests/ a test module imports (`from tests.x import`, `from tests import x`, `import tests.x`)."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(module.read_text(encoding="utf-8"))):
+        names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "tests":
+            names = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+        for name in names:
+            parts = name.split(".")[1:]
+            if parts and name.startswith("tests."):
+                found |= {p for p in (tests.joinpath(*parts).with_suffix(".py"), tests.joinpath(*parts, "__init__.py")) if p.is_file()}
+    return found
 
 
-def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest) -> None:
+def files_the_tests_read(tests: Path, selected: list[str]) -> set[Path]:
+    """The files of the copy's tests/ its run of `selected` reads: those modules, the ones they import (transitively),
+    the conftest and package files, and the pages of docs/ (or the README) they name."""
+    todo = {tests.parent / s.split("::")[0] for s in selected} | set(tests.rglob("conftest.py")) | set(tests.rglob("__init__.py"))
+    done: set[Path] = set()
+    while todo:
+        module = todo.pop()
+        done.add(module)
+        todo |= _imported(module, tests) - done
+    pages = {tests.parent / "docs" / name for m in done for name in re.findall(r"[\w-]+\.md", m.read_text(encoding="utf-8"))}
+    readme = [tests.parent / "README.md"] if any("README" in m.read_text(encoding="utf-8") for m in done) else []
+    return done | {p for p in pages if p.is_file()} | set(readme)
+
+
+def read_by_replay(project: Path, followed: list[str], runs_tests: bool) -> str:
+    """A digest of what a replay on the copy reads: every file of the program and the project (all but NAMED_ONLY),
+    the pages it follows, and, where it runs the copy's tests that read the committed stacks, the files those read; then
+    this checkout's modules that replay, the Python and whether ../shared is there. Not the commit: a commit that changes
+    none of these (another page, a test of a config of its own, the live tier) is not replayed again."""
+    files = {p for p in project.rglob("*") if p.is_file() and not p.relative_to(project).as_posix().startswith(NAMED_ONLY)}
+    files |= {project / f for f in followed}
+    if runs_tests:
+        files |= files_the_tests_read(project / "tests", committed_stack_tests(project / "tests"))
+    digest = hashlib.sha256(f"{sys.version}\n{SHARED.exists()}\n".encode())
+    for path in sorted(files):
+        digest.update(f"{path.relative_to(project).as_posix()}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n".encode())
+    for name in REPLAYING:
+        digest.update(hashlib.sha256((ROOT / "tests" / name).read_bytes()).digest())
+    return digest.hexdigest()
+
+
+def passed_before(request: pytest.FixtureRequest, replay: str, key: str) -> bool:
+    """Whether this replay passed on these very inputs (a run with the cache off, `-p no:cacheprovider`, replays)."""
     cache: pytest.Cache | None = getattr(request.config, "cache", None)
-    known = inputs()
-    if known is not None and cache is not None and cache.get(PASSED, None) == known[1]:
-        pytest.skip(
-            f"the README recipes passed on HEAD {known[0]} already, with this test, conftest.py, helpers.py and requirements: a new commit "
-            "replays them (`pytest --cache-clear` too)"
-        )
-    project, sha = request.getfixturevalue("head")
+    return cache is not None and cache.get(f"{PASSED}/{replay}", None) == key
+
+
+def passed(request: pytest.FixtureRequest, replay: str, key: str) -> None:
+    cache: pytest.Cache | None = getattr(request.config, "cache", None)
+    if cache is not None:
+        cache.set(f"{PASSED}/{replay}", key)
+
+
+def run_committed_stack_tests(project: Path) -> subprocess.CompletedProcess[str]:
+    """The copy's tests that read the committed stacks, run on the copy (its program, its stacks)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
+    selected = committed_stack_tests(project / "tests")
+    assert any("test_rendered_is_fresh.py" in s for s in selected), f"found no test that reads the committed stacks: {selected}"
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "-m", "not torch", *selected],
+        cwd=project, capture_output=True, text=True, env=env, timeout=1200,
+    )  # fmt: skip
+
+
+# --- the test ---------------------------------------------------------------------------------------------------------
+
+
+def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest, tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    sha = copy_of_head(project)
+    key = read_by_replay(project, ["README.md"], runs_tests=True)
+    if passed_before(request, "README.md", key):
+        return
+    before = (project / stacks.CLUSTERS / "barcelona.py").read_text(encoding="utf-8")
     log, cluster = replay(project, sha)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_XDIST", "PYTEST_CURRENT"))}
 
@@ -405,6 +490,13 @@ def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest) ->
     assert check.returncode == 0, (
         f"{log}\n`python -m stacks check --all` exited {check.returncode}:\n{check.stdout[-3000:]}{check.stderr[-2000:]}"
     )
+    # README: "It prints one `new warning`, `image` on `workloads[alice].image` with the line of its `image=`" (unless
+    # HEAD accepts that image already).
+    if log.added and log.image not in before:
+        text = (project / stacks.CLUSTERS / "barcelona.py").read_text(encoding="utf-8")
+        (image,) = [c.keyword("image") for c in workload_calls(text) if c.name == log.added]
+        at = f"barcelona: new warning image workloads[{log.added}].image (clusters/barcelona.py:{image and image.lineno}): "
+        assert at in check.stdout, f"{log}\nno `{at}` in what `check --all` printed:\n{check.stdout[-3000:]}"
     render = run("-m", "stacks", "render", "--all")
     assert render.returncode == 0, f"{log}\n`python -m stacks render --all` exited {render.returncode}:\n{render.stderr[-3000:]}"
     if cluster:
@@ -412,9 +504,7 @@ def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest) ->
         listed = run("-m", "stacks", "list", timeout=120)
         assert cluster in listed.stdout.split(), f"{log}\n`python -m stacks list` does not list {cluster}:\n{listed.stdout}{listed.stderr}"
 
-    selected = committed_stack_tests(project / "tests")
-    assert any("test_rendered_is_fresh.py" in s for s in selected), f"{log}\nfound no test that reads the committed stacks: {selected}"
-    tests = run("-m", "pytest", "-q", "--tb=short", "-p", "no:cacheprovider", "-m", "not torch", *selected, timeout=1200)
+    tests = run_committed_stack_tests(project)
     assert tests.returncode == 0, (
         f"{log}\nthe copy's tests that read the committed stacks fail (a test that needs an edit after a README recipe):\n"
         + tests.stdout[-4000:]
@@ -428,8 +518,7 @@ def test_the_readme_recipes_need_no_test_edit(request: pytest.FixtureRequest) ->
     )
     if log.not_replayed:
         pytest.skip(f"replayed and passed, but not every recipe applies to HEAD as the README writes it:\n{log}")
-    if known is not None and cache is not None:
-        cache.set(PASSED, known[1])
+    passed(request, "README.md", key)
 
 
 SELECTION = {

@@ -21,8 +21,12 @@ import pytest
 import yaml
 
 import stacks
+from config.cluster import KUEUE_MAX_LABELS
+from config.kube import GPU
+from config.openshift import SRIOV_MAX_VFS
+from config.values import MAX_ATTACHMENTS, MAX_DOCKERFILE, MAX_NODE_SETS, MAX_PRIORITY_CLASSES, MAX_TOLERATIONS
 from tests import fixtures
-from tests.helpers import ROOT, SHARED, rendered_fixture, rendered_stack
+from tests.helpers import ROOT, SHARED, refused, rendered_fixture, rendered_stack
 from tools.render import Rendering, run
 
 # kubernetes-validate reads and parses its JSON schema files (megabytes) on every call: parse each once per process.
@@ -209,3 +213,96 @@ def test_the_openshift_schemas_reject_what_the_api_server_would(kind: str, name:
     break_it(obj)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(obj, openshift_schema(kind))
+
+
+# --- every bound of a shipped schema the config reaches is a bound of the config -------------------------------------
+
+
+def _queued_sets(d: dict[str, Any]) -> None:
+    """64 node sets (the ClusterQueue's 64 flavors), 16 priority classes, a quota for each set."""
+    d["gpu_node_selector"] = {}
+    d["node_sets"] = [{"name": f"s{k}", "nodes": [f"n{k}"], "gpus_per_node": 4, "labels": {"pool": f"s{k}"}} for k in range(MAX_NODE_SETS)]
+    fixtures.queued(
+        d, priority_classes={f"p{k}": k for k in range(MAX_PRIORITY_CLASSES)}, quota={f"s{k}": {GPU: "4"} for k in range(MAX_NODE_SETS)}
+    )
+
+
+def _covered(d: dict[str, Any]) -> None:
+    """The fabric's 32 attachments each a VF resource of its own, a quota for every resource the pods request: the
+    ClusterQueue covers 36 (cpu, memory, the GPUs, pods and the 32), under Kueue's 64."""
+
+    def attachment(k: int) -> dict[str, str]:
+        cni = {"name": f"port{k}-network", "type": "sriov", "ipam": {"type": "whereabouts", "range": "10.1.0.0/16"}}
+        return {"network": cni["name"], "resource": f"openshift.io/port{k}rdma", "interface": f"net{k}", "cni_config": json.dumps(cni)}
+
+    d["fabric"]["attachments"] = [attachment(k) for k in range(1, MAX_ATTACHMENTS + 1)]
+    quota = {GPU: "16", "cpu": "64", "memory": "1Ti", "pods": "4", **{a["resource"]: "16" for a in d["fabric"]["attachments"]}}
+    fixtures.queued(d, quota={"main": quota})
+
+
+def _flavor(d: dict[str, Any]) -> None:
+    """Topology-aware flavors with 8 tolerations and 8 node labels (4 of gpu_node_selector's, 4 of the set's), the
+    stack's and the set's names at 63 characters (the flavors' names carry both and a digest)."""
+    fixtures.queued(d, topology_aware=True, cluster_queue="q" * 63)
+    d["name"] = "r" * 63
+    d["gpu_tolerations"] = [{"key": f"example.com/taint-{k}", "operator": "Exists"} for k in range(MAX_TOLERATIONS)]
+    d["gpu_node_selector"] = {f"example.com/gpu-{k}": "true" for k in range(KUEUE_MAX_LABELS // 2)}
+    for s in d["node_sets"]:
+        s["labels"] = {f"example.com/{s['name']}-{k}": "yes" for k in range(KUEUE_MAX_LABELS // 2)}
+    d["node_sets"][1]["name"] = "s" * 63
+    for w in d["workloads"] + d["bandwidth_checks"]:
+        if w.get("node_set") == "spare":
+            w["node_set"] = "s" * 63
+
+
+def _image(d: dict[str, Any]) -> None:
+    """An image built with a 63-character name, a 128-character tag and a Dockerfile of 60,000 bytes."""
+    d["images"][0].update(name="i-" * 31 + "i", tag="t" * 128, dockerfile="FROM x\n" + "#" * (MAX_DOCKERFILE - 8) + "\n")
+
+
+def _sriov(d: dict[str, Any]) -> None:
+    """Node policies and SriovNetworks at the SR-IOV operator's bounds: 128 VFs per PF, MTU 9216, VLAN 4096, QoS 7."""
+    fixtures.with_policies(d, num_vfs=SRIOV_MAX_VFS, mtu=9216)
+    for a in d["fabric"]["attachments"]:
+        a["cni_config"] = json.dumps({**json.loads(a["cni_config"]), "vlan": 4096, "vlanQoS": 7, "mtu": 9216, "max_tx_rate": 2**31 - 1})
+
+
+AT_THE_BOUNDS = {"flavors": ("tcp", _queued_sets), "covered resources": ("roce", _covered), "flavor": ("roce", _flavor),
+                 "image": ("roce", _image), "sr-iov": ("roce", _sriov)}  # fmt: skip
+
+
+@pytest.mark.parametrize("case", sorted(AT_THE_BOUNDS))
+def test_a_config_at_each_bound_of_a_shipped_schema_renders_objects_it_accepts(case: str) -> None:
+    """Each bound of a shipped schema (schemas/kueue, schemas/openshift, schemas/sriov) that a config value reaches is
+    one of the config (config/values.py): a config at it renders objects the schemas accept. One past it is refused at
+    the field (below, and tests/config/test_bounds.py)."""
+    name, edit = AT_THE_BOUNDS[case]
+    rendering = run(fixtures.config(name, edit))
+    kinds = set()
+    for rec in rendering.resources:
+        if not rec.is_patch and shipped_schema_path(rec.object) or rec.object["kind"] in OPENSHIFT_KINDS:
+            try:
+                validate(rec.object)
+            except jsonschema.ValidationError as err:
+                pytest.fail(f"{case}: {rec.object['kind']} {rec.object['metadata']['name']}: {err.message[:300]} at {list(err.path)}")
+            kinds.add(rec.object["kind"])
+    assert kinds, case
+
+
+@pytest.mark.parametrize(
+    "edit,said",
+    [
+        (
+            lambda d: d["images"][0].update(dockerfile="FROM x\n" + "#" * MAX_DOCKERFILE),
+            "images[trainer].dockerfile: the Dockerfile is 60007 bytes: OpenShift's build API takes at most 60000",
+        ),
+        (
+            lambda d: d["images"][0].update(name="train--image"),
+            "images[train--image].name: 'train--image' is not a valid ImageStream name",
+        ),
+    ],
+    ids=["a Dockerfile of 60,007 bytes", "an image name with two '-' in a row"],
+)
+def test_one_past_a_bound_of_a_shipped_schema_is_refused_at_its_field(edit: Any, said: str) -> None:
+    message = refused("roce", edit)
+    assert said in message, message

@@ -72,3 +72,10 @@ def test_every_matrix_value_a_script_reads_comes_through_its_environment() -> No
             for var in re.findall(r"\$\{?([A-Z_][A-Z0-9_]*)", str(step.get("run", ""))):
                 value = env.get(var, "")
                 assert "matrix." not in value or value.strip().startswith("${{"), f"{name}: ${var} is {value!r}"
+
+
+def test_no_checkout_leaves_the_job_token_for_the_pull_requests_code() -> None:
+    # actions/checkout writes the job's token into .git/config unless told not to; the stack modules the jobs run next are
+    # the pull request's code.
+    checkouts = [step for job in jobs().values() for step in job["steps"] if str(step.get("uses", "")).startswith("actions/checkout")]
+    assert checkouts and all((step.get("with") or {}).get("persist-credentials") is False for step in checkouts), checkouts

@@ -1,33 +1,17 @@
-"""Bringing a cluster that was set up by hand under Pulumi, and who may run which part.
-
-- `import_plan`: a `pulumi import --file` plan for the objects the stack declares that exist already
-  (the config's `hand_made`), each with its type token, its logical name, its id (NAMESPACE/NAME or
-  NAME) and its parent component, so that after the import `pulumi preview` plans no create and no
-  delete for them. The components are declared in the file (`component: true`, Pulumi CLI 3.94+) and
-  the entries use `logicalName` (3.98+); the stack's explicit provider must exist in the state first
-  (`pulumi up --target` its URN; README "Adopting what exists").
-- `adopt_diff`: what adopting a live object (`oc get -o yaml`) changes, and whether it narrows it:
-  rights the live object grants that the stack's declaration takes away. A List (`oc get scc -o yaml`)
-  is diffed item by item; the items the stack does not declare are named. Values read as YAML.
-- `operator_replaces` / `operator_deletions`: in nad_mode operator, the NADs made by hand in the stack's projects
-  (the seeds' copies) conflict with what the SR-IOV operator makes there: each is named with the `oc delete` to
-  run before the platform tier's `pulumi up` (import-plan prints them; adopt-diff reports a live one).
-- `rights_report`: per object its tier and the `oc auth can-i` line that says whether you may
-  declare it; per read, the line that says whether you may read it, and the fix when it is missing.
-
-The parents come from `components.program.layout`, the declarative form of what `build` registers;
-a test holds the two equal under the mock runtime.
-"""
+"""Bringing a cluster set up by hand under Pulumi (`import_plan`: a `pulumi import --file` plan of the `hand_made`
+objects under their parent components; `adopt_diff`: what adopting a live object changes; `operator_deletions`: the
+hand-made NADs the SR-IOV operator's would overwrite), and who may run which part (`rights_report`)."""
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 import yaml
 
 import stacks
-from components.kube import NAD_KIND, logical_name, token
+from components.kube import NAD_KIND, PROVIDER_TOKEN, logical_name, provider_version, token
 from components.networks import operator_namespaces
 from components.prerequisites import requirements
 from components.program import layout
@@ -36,16 +20,8 @@ from config.kube import operator_network_name
 from config.stack import ClusterConfig
 from config.text import escaped
 
-PROVIDER_TYPE = "pulumi:providers:kubernetes"
 
-
-def provider_urn(stack: str, config: ClusterConfig) -> str:
-    """The URN of the stack's explicit kubernetes provider (components/program.py names it after the cluster)."""
-    return f"urn:pulumi:{stack}::{stacks.PROJECT}::{PROVIDER_TYPE}::{config.name}"
-
-
-def _handle(component_type: str, name: str) -> str:
-    """A component's handle in the import file: unique, and distinct from every object's handle."""
+def _handle(component_type: str, name: str) -> str:  # unique in the import file, distinct from every object's
     return f"{component_type.rsplit(':', 1)[-1]} {name}"
 
 
@@ -55,66 +31,36 @@ def _ref(obj: dict[str, Any]) -> tuple[str, str | None, str]:
 
 
 def import_entries(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:
-    """Every object the tier declares, as an import entry, marked hand-made or fresh. Patches are not
-    imported (a patch is a change to an object the stack does not own)."""
+    """Every object the tier declares (not the patches: not the stack's objects), as an import entry, marked hand-made."""
     made = {(h.kind, h.namespace, h.name) for h in config.hand_made}
     out = []
-    for d in layout(config, tier):
-        if d.patch:
-            continue
-        obj = d.object
-        out.append(
-            {
-                "type": token(obj),
-                "name": f"{obj['kind']} {logical_name(obj)}",
-                "logicalName": logical_name(obj),
-                "id": logical_name(obj),
-                "parent": _handle(d.component_type, d.component_name),
-                "component": (d.component_type, d.component_name),
-                "kind": obj["kind"],
-                "hand_made": _ref(obj) in made,
-            }
-        )
+    for d in (d for d in layout(config, tier) if not d.patch):
+        name, kind, component = logical_name(d.object), d.object["kind"], (d.component_type, d.component_name)
+        entry = {"type": token(d.object), "name": f"{kind} {name}", "logicalName": name, "id": name, "parent": _handle(*component)}
+        out.append({**entry, "component": component, "kind": kind, "hand_made": _ref(d.object) in made})
     return out
 
 
 def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: list[str] | None = None) -> dict[str, Any]:
-    """The import file: the hand-made objects of the tier (optionally only some kinds), their parent
-    components (created empty if they are not in the state yet) and the stack's provider."""
+    """The import file: the tier's hand-made objects (of `kinds`), their parent components and the stack's provider."""
     wanted = set(kinds) if kinds else None
     if wanted:
         known = {d.object["kind"] for d in layout(config, "all")}
-        unknown = sorted(wanted - known)
-        if unknown:
+        if unknown := sorted(wanted - known):
             raise stacks.ConfigError(f"--only: the stack declares no {', '.join(unknown)} (it declares {', '.join(sorted(known))})")
-    # Imported here: the plan is the one thing in this module that needs the SDK. `adopt-diff`, `rights`, `drift` and
-    # `recover` (cli/cluster.py imports this module for them all) then start without it.
-    from pulumi_kubernetes import _utilities
-
-    version = _utilities.get_version()
     entries = [e for e in import_entries(config, tier) if e["hand_made"] and (wanted is None or e["kind"] in wanted)]
     components = sorted({e["component"] for e in entries})
     resources: list[dict[str, Any]] = [
         {"type": ctype, "name": _handle(ctype, cname), "logicalName": cname, "component": True} for ctype, cname in components
     ]
-    for e in entries:
-        resources.append(
-            {
-                "type": e["type"],
-                "name": e["name"],
-                "logicalName": e["logicalName"],
-                "id": e["id"],
-                "parent": e["parent"],
-                "provider": "kubernetes",
-                "version": version,
-            }
-        )
-    return {"nameTable": {"kubernetes": provider_urn(stack, config)}, "resources": resources}
+    keys = ("type", "name", "logicalName", "id", "parent")
+    resources += [{**{k: e[k] for k in keys}, "provider": "kubernetes", "version": provider_version()} for e in entries]
+    provider = f"urn:pulumi:{stack}::{stacks.PROJECT}::{PROVIDER_TOKEN}::{config.name}"
+    return {"nameTable": {"kubernetes": provider}, "resources": resources}
 
 
 def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, name: str, served: list[str] | None = None) -> str | None:
-    """Why a NAD in one of the stack's projects must go before the SR-IOV operator makes the project's networks
-    (nad_mode operator), with the command; None for any other object. `served`: operator_namespaces, when known."""
+    """Why a NAD the SR-IOV operator would overwrite (nad_mode operator) must go first, with the command, or None."""
     fabric = config.fabric
     if kind != NAD_KIND or fabric is None or namespace not in (operator_namespaces(config) if served is None else served):
         return None
@@ -136,23 +82,10 @@ def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, n
 
 
 def operator_deletions(config: ClusterConfig) -> list[str]:
-    """`Kind NAMESPACE/NAME: why and how` for each hand-made NAD the operator's networks replace (nad_mode operator)."""
     served = operator_namespaces(config)
     found = [(h, operator_replaces(config, h.kind, h.namespace, h.name, served)) for h in config.hand_made]
     return [f"{h.kind} {h.namespace}/{h.name}: {why}" for h, why in found if why]
 
-
-def plan_summary(plan: dict[str, Any]) -> str:
-    objects = [r for r in plan["resources"] if not r.get("component")]
-    return f"{len(objects)} object(s) to adopt under {len(plan['resources']) - len(objects)} component(s)"
-
-
-def fresh_objects(config: ClusterConfig, tier: str = "all") -> list[str]:
-    """What the stack creates itself (not hand-made): `Kind NAMESPACE/NAME`."""
-    return [e["name"] for e in import_entries(config, tier) if not e["hand_made"]]
-
-
-# --- adopt-diff ---------------------------------------------------------------------------------
 
 # What the API server or another controller sets: never the stack's to declare, never a change.
 SERVER_SET = frozenset(
@@ -162,54 +95,41 @@ SERVER_ANNOTATIONS = ("kubectl.kubernetes.io/last-applied-configuration", "opens
 
 
 def _leaves(value: Any, path: str = "") -> dict[str, Any]:
-    """Flatten an object to {path: value}; lists stay whole (adoption replaces them whole)."""
+    """{path: value}; lists stay whole (adoption replaces them whole)."""
     if isinstance(value, dict):
-        out: dict[str, Any] = {}
-        for k, v in value.items():
-            out.update(_leaves(v, f"{path}.{k}" if path else str(k)))
+        out = {leaf: v for k, inner in value.items() for leaf, v in _leaves(inner, f"{path}.{k}" if path else str(k)).items()}
         return out if out or not path else {path: {}}
     return {path: value}
 
 
 def _clean(obj: dict[str, Any]) -> dict[str, Any]:
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in SERVER_SET}
-    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith(SERVER_ANNOTATIONS)}
-    if annotations:
+    if annotations := {k: v for k, v in (meta.pop("annotations", None) or {}).items() if not k.startswith(SERVER_ANNOTATIONS)}:
         meta["annotations"] = annotations
-    else:
-        meta.pop("annotations", None)
     return {**{k: v for k, v in obj.items() if k not in ("status", "metadata")}, "metadata": meta}
 
 
-# Fields whose additions restrict what pods may do (an SCC's required drops, forbidden sysctls), and the boolean
-# that restricts when it turns true; every other `allow*` boolean restricts when it turns false, every other
-# list when an item goes, and a strategy when it leaves RunAsAny.
+# Lists that restrict as they grow, flags as they turn true (other booleans restrict turning false, lists shrinking).
 RESTRICTING_LISTS = ("requiredDropCapabilities", "forbiddenSysctls")
 RESTRICTING_FLAGS = ("readOnlyRootFilesystem",)
 
 
 class _OneLine(yaml.SafeDumper):
-    """Writes a string that holds a character a line cannot show (a newline, an escape) double-quoted, where YAML
-    escapes it, instead of as a scalar of several lines."""
+    """A string a line cannot show (a newline, an escape) double-quoted, where YAML escapes it."""
 
 
-def _one_line_str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value, style=None if value.isprintable() else '"')
-
-
-_OneLine.add_representer(str, _one_line_str)
+_OneLine.add_representer(
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style=None if value.isprintable() else '"')
+)
 
 
 def _yaml(value: Any) -> str:
-    """A value as YAML writes it in flow style: null, false, 0, RunAsAny, 'true' (a string that would read as a
-    boolean is quoted), [a, b], {k: v}; never a Python repr (None, False, ['a']). One line, escaped: the live object
-    holds whatever its writer chose."""
+    """A value as YAML's flow style writes it (null, false, 'true', [a, b]; never a Python repr), one escaped line."""
     text = yaml.dump(value, Dumper=_OneLine, default_flow_style=True, allow_unicode=True, sort_keys=False, width=1_000_000)
     return escaped(text.removesuffix("\n").removesuffix("\n...").strip())
 
 
 def _narrowing(path: str, old: Any, new: Any) -> str | None:
-    """How adopting narrows a field, or None when it does not."""
     leaf = path.rsplit(".", 1)[-1]
     if isinstance(new, list) and leaf in RESTRICTING_LISTS:
         added = sorted(set(map(str, new)) - set(map(str, old if isinstance(old, list) else [])))
@@ -226,9 +146,7 @@ def _narrowing(path: str, old: Any, new: Any) -> str | None:
     return None
 
 
-# What the API server takes a field to be when the object does not set it: a live object read back without it has
-# this value, so declaring the other one changes it (and may narrow it: a ServiceAccount's token mount, an SCC's
-# privilege escalation). Used only where the stack declares the field; paths as _leaves writes them.
+# What the API server takes a field to be when unset: declaring the other value changes it (where the stack declares it).
 API_DEFAULTS: dict[str, dict[str, Any]] = {
     "ServiceAccount": {"automountServiceAccountToken": True},
     "SecurityContextConstraints": {"allowPrivilegeEscalation": True, "readOnlyRootFilesystem": False, "requiredDropCapabilities": []},
@@ -244,61 +162,43 @@ def _is_object(value: Any) -> bool:
     return isinstance(value, dict) and isinstance(value.get("metadata"), dict) and isinstance(value.get("kind"), str)
 
 
-def _metadata_problem(obj: dict[str, Any]) -> str | None:
-    """What makes an object's metadata one the API server would not return, or None: adopt-diff names objects by
-    kind, namespace and name and reads labels and annotations as maps of text."""
-    meta = obj["metadata"]
-    name, namespace = meta.get("name"), meta.get("namespace")
+def _check_object(source: str, obj: dict[str, Any], where: str = "") -> None:
+    """Refuse metadata the API server would not return (a name, a namespace, labels and annotations of text)."""
 
     def shown(value: Any) -> str:
         text = _yaml(value)
         return text if len(text) <= 80 else text[:80] + "..."
 
+    meta = obj["metadata"]
+    name, namespace = meta.get("name"), meta.get("namespace")
+    maps = {key: meta.get(key) or {} for key in ("labels", "annotations")}
+    bad = [key for key, m in maps.items() if not isinstance(m, dict) or not all(isinstance(v, str) for v in m.values())]
     if not isinstance(name, str) or not name:
-        return f"metadata.name is {shown(name)}, not a name"
-    if namespace is not None and (not isinstance(namespace, str) or not namespace):
-        return f"metadata.namespace is {shown(namespace)}, not a namespace's name"
-    for key in ("labels", "annotations"):
-        value = meta.get(key)
-        if value is not None and not (isinstance(value, dict) and all(isinstance(v, str) for v in value.values())):
-            return f"metadata.{key} is {shown(value)}, not a map of names to text"
-    return None
-
-
-def _object_error(source: str, obj: dict[str, Any], where: str = "") -> stacks.ConfigError | None:
-    """The error for an object whose metadata is malformed, naming the file and the object; None when it is sound."""
-    problem = _metadata_problem(obj)
-    if problem is None:
-        return None
-    name = obj["metadata"].get("name")
+        problem = f"metadata.name is {shown(name)}, not a name"
+    elif namespace is not None and (not isinstance(namespace, str) or not namespace):
+        problem = f"metadata.namespace is {shown(namespace)}, not a namespace's name"
+    elif bad:
+        problem = f"metadata.{bad[0]} is {shown(meta[bad[0]])}, not a map of names to text"
+    else:
+        return
     named = escaped(f"{obj['kind']} {name}" if isinstance(name, str) and name else f"the {obj['kind']}")
-    return stacks.ConfigError(
-        f"{source}: {where}{named}: {problem} (expected the output of `oc get KIND NAME -o yaml` as the cluster returns it)"
-    )
+    expected = "expected the output of `oc get KIND NAME -o yaml` as the cluster returns it"
+    raise stacks.ConfigError(f"{source}: {where}{named}: {problem} ({expected})")
 
 
-def _is_list(value: Any) -> bool:
-    """`oc get KIND -o yaml` (kind: List), or a typed list the API returns (SecurityContextConstraintsList)."""
-    return isinstance(value, dict) and str(value.get("kind", "")).endswith("List") and isinstance(value.get("items"), list)
-
-
-def _label(obj: dict[str, Any]) -> str:
-    """`Kind NAMESPACE/NAME`, escaped (what a live file names it)."""
-    ns, name = obj["metadata"].get("namespace"), obj["metadata"].get("name")
-    return escaped(f"{obj['kind']} {ns}/{name}" if ns else f"{obj['kind']} {name}")
+def _label(obj: dict[str, Any]) -> str:  # what a live file names it, escaped
+    return escaped(f"{obj['kind']} {logical_name(obj)}")
 
 
 def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool]:
-    """(report, whether adopting narrows the live object, or any object of a List)."""
-    if _is_list(live):
-        return _adopt_diff_list(config, live, source)
+    """(report, whether adopting narrows the live object or any object of a List, typed or not)."""
+    if isinstance(live, dict) and str(live.get("kind", "")).endswith("List") and isinstance(live.get("items"), list):
+        return _adopt_diff_list(config, live["items"], source)
     if not _is_object(live):
         raise stacks.ConfigError(
             f"{source}: not a Kubernetes object (expected the output of `oc get KIND NAME -o yaml`, or of `oc get KIND -o yaml`: a List)"
         )
-    bad = _object_error(source, live)
-    if bad:
-        raise bad
+    _check_object(source, live)
     declared = _declared(config).get(_ref(live))
     replaced = operator_replaces(config, *_ref(live))
     if declared is None and replaced:
@@ -310,61 +210,43 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
 
 
 def _declared(config: ClusterConfig) -> dict[tuple[str, str | None, str], dict[str, Any]]:
-    """What the stack declares (its patches too: a patch adopts the fields it sets), by kind, namespace and name."""
-    out: dict[tuple[str, str | None, str], dict[str, Any]] = {}
-    for d in layout(config, "all"):
-        out.setdefault(_ref(d.object), d.object)
-    return out
+    """What the stack declares (its patches too: a patch adopts the fields it sets; the first of a name wins)."""
+    return {_ref(d.object): d.object for d in reversed(layout(config, "all"))}
 
 
-def _adopt_diff_list(config: ClusterConfig, live: dict[str, Any], source: str) -> tuple[str, bool]:
+def _adopt_diff_list(config: ClusterConfig, items: list[Any], source: str) -> tuple[str, bool]:
     """Each item of a List the stack declares, diffed as one object; the others named."""
-    items = live["items"]
-    bad = [i for i, item in enumerate(items) if not _is_object(item)]
-    if bad:
-        raise stacks.ConfigError(f"{source}: items[{bad[0]}] of the List is not a Kubernetes object (a kind and metadata)")
+    if (bad := next((i for i, item in enumerate(items) if not _is_object(item)), None)) is not None:
+        raise stacks.ConfigError(f"{source}: items[{bad}] of the List is not a Kubernetes object (a kind and metadata)")
     for i, item in enumerate(items):
-        error = _object_error(source, item, f"items[{i}] of the List, ")
-        if error:
-            raise error
+        _check_object(source, item, f"items[{i}] of the List, ")
     if not items:
         raise stacks.ConfigError(f"{source}: the List holds no items: nothing to adopt")
     declared = _declared(config)
     served = operator_namespaces(config)
-    replaced = [(item, why) for item in items if _ref(item) not in declared and (why := operator_replaces(config, *_ref(item), served))]
     ours = [item for item in items if _ref(item) in declared]
+    replaced = [(item, why) for item in items if _ref(item) not in declared and (why := operator_replaces(config, *_ref(item), served))]
     others = [_label(item) for item in items if _ref(item) not in declared and item not in [r for r, _ in replaced]]
-    if not ours and replaced:
-        lines = [f"{source}: a List of {len(items)} object(s); stack {config.name} adopts none of them.", "", "Delete first:"]
-        lines += [f"  {_label(item)}: {why}" for item, why in replaced]
-        if others:
-            lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
-            lines += [f"  {label}" for label in others]
-        return "\n".join(map(escaped, lines)) + "\n", True
-    if not ours:
+    if not ours and not replaced:
+        named = ", ".join(others)
         raise stacks.ConfigError(
-            f"{source}: stack {config.name} declares none of the {len(items)} objects of the List: nothing would adopt them ("
-            + ", ".join(others)
-            + ")"
+            f"{source}: stack {config.name} declares none of the {len(items)} objects of the List: nothing would adopt them ({named})"
         )
-    lines = [f"{source}: a List of {len(items)} object(s); stack {config.name} declares {len(ours)}, diffed one by one."]
-    narrowing = False
-    for item in ours:
-        one, narrows = _diff_one(config, item, declared[_ref(item)], source)
+    adopted = f"declares {len(ours)}, diffed one by one." if ours else "adopts none of them."
+    lines = [f"{source}: a List of {len(items)} object(s); stack {config.name} {adopted}"]
+    diffs = [_diff_one(config, item, declared[_ref(item)], source) for item in ours]
+    for one, _ in diffs:
         lines += ["", *one]
-        narrowing = narrowing or narrows
     if replaced:
         lines += ["", "Delete first:", *(f"  {_label(item)}: {why}" for item, why in replaced)]
-        narrowing = True
     if others:
         lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
         lines += [f"  {label}" for label in others]
-    return "\n".join(map(escaped, lines)) + "\n", narrowing
+    return "\n".join(map(escaped, lines)) + "\n", bool(replaced) or any(narrows for _, narrows in diffs)
 
 
 def _who_relies(kind: str, live: dict[str, Any]) -> list[str]:
-    """Who loses what when adopting narrows an object of this kind, and how to find them: the advice ends in
-    "move them to the stack's workloads, or" (the caller's next line says what else)."""
+    """Who loses what when adopting narrows an object of this kind, and how to find them (the caller ends the advice)."""
     if kind == "SecurityContextConstraints":
         return [
             "Pods or scripts that rely on what it takes away fail after the next `pulumi up` (e.g. a script that runs",
@@ -373,17 +255,8 @@ def _who_relies(kind: str, live: dict[str, Any]) -> list[str]:
         ]
     if kind == "ServiceAccount":
         meta = live["metadata"]
-        pods = shlex.join(
-            [
-                "oc",
-                "get",
-                "pods",
-                "-n",
-                str(meta.get("namespace") or "NAMESPACE"),
-                "-o",
-                "custom-columns=POD:.metadata.name,SA:.spec.serviceAccountName",
-            ]
-        )
+        columns = "custom-columns=POD:.metadata.name,SA:.spec.serviceAccountName"
+        pods = shlex.join(["oc", "get", "pods", "-n", str(meta.get("namespace") or "NAMESPACE"), "-o", columns])
         return [
             "Pods that run as this service account and read its token (/var/run/secrets/kubernetes.io/serviceaccount: a client",
             "of the API server, `oc` in a pod) lose it: every pod created after the next `pulumi up` (a restart, a rollout)",
@@ -397,7 +270,7 @@ def _who_relies(kind: str, live: dict[str, Any]) -> list[str]:
 
 
 def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, Any], source: str) -> tuple[list[str], bool]:
-    """The report on adopting one live object, and whether adopting narrows it."""
+    """The report on adopting one live object, and whether it narrows it."""
     kind = live["kind"]
     before, after = _leaves(_clean(live)), _leaves(declared)
     # A field the live object leaves out holds the API's default, where the stack declares it.
@@ -435,32 +308,37 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
     return [escaped(line) for line in lines], bool(narrows)
 
 
-# --- rights ---------------------------------------------------------------------------------------
-
-
-def rights_report(config: ClusterConfig, tier: str = "all") -> str:
-    """Per tier, every object with the `oc auth can-i` line that checks you may declare it; then the reads."""
+def rights_report(config: ClusterConfig, tier: str = "all", answer: Callable[[str, str], str] | None = None) -> str:
+    """Per tier, each `oc auth can-i` line once, after the objects that need it, then the reads; `answer`: --run's."""
     stack_files = {s.tier: s.name for s in stacks.pulumi_stacks() if s.cluster == config.name}
     lines = [
-        f"{config.name}: who may declare what. Run each line as yourself (oc login first); every one must answer yes.",
+        f"{config.name}: who may declare what. Every line must answer yes: run them as yourself (oc login first),",
+        f"or `python -m stacks rights {config.name} --run` runs each once and says its answer.",
     ]
+
+    def shown(t: str, label: str, check: str) -> str:
+        return f"  {label:<72} {check}" + (f"  -> {answer(t, check)}" if answer else "")
+
     declared = layout(config, tier)
     for t, who in ((PLATFORM, "cluster-admin"), (PROJECT, "admin of the stack's projects")):
-        rows = [d for d in declared if tier_of(d.object, config) == t]
-        if not rows:
+        # Objects that need the same lines (a namespace's NADs) are one entry, named without their namespace.
+        needs: dict[tuple[str, ...], list[str]] = {}
+        for d in declared:
+            if tier_of(d.object, config) == t:
+                name = str(d.object["metadata"]["name"]) + (" (patch)" if d.patch else "")
+                needs.setdefault(tuple(can_i(d.object, d.patch)), []).append(f"{d.object['kind']} {name}")
+        if not needs:
             continue
         runs = stack_files.get(t) or stack_files.get("all")
         lines += ["", f"{t} tier ({who}; Pulumi stack {runs or 'none: add Pulumi.' + config.name + '-' + t + '.yaml'}):"]
-        for d in rows:
-            obj = d.object
-            label = f"{obj['kind']} {logical_name(obj)}" + (" (patch)" if d.patch else "")
-            for check in can_i(obj, d.patch):
-                lines.append(f"  {label:<72} {check}")
+        for checks, objects in needs.items():
+            label = objects[0] + "".join(", " + o.split(" ", 1)[1] for o in objects[1:])
+            for check in checks:
+                lines.append(shown(t, label, check))
                 label = ""
-    reads = requirements(config, tier)
-    if reads:
+    if reads := requirements(config, tier):
         lines += ["", "reads (`pulumi preview` fails, naming the object, when one is missing or wrong):"]
         for r in reads:
-            lines.append(f"  {r.kind + ' ' + r.object_id:<72} {can_i_read(r.kind, r.object_id)}")
+            lines.append(shown("reads", r.kind + " " + r.object_id, can_i_read(r.kind, r.object_id, r.api_version)))
             lines.append(f"  {'':<72} if missing: {r.fix}")
     return "\n".join(lines) + "\n"

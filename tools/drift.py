@@ -1,16 +1,5 @@
-"""What was changed by hand on the cluster since `pulumi up`, in the stack file's words (`python -m stacks drift`).
-
-A plain `pulumi up` compares the program with the state, not with the cluster, so a hand edit (`oc scale`, `oc set
-env`, an object deleted) goes unseen until a refresh; `pulumi preview --refresh` shows it as Pulumi's property diff.
-This reads the objects the stack declares from the cluster (read only) and names each difference by the config
-entry that declares it: `workloads[deepti-nerc] (clusters/nerc.py:120): replicas 3 on the cluster, 1 in the stack`.
-
-Only what the stack declares is compared (docs/lifecycle.md "Drift": the stack owns the fields it declares, by
-server-side apply): a field the stack does not set (what the API server defaults, what OpenShift's controllers add)
-is never drift. One kind of addition is: an entry added by hand to a list the stack declares by name (an env
-variable, a port, a volume). `pulumi up --refresh` removes it (the live tier saw the provider take an env variable
-added with `kubectl set env` back out, with the field manager's claim to it: live/tests/test_convergence.py).
-"""
+"""What was changed by hand on the cluster since `pulumi up`, in the stack file's words (`python -m stacks drift`): only
+what the stack declares (docs/lifecycle.md "Drift"), and entries added by hand to a list it declares by name (env)."""
 
 from __future__ import annotations
 
@@ -31,51 +20,28 @@ from tools import kubectl
 
 # Set by the provider for its own bookkeeping, or by the API server: never declared drift.
 IGNORED_ANNOTATIONS = ("pulumi.com/autonamed",)
-# How the commands name a kind for `kubectl get` (the API group tells custom kinds apart).
-GROUPS = {
-    "apps/v1": "apps",
-    "batch/v1": "batch",
-    "networking.k8s.io/v1": "networking.k8s.io",
-    "rbac.authorization.k8s.io/v1": "rbac.authorization.k8s.io",
-}
 
 
 @dataclass(frozen=True)
 class Drift:
-    """One difference between what the stack declares and what the cluster holds."""
-
-    where: str
-    """The config entry, as the stack file names it (`workloads[deepti-nerc]`), with its file and line."""
-    obj: str
-    """The object on the cluster (`StatefulSet ns/deepti-nerc`)."""
-    what: str
-    """The difference, in the stack's words (`replicas 3 on the cluster, 1 in the stack`)."""
-    added: bool = False
-    """An entry added by hand to a list the stack declares by name (the refresh and up remove it)."""
-
-
-def resource_of(obj: dict[str, Any]) -> str:
-    """`kubectl get` resource for an object's kind: `statefulset.apps`, `networkattachmentdefinition.k8s.cni.cncf.io`."""
-    api = obj["apiVersion"]
-    group = GROUPS.get(api, api.rsplit("/", 1)[0] if "/" in api else "")
-    return f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+    where: str  # the config entry as the stack file names it, with its file and line
+    obj: str  # the object on the cluster (`StatefulSet ns/deepti-nerc`)
+    what: str  # the difference in the stack's words
+    added: bool = False  # an entry added by hand to a list the stack declares by name
 
 
 def read_live(declared: list[Declared], context: str | None, kubectl_path: str | None = None) -> list[dict[str, Any]]:
-    """The declared objects as the cluster holds them: one `kubectl get` per namespace (read only); an absent object
-    is simply not in the answer. `oc` is used where it is installed, else `kubectl`. An answer that is not JSON, or
-    objects of the wrong shape, are one error (tools/kubectl.py)."""
+    """The declared objects the cluster holds: one read-only `oc get` per namespace, its answer checked."""
     tool = kubectl.tool(kubectl_path, "drift")
     by_namespace: dict[str, list[str]] = {}
-    for d in declared:
-        ns = d.object["metadata"].get("namespace") or ""
-        by_namespace.setdefault(ns, []).append(f"{resource_of(d.object)}/{d.object['metadata']['name']}")
+    for obj in (d.object for d in declared):
+        group = obj["apiVersion"].rpartition("/")[0]  # `statefulset.apps/NAME`: the kind as `oc get` takes it
+        resource = f"{obj['kind'].lower()}.{group}" if group else obj["kind"].lower()
+        by_namespace.setdefault(obj["metadata"].get("namespace") or "", []).append(f"{resource}/{obj['metadata']['name']}")
     live: list[dict[str, Any]] = []
     for ns, refs in sorted(by_namespace.items()):
-        cmd = [tool, "get", *refs, "-o", "json", "--ignore-not-found"]
-        cmd += ["-n", ns] if ns else []
-        cmd += ["--context", context] if context else []
-        answer = kubectl.run(cmd, "drift")
+        where = [*(["-n", ns] if ns else []), *(["--context", context] if context else [])]
+        answer = kubectl.run([tool, "get", *refs, "-o", "json", "--ignore-not-found", *where], "drift")
         command = f"`{tool} get ... -n {ns or '(cluster)'}`"
         if answer.returncode != 0:
             raise stacks.ConfigError(f"drift: {command} failed: {answer.said}")
@@ -83,7 +49,7 @@ def read_live(declared: list[Declared], context: str | None, kubectl_path: str |
     return kubectl.check(live, f"`{tool} get`")
 
 
-def _key(obj: dict[str, Any]) -> tuple[str, str, str]:
+def key_of(obj: dict[str, Any]) -> tuple[str, str, str]:  # (kind, namespace or "", name)
     meta = kubectl.mapping(obj.get("metadata"))
     return str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name"))
 
@@ -99,51 +65,32 @@ def _same(declared: Any, live: Any) -> bool:
     return False
 
 
-def _named(items: Any) -> bool:
-    return isinstance(items, list) and bool(items) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in items)
-
-
 def compare(declared: Any, live: Any, path: str = "") -> list[tuple[str, Any, Any]]:
-    """(path, declared, live) for every declared leaf the cluster holds otherwise, and (path, None, live) for each
-    entry added to a list the stack declares by name (env, ports, volumes, containers). What the stack does not
-    declare is not compared."""
+    """(path, declared, live) of each declared leaf the cluster holds otherwise; (path, None, live) of each added entry."""
     if isinstance(declared, dict):
         if not isinstance(live, dict):
             return [(path, declared, live)] if declared else []
-        out = []
-        for k, v in declared.items():
-            if path == "metadata.annotations" and k in IGNORED_ANNOTATIONS:
-                continue
-            out += compare(v, live.get(k), f"{path}.{k}" if path else k)
-        return out
-    if _named(declared) and isinstance(live, list):
-        # Entries by name; one whose name is no text (no API server returns it) is shown as an entry added by hand.
-        live_by_name = {_entry_name(i): i for i in live if isinstance(i, dict)}
-        out = []
-        for item in declared:
-            out += compare(item, live_by_name.get(item["name"]), f"{path}[{item['name']}]")
-        ours = {i["name"] for i in declared}
-        out += [(f"{path}[{n}]", None, v) for n, v in live_by_name.items() if n not in ours]
-        return out
+        keys = [k for k in declared if not (path == "metadata.annotations" and k in IGNORED_ANNOTATIONS)]
+        return [c for k in keys for c in compare(declared[k], live.get(k), f"{path}.{k}" if path else k)]
     if isinstance(declared, list):
+        if declared and isinstance(live, list) and all(isinstance(i, dict) and isinstance(i.get("name"), str) for i in declared):
+            # By name; an entry whose name is no text (no API server returns it) is shown as one added by hand.
+            by_name = {
+                n if isinstance(n := i.get("name"), str) else json.dumps(n, sort_keys=True)[:60]: i for i in live if isinstance(i, dict)
+            }
+            out = [c for item in declared for c in compare(item, by_name.get(item["name"]), f"{path}[{item['name']}]")]
+            ours = {i["name"] for i in declared}
+            return out + [(f"{path}[{n}]", None, v) for n, v in by_name.items() if n not in ours]
         if not isinstance(live, list) or len(live) != len(declared):
             return [(path, declared, live)]
-        out = []
-        for i, (d, lv) in enumerate(zip(declared, live, strict=True)):
-            out += compare(d, lv, f"{path}[{i}]")
-        return out
+        return [c for i, (d, lv) in enumerate(zip(declared, live, strict=True)) for c in compare(d, lv, f"{path}[{i}]")]
     if live is None and declared in ({}, [], "", None):
         return []
     return [] if _same(declared, live) else [(path, declared, live)]
 
 
-def _entry_name(item: dict[str, Any]) -> str:
-    name = item.get("name")
-    return name if isinstance(name, str) else json.dumps(name, sort_keys=True)[:60]
-
-
-# Paths whose difference has a name in the config (the rest are named by their path in the object).
 def _words(kind: str, path: str) -> str:
+    """A path's name in the config where it has one, else the path."""
     if kind in ("StatefulSet", "Job") and path == "spec.replicas":
         return "replicas"
     if ".env[" in path:
@@ -159,8 +106,7 @@ def _words(kind: str, path: str) -> str:
 
 
 def _entry(value: Any) -> str:
-    """An entry added to a named list: `HAND=1` for an env variable, else the entry (escaped: an env value added by
-    hand holds whatever its writer chose)."""
+    """An entry added to a named list (escaped): `HAND=1` for an env variable, else the entry."""
     if isinstance(value, dict) and set(value) == {"name", "value"}:
         return _shown(f"{value['name']}={value['value'] if isinstance(value['value'], str) else json.dumps(value['value'])}")
     return _shown(value)
@@ -175,20 +121,14 @@ def _shown(value: Any) -> str:
 
 
 def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, Any]]) -> list[Drift]:
-    """Every difference between the declared objects (not the patches: those own a few fields of others' objects)
-    and the cluster's, in the order the stack declares them."""
-    on_cluster = {_key(o): o for o in live if isinstance(o, dict)}
+    """Every difference between the declared objects (not the patches) and the cluster's, in the stack's order."""
+    on_cluster = {key_of(o): o for o in live if isinstance(o, dict)}
     out: list[Drift] = []
-    for d in declared:
-        if d.patch:
-            continue
-        obj = d.object
+    for obj, source in ((d.object, d.source) for d in declared if not d.patch):
         label = f"{obj['kind']} {logical_name(obj)}"
-        where = located(d.source, config) if d.source else label
-        line = provenance.shown(provenance.origin(config, d.source)) if d.source else ""
-        where = f"{where} ({line})" if line else where
-        current = on_cluster.get(_key(obj))
-        if current is None:
+        line = provenance.shown(provenance.origin(config, source)) if source else ""
+        where = (located(source, config) if source else label) + (f" ({line})" if line else "")
+        if (current := on_cluster.get(key_of(obj))) is None:
             out.append(Drift(where, label, "missing on the cluster (deleted by hand?): `pulumi up --refresh` creates it again"))
             continue
         for path, want, have in compare(obj, current):
@@ -202,17 +142,15 @@ def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, 
 
 
 def report(config: ClusterConfig, found: list[Drift], stack_file: str) -> str:
-    """The drift report: one line per difference, then what to do."""
     if not found:
         return f"{config.name}: no drift: the cluster holds what the stack declares\n"
     lines = [f"{config.name}: {len(found)} difference(s) between the cluster and the stack"]
     lines += [escaped(f"  {f.where}: {f.what} [{f.obj}]") for f in found]
-    lines.append("")
-    lines.append(
+    lines += [
+        "",
         f"To restore what the stack declares: {shlex.join(['pulumi', 'up', '--refresh', '-s', stack_file])}. A hand edit that "
-        "should stay is a config "
-        'edit (state="stopped", fewer nodes, the value in the config): docs/lifecycle.md "Drift".'
-    )
+        'should stay is a config edit (state="stopped", fewer nodes, the value in the config): docs/lifecycle.md "Drift".',
+    ]
     return "\n".join(lines) + "\n"
 
 

@@ -1,15 +1,6 @@
-"""After a killed `pulumi up` (`python -m stacks recover`): the exact refresh that makes the state true again.
-
-A run killed mid-way (SIGKILL, a cancelled CI job, a closed laptop) leaves two things behind (docs/lifecycle.md "An
-interrupted run"): the backend's lock, which only `pulumi cancel` removes (the command cannot know that no other
-run holds it: the operator says so), and pending operations in the state: for each object the engine had started
-to create, update or delete when it died. The engine clears pending updates and deletes on the next refresh, but
-not pending creates: it cannot know whether the create happened. The kubernetes provider can: the object exists
-on the cluster or it does not. So this reads the state (`pulumi stack export`) and the cluster, and prints the one
-`pulumi refresh` that imports each create that happened (`--import-pending-creates URN --import-pending-creates ID`) and drops the others
-(`--clear-pending-creates`). Without it, the next `up` would create again what exists (a provider since 4.29 fails
-with AlreadyExists) or lose track of it.
-"""
+"""After a killed `pulumi up` (`python -m stacks recover`): the exact refresh that makes the state true again. A refresh
+clears pending updates and deletes, not pending creates, which only the cluster knows happened: this prints the
+`pulumi refresh` that imports each create that happened and drops the others (docs/lifecycle.md "An interrupted run")."""
 
 from __future__ import annotations
 
@@ -30,26 +21,22 @@ from tools import drift, kubectl
 
 @dataclass(frozen=True)
 class Pending:
-    """One operation the killed run had started."""
+    """One operation the killed run had started; `obj` the object's apiVersion, kind and metadata (None: not one)."""
 
-    op: str
-    """creating, updating, deleting, reading, importing."""
+    op: str  # creating, updating, deleting, reading, importing
     urn: str
     obj: dict[str, Any] | None
-    """The object's apiVersion, kind and metadata (from the operation's inputs); None for a non-Kubernetes resource."""
 
     @property
     def label(self) -> str:
         return f"{self.obj['kind']} {logical_name(self.obj)}" if self.obj else self.urn.rsplit("::", 1)[-1]
 
 
-STATE_LIMITS = stacks.Limits("a stack export", max_bytes=kubectl.MAX_OUTPUT, max_depth=64)
-"""A state export nests as deep as the objects it holds (a dozen levels) under a few of its own: 64 leaves room, and a
-file nested 100,000 deep is refused before anything walks it."""
+STATE_LIMITS = stacks.Limits("a stack export", max_bytes=kubectl.MAX_OUTPUT, max_depth=64)  # objects nest a dozen levels
 
 
 def exported(stack: str, state_file: str | None) -> dict[str, Any]:
-    """The stack's state: a saved `pulumi stack export`, or the export of `stack` by the Pulumi CLI on PATH."""
+    """The stack's state: a saved `pulumi stack export`, or the Pulumi CLI's export of `stack`."""
     if state_file:
         text = stacks.read_text(Path(state_file), STATE_LIMITS)
         where = escaped(state_file)
@@ -75,8 +62,7 @@ def exported(stack: str, state_file: str | None) -> dict[str, Any]:
 
 def diy_root() -> Path | None:
     """The folder of a file:// state backend (PULUMI_BACKEND_URL, else the one `pulumi login` made current), or None."""
-    url = os.environ.get("PULUMI_BACKEND_URL")
-    if not url:
+    if not (url := os.environ.get("PULUMI_BACKEND_URL")):
         home = Path(os.environ.get("PULUMI_HOME") or Path.home() / ".pulumi")
         try:
             credentials = stacks.parse_json(stacks.read_text(home / "credentials.json"), "credentials.json")
@@ -88,43 +74,26 @@ def diy_root() -> Path | None:
     return Path(os.path.expanduser(url[len("file://") :].split("?", 1)[0]))
 
 
-# How Pulumi's file backend lays out a stack (pkg/backend/diy, pulumi/pulumi at 1b59498): `.pulumi/meta.yaml` says
-# `version: 1` for the project-scoped layout (meta.go; a state without it is the legacy one, which a new state is not
-# given), where a stack's checkpoint is `.pulumi/stacks/PROJECT/STACK.json` (store.go projectReferenceStore
-# StackBasePath; gzip and zstd add .gz and .zst) and its locks are in `.pulumi/locks/organization/PROJECT/STACK/`
-# (lock.go stackLockDir of the FullyQualifiedName, backend.go: organization/PROJECT/STACK); in the legacy layout
-# `.pulumi/stacks/STACK.json` and `.pulumi/locks/STACK/`. A checkpoint's backup is the same name with `.bak` (state.go),
-# and gocloud's fileblob writes each file's attributes beside it as NAME.attrs. A shared backend (`pulumi login
-# --local` is ~/.pulumi for every project) holds other projects' stacks of the same name: only these paths are ours.
-_CHECKPOINTS = ("", ".gz", ".zst")
-
-
-def _project_layout(state: Path) -> bool:
-    """Whether the state is laid out by project (meta.yaml version 1 or more), or the legacy way."""
-    try:
-        meta = stacks.read_yaml(state / "meta.yaml")
-    except stacks.ConfigError:
-        return False
-    version = meta.get("version") if isinstance(meta, dict) else None
-    return isinstance(version, int) and not isinstance(version, bool) and version >= 1
-
-
+# Pulumi's file backend (pkg/backend/diy): a checkpoint's layout by `.pulumi/meta.yaml`'s version, NAME.attrs beside each.
 def stack_paths(root: Path, stack: str) -> tuple[list[Path], Path]:
     """(the stack's checkpoint files, with their backups; its lock folder) in a file backend, this project's only."""
     stacks.check_stack_name(stack, "stack")  # a name of Pulumi's grammar holds no `/`, `..` or glob character
     state = root / ".pulumi"
-    if _project_layout(state):
+    try:
+        meta = stacks.read_yaml(state / "meta.yaml")
+    except stacks.ConfigError:
+        meta = None
+    version = meta.get("version") if isinstance(meta, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 1:
         base, lock_dir = state / "stacks" / stacks.PROJECT / stack, state / "locks" / "organization" / stacks.PROJECT / stack
     else:
         base, lock_dir = state / "stacks" / stack, state / "locks" / stack
-    return [Path(f"{base}.json{ext}{bak}") for ext in _CHECKPOINTS for bak in ("", ".bak")], lock_dir
+    return [Path(f"{base}.json{ext}{bak}") for ext in ("", ".gz", ".zst") for bak in ("", ".bak")], lock_dir
 
 
 def half_written(root: Path, stack: str) -> list[Path]:
-    """Empty `.attrs` files beside the stack's checkpoint and locks. The file backend writes its checkpoint by rename
-    (whole or not at all) but each file's `.attrs` beside it in place: a run killed at that moment leaves it empty, and
-    every command then fails with `failed to load checkpoint: EOF` (seen in the live tier). The file it describes is
-    whole; without the `.attrs` it is read with no attributes, as a file the backend wrote without any."""
+    """Empty `.attrs` files beside the stack's checkpoint and locks (written in place, unlike the checkpoint: a kill can
+    leave one empty, and every command fails with `failed to load checkpoint: EOF`)."""
     checkpoints, lock_dir = stack_paths(root, stack)
     found = [Path(f"{p}.attrs") for p in checkpoints]
     if lock_dir.is_dir():
@@ -133,7 +102,6 @@ def half_written(root: Path, stack: str) -> list[Path]:
 
 
 def locks(root: Path, stack: str) -> list[Path]:
-    """The lock files of the stack in a file backend: a run that was killed leaves its own."""
     _, lock_dir = stack_paths(root, stack)
     return sorted(p for p in lock_dir.iterdir() if p.name.endswith(".json") and p.is_file()) if lock_dir.is_dir() else []
 
@@ -144,9 +112,8 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 
 
 def pending(state: dict[str, Any]) -> list[Pending]:
-    """The pending operations of an export, with the Kubernetes object each is about. The export is a file: an entry of
-    the wrong type is one error naming it, and an object whose kind, apiVersion or names the API server would not take
-    is not one the cluster can hold (it is cleared, never imported)."""
+    """The pending operations of an export, each with its object (None where the API server would not take its kind,
+    apiVersion or names: cleared, never imported); an entry of the wrong type is one error naming it."""
     ops = (state.get("deployment") or {}).get("pending_operations") or []
     if not isinstance(ops, list):
         raise stacks.ConfigError("the stack export: deployment.pending_operations is not a list: not a stack export")
@@ -163,23 +130,16 @@ def pending(state: dict[str, Any]) -> list[Pending]:
         inputs = kubectl.mapping(resource.get("inputs"))
         meta = kubectl.mapping(inputs.get("metadata"))
         name, namespace, kind, api = meta.get("name"), meta.get("namespace"), inputs.get("kind"), inputs.get("apiVersion")
-        obj = None
-        named = (
-            isinstance(name, str)
-            and _NAME.fullmatch(name)
-            and (namespace is None or isinstance(namespace, str) and _NAME.fullmatch(namespace))
-        )
-        if named and isinstance(kind, str) and _KIND.fullmatch(kind) and isinstance(api, str) and _API_VERSION.fullmatch(api):
-            obj = {"apiVersion": api, "kind": kind, "metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
-        out.append(Pending(op["type"], urn, obj))
+        ok = [(name, _NAME), ("a" if namespace is None else namespace, _NAME), (kind, _KIND), (api, _API_VERSION)]
+        obj = {"apiVersion": api, "kind": kind, "metadata": {"name": name, **({"namespace": namespace} if namespace else {})}}
+        out.append(Pending(op["type"], urn, obj if all(isinstance(v, str) and pattern.fullmatch(v) for v, pattern in ok) else None))
     return out
 
 
 def plan(
     stack: str, ops: list[Pending], on_cluster: set[tuple[str, str, str]], locked: list[Path] | None = None
 ) -> tuple[str, list[str] | None]:
-    """(the report, the refresh command's arguments, or None when there is nothing to refresh). `locked`: the lock
-    files of a file backend (None: a backend whose locks cannot be seen from here)."""
+    """(the report, the refresh's arguments or None). `locked`: a file backend's lock files (None: not seen from here)."""
     # Every command is printed quoted (shlex), ready to paste; everything read from the state is shown escaped.
     up, unlock = shlex.join(["pulumi", "up", "-s", stack]), shlex.join(["pulumi", "cancel", "--yes", "-s", stack])
     if locked is None:
@@ -198,32 +158,19 @@ def plan(
         if p.op != "creating":
             lines.append(escaped(f"  {p.op} {p.label}: the refresh reads it again"))
             continue
-        key = (p.obj["kind"], p.obj["metadata"].get("namespace", ""), p.obj["metadata"]["name"]) if p.obj else None
-        if key is not None and key in on_cluster:
-            assert p.obj is not None
+        if p.obj is not None and drift.key_of(p.obj) in on_cluster:
             imports += [p.urn, logical_name(p.obj)]
             lines.append(escaped(f"  creating {p.label}: it exists on the cluster: imported into the state"))
         else:
             clear = True
             lines.append(escaped(f"  creating {p.label}: not on the cluster: dropped from the state (the next `up` creates it)"))
-    args = ["pulumi", "refresh", "-s", stack, "--yes"]
     # The flag takes one value each time it is given (a string array): URN and ID alternate, each flagged.
-    for value in imports:
-        args += ["--import-pending-creates", value]
-    if clear:
-        args.append("--clear-pending-creates")
-    steps = [cancel] if cancel else []
-    steps += [shlex.join(args), up]
+    args = ["pulumi", "refresh", "-s", stack, "--yes", *(a for value in imports for a in ("--import-pending-creates", value))]
+    args += ["--clear-pending-creates"] if clear else []
+    steps = [*([cancel] if cancel else []), shlex.join(args), up]
     lines += ["", *(f"{i}. {step}" for i, step in enumerate(steps, 1))]
     return "\n".join(lines) + "\n", args
 
 
 def existing(objs: list[dict[str, Any]], context: str | None) -> set[tuple[str, str, str]]:
-    """Which of these objects the cluster has (read only)."""
-    return keys_of(drift.read_live([Declared("", "", o) for o in objs], context) if objs else [])
-
-
-def keys_of(live: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
-    """(kind, namespace or "", name) of each object."""
-    metas = [(o, kubectl.mapping(o.get("metadata"))) for o in live]
-    return {(str(o.get("kind")), str(m.get("namespace") or ""), str(m.get("name"))) for o, m in metas}
+    return {drift.key_of(o) for o in (drift.read_live([Declared("", "", o) for o in objs], context) if objs else [])}

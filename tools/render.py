@@ -1,16 +1,11 @@
-"""Run `components.resources.build` under `pulumi.runtime.set_mocks` and record every resource.
-
-The mocks stand in for the engine and the kubernetes provider: a resource's inputs are exactly what
-the provider would receive from `pulumi up`, and a read of a live object is answered with the state
-the stack assumes for it (components/prerequisites.py), or with what a test says the cluster holds.
-A MockMonitor subclass records the resource options (protect, retain_on_delete, provider, ...) that
-the Mocks interface does not see. Like the engine, the mocks refuse two resources with one URN.
-"""
+"""Run `components.resources.build` under Pulumi's mock runtime and record every resource's inputs and options. A read
+is answered with the state the stack assumes (components/prerequisites.py), or what a test says the cluster holds."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,29 +17,25 @@ from pulumi.runtime.mocks import MockMonitor, MockResourceArgs
 from pulumi.runtime.proto import source_pb2
 from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_in_stack
-from pulumi.runtime.sync_await import _sync_await
 
+from components.kube import PROVIDER_TOKEN
 from components.prerequisites import requirements
 from components.resources import build
 from config.stack import ClusterConfig
 
-PROVIDER_TOKEN = "pulumi:providers:kubernetes"
 STACK_TOKEN = "pulumi:pulumi:Stack"
-MISSING = None
-"""In `live`: the cluster has no such object (the read fails as on a cluster)."""
+MISSING = None  # in `live`: the cluster has no such object (the read fails as on a cluster)
 
 
 @dataclass
 class Recorded:
-    """One custom resource the program declared."""
+    """One custom resource the program declared; for a read, `name` is the id it reads and `urn_name` its logical name."""
 
     type: str
     name: str
-    """Its logical name; for a read, the id it reads (NAMESPACE/NAME or NAME)."""
     inputs: dict[str, Any]
     options: dict[str, Any] = field(default_factory=dict)
     urn_name: str = ""
-    """A read's logical name (the id and the fix, see components/prerequisites.py)."""
 
     @property
     def is_patch(self) -> bool:
@@ -55,11 +46,9 @@ class Recorded:
         """The Kubernetes object: apiVersion and kind from the type token where inputs lack them."""
         obj: dict[str, Any] = normalize(self.inputs)
         _, api, kind = self.type.split(":", 2)
-        if kind.endswith("Patch"):
-            kind = kind[: -len("Patch")]
         group, _, version = api.rpartition("/")
         obj.setdefault("apiVersion", version if group in ("core", "") else f"{group}/{version}")
-        obj.setdefault("kind", kind)
+        obj.setdefault("kind", kind.removesuffix("Patch"))
         return obj
 
 
@@ -69,7 +58,6 @@ class Rendering:
     resources: list[Recorded]
     reads: list[Recorded]
     outputs: dict[str, Any]
-    logs: list[tuple[str, str]] = field(default_factory=list)
     providers: list[Recorded] = field(default_factory=list)
     read_inputs: list[dict[str, Any]] = field(default_factory=list)
 
@@ -97,13 +85,11 @@ class MissingObject(LookupError):
 
 
 class DuplicateRead(ValueError):
-    """Two reads with one URN, which the Pulumi engine refuses."""
+    """Two reads with one URN, which the Pulumi engine refuses (step_generator) and the mock runtime would not."""
 
 
-class _Mocks(pulumi.runtime.Mocks):
+class Mocks(pulumi.runtime.Mocks):
     def __init__(self, config: ClusterConfig, tier: str, live: dict[tuple[str, str], dict[str, Any] | None]) -> None:
-        self.config = config
-        # What the stack assumes the cluster holds, unless a test says otherwise.
         self.cluster: dict[tuple[str, str], dict[str, Any] | None] = {(r.kind, r.object_id): r.expected for r in requirements(config, tier)}
         self.cluster.update(live)
         self.resources: dict[str, Recorded] = {}
@@ -114,22 +100,18 @@ class _Mocks(pulumi.runtime.Mocks):
         kind = args.typ.rsplit(":", 1)[-1]
         if args.resource_id:  # a read of a live object (`opts.id`)
             self.read_inputs.append(dict(args.inputs))
-            state = self.cluster.get((kind, args.resource_id))
-            if state is None:
+            if (state := self.cluster.get((kind, args.resource_id))) is None:
                 raise MissingObject(f"resource '{args.resource_id}' does not exist ({kind})")
-            state = copy.deepcopy(state)
             if any(r.type == args.typ and r.urn_name == args.name for r in self.reads):
-                # The engine refuses two reads of one URN (step_generator); the mock runtime would not.
                 raise DuplicateRead(f"two reads of {args.typ} {args.name}: the engine rejects a duplicate read URN")
+            state = copy.deepcopy(state)
             self.reads.append(Recorded(args.typ, args.resource_id, state, urn_name=args.name))
             return args.resource_id, state
         key = f"{args.typ}::{args.name}"
         if key in self.resources:
             raise DuplicateResource(f"Duplicate resource URN: {args.typ} {args.name!r} is declared twice")
-        if args.typ.startswith("kubernetes:"):
+        if args.typ.startswith("kubernetes:") or args.typ == PROVIDER_TOKEN:
             self.resources[key] = Recorded(args.typ, args.name, copy.deepcopy(dict(args.inputs)))
-        elif args.typ == PROVIDER_TOKEN:
-            self.resources[key] = Recorded(args.typ, args.name, dict(args.inputs))
         return args.name, dict(args.inputs)
 
     def call(self, args: pulumi.runtime.MockCallArgs) -> tuple[dict[str, Any], list[tuple[str, str]] | None]:
@@ -137,18 +119,16 @@ class _Mocks(pulumi.runtime.Mocks):
 
 
 class _OptionsMonitor(MockMonitor):
-    """Sees the resource options the Mocks interface is not given."""
+    """Sees the resource options and stack outputs the Mocks interface is not given."""
 
-    def __init__(self, mocks: _Mocks) -> None:
+    def __init__(self, mocks: Mocks) -> None:
         super().__init__(mocks)
         self.options: dict[str, dict[str, Any]] = {}
         self.thread_loops: list[asyncio.AbstractEventLoop] = []
         self.stack_outputs: dict[str, Any] = {}
 
     def _own_thread_loop(self) -> None:
-        # The SDK calls these methods from executor threads and gives each thread an event loop it
-        # never closes; left to the garbage collector, closing one can print a traceback. Make that
-        # loop here instead, so that `run` closes it.
+        # The SDK gives each executor thread an event loop it never closes (the collector may then print a traceback).
         try:
             asyncio.get_event_loop()
         except RuntimeError:
@@ -162,6 +142,7 @@ class _OptionsMonitor(MockMonitor):
 
     def RegisterResource(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
         self._own_thread_loop()
+        timeouts = request.customTimeouts
         self.options[f"{request.type}::{request.name}"] = {
             "protect": bool(request.protect),
             "retain_on_delete": bool(request.retainOnDelete),
@@ -171,45 +152,21 @@ class _OptionsMonitor(MockMonitor):
             "provider": request.provider,
             "ignore_changes": list(request.ignoreChanges),
             "replace_on_changes": list(request.replaceOnChanges),
-            "custom_timeouts": (request.customTimeouts.create, request.customTimeouts.update)
-            if request.HasField("customTimeouts")
-            else None,
+            "custom_timeouts": (timeouts.create, timeouts.update) if request.HasField("customTimeouts") else None,
         }
         return super().RegisterResource(request)  # type: ignore[no-untyped-call]  # the SDK's method is unannotated
 
     def RegisterResourceOutputs(self, request: Any) -> Any:  # noqa: N802 (gRPC method name)
-        # The root stack's outputs as the SDK sends them to the engine: what `pulumi stack output --json` gives
-        # (the SDK drops a top-level export whose value is None, so this is not build()'s dict).
+        # set_mocks's own root Stack registers {} too, from another thread and in no fixed order: merge.
         if request.urn.split("::")[-2:-1] == [STACK_TOKEN]:
-            # set_mocks's own root Stack registers {} too, from another thread and in no fixed order: merge.
             self.stack_outputs.update(json_format.MessageToDict(request.outputs))
         return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]
 
 
-class _LogCollector:
-    """pulumi.log.* under mocks goes to a logger; keep the lines for the caller."""
-
-    def __init__(self) -> None:
-        self.lines: list[tuple[str, str]] = []
-
-    def _add(self, level: str, msg: Any, *args: Any) -> None:
-        self.lines.append((level, str(msg) % args if args else str(msg)))
-
-    def debug(self, msg: Any, *args: Any) -> None:
-        pass
-
-    def info(self, msg: Any, *args: Any) -> None:
-        self._add("info", msg, *args)
-
-    def warning(self, msg: Any, *args: Any) -> None:
-        self._add("warning", msg, *args)
-
-    def error(self, msg: Any, *args: Any) -> None:
-        self._add("error", msg, *args)
-
-
-def _no_stack_trace() -> source_pb2.StackTrace:
-    return source_pb2.StackTrace()
+# The SDK's own log lines under mocks: not the command's output.
+_QUIET = logging.getLogger(__name__)
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 def _already_raised(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
@@ -218,46 +175,48 @@ def _already_raised(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) ->
     loop.default_exception_handler(context)
 
 
+def drain(loop: asyncio.AbstractEventLoop) -> None:
+    """End the tasks a failed program left waiting, so that none is destroyed pending (asyncio would print each)."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
 def run(
     config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None, adopt: bool = False
 ) -> Rendering:
-    """Run the program for one config (and tier) under fresh mocks; raises what the program raises.
-    `live` replaces what the cluster holds for some reads: {(kind, id): state, or MISSING}."""
+    """Run the program for one config (and tier) under fresh mocks; `live`: {(kind, id): state, or MISSING} for reads."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    mocks = _Mocks(config, tier, live or {})
+    mocks = Mocks(config, tier, live or {})
     monitor = _OptionsMonitor(mocks)
-    # The SDK walks the Python stack (and reads source lines) for every resource to give the engine
-    # source positions; the mocks discard them, and they were a fifth of a render.
+    # The SDK walks the Python stack for every resource (a fifth of a render) for source positions the mocks discard.
     stack_trace = pulumi_resource._get_stack_trace
-    pulumi_resource._get_stack_trace = _no_stack_trace
+    pulumi_resource._get_stack_trace = source_pb2.StackTrace
     try:
-        pulumi_settings.ROOT.set(None)  # each run gets its own root Stack resource
-        # set_mocks does not reset these (configure copies a Settings' __dict__; they are properties): a failed
-        # run would leave its pending RPCs and outputs for the next run to await on a closed loop.
+        pulumi_settings.ROOT.set(None)
+        # set_mocks does not reset these: a failed run would leave its pending RPCs for the next to await on a closed loop.
         pulumi_settings.SETTINGS.rpc_manager = RPCManager()
         pulumi_settings.SETTINGS.outputs = set()
-        logs = _LogCollector()
-        pulumi.runtime.set_mocks(mocks, project="gpu-training", stack=config.name, preview=False, monitor=monitor, logger=logs)  # type: ignore[arg-type]
-        # set_mocks registers a root Stack and closes it at once; the program gets its own, as under `pulumi up`,
-        # whose outputs are registered when the program ends.
+        pulumi.runtime.set_mocks(mocks, project="gpu-training", stack=config.name, preview=False, monitor=monitor, logger=_QUIET)
+        # set_mocks registers a root Stack and closes it at once; the program gets its own, as under `pulumi up`.
         pulumi_settings.ROOT.set(None)
 
         def program() -> None:
             for key, value in build(config, tier, adopt=adopt).items():  # as __main__.py exports them
                 pulumi.export(key, value)
 
-        _sync_await(run_in_stack(program))
+        loop.run_until_complete(run_in_stack(program))
     except BaseException:
-        # The error is raised to the caller here; the other futures that hold it would say so again, on stderr, whenever
-        # the garbage collector frees them (after a test's capture, at exit): "Future exception was never retrieved".
+        # Raised here; the other futures that hold the error would say so again on stderr when collected.
         for failed_loop in (loop, *monitor.thread_loops):
             failed_loop.set_exception_handler(_already_raised)
+        drain(loop)
         raise
     finally:
         pulumi_resource._get_stack_trace = stack_trace
-        # Join the executor threads the mock monitor ran in, then close the loops it gave them.
-        loop.run_until_complete(loop.shutdown_default_executor())
+        loop.run_until_complete(loop.shutdown_default_executor())  # join the monitor's threads, then close their loops
         for thread_loop in monitor.thread_loops:
             thread_loop.close()
         asyncio.set_event_loop(None)
@@ -267,4 +226,4 @@ def run(
     for key, rec in sorted(mocks.resources.items()):
         rec.options = monitor.options.get(key, {})
         (providers if rec.type == PROVIDER_TOKEN else resources).append(rec)
-    return Rendering(config, resources, mocks.reads, normalize(monitor.stack_outputs), logs.lines, providers, mocks.read_inputs)
+    return Rendering(config, resources, mocks.reads, normalize(monitor.stack_outputs), providers, mocks.read_inputs)

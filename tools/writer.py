@@ -1,16 +1,6 @@
-"""Write a Rendering to disk: DIR/<stack>/<namespace or _cluster>/<kind>-<name>.yaml and outputs.json.
-
-Output is deterministic (same config, same bytes): objects are written with apiVersion, kind and
-metadata first and every other key sorted; multi-line strings (the launcher source) as YAML blocks.
-
-The writer owns what it wrote and nothing else: DIR/<stack>/.render-manifest lists its files with their
-sha256. A render is written whole to a temporary folder beside the target and swapped in with one atomic
-exchange (Linux renameat2), so an interruption at any moment, even SIGKILL, leaves the old render or the
-new one, each whole and agreeing with its manifest. The folder it replaces must hold exactly what the
-previous render wrote: a file not listed, a listed file whose content changed, or a symlink anywhere is
-refused, naming it, and nothing is changed (a link is never written through). A manifest line without a
-hash (written before they were) is trusted by name.
-"""
+"""Write a Rendering to DIR/<stack>/<namespace or _cluster>/<kind>-<name>.yaml and outputs.json, the same bytes for the
+same config. The writer replaces only a folder holding exactly what it wrote (.render-manifest: the files and their
+sha256), never writes through a symlink, and swaps the new render in atomically (renameat2): a kill leaves one whole."""
 
 from __future__ import annotations
 
@@ -25,7 +15,6 @@ import secrets
 import shutil
 import stat
 import sys
-from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any
 
@@ -33,12 +22,10 @@ import yaml
 
 import stacks
 
-if TYPE_CHECKING:  # annotations only: `check` reads a committed render through tools/diff.py and never renders
+if TYPE_CHECKING:  # annotations only: `check` imports this module through tools/diff.py and never renders
     from tools.render import Recorded, Rendering
 
 MANIFEST = ".render-manifest"
-"""The list `python -m stacks render` keeps of the files it wrote in a stack's folder; not an object."""
-
 HEAD = ("apiVersion", "kind", "metadata")
 
 
@@ -52,114 +39,93 @@ def canonical(obj: Any, top: bool = False) -> Any:
     return obj
 
 
-# libyaml's emitter where PyYAML has it: the pure-Python one spends most of a render on the
-# launcher source in every ConfigMap. Both write the same bytes.
-_Base = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
-
-
-class _Dumper(_Base):  # type: ignore[valid-type,misc]
+# libyaml's emitter where PyYAML has it (the same bytes; the pure-Python one spends most of a render on the launcher).
+class _Dumper(getattr(yaml, "CSafeDumper", yaml.SafeDumper)):  # type: ignore[misc]
     pass
 
 
-def _str(dumper: yaml.SafeDumper, value: str) -> yaml.ScalarNode:
-    if "\n" in value:
-        return dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|")
-    return dumper.represent_scalar("tag:yaml.org,2002:str", value)
-
-
-_Dumper.add_representer(str, _str)
-
-
-def to_yaml(obj: dict[str, Any]) -> str:
-    return yaml.dump(canonical(obj, top=True), Dumper=_Dumper, sort_keys=False, width=4096, allow_unicode=True)
+_Dumper.add_representer(
+    str, lambda dumper, value: dumper.represent_scalar("tag:yaml.org,2002:str", value, style="|" if "\n" in value else None)
+)
 
 
 FILE_NAME_MAX = 255  # bytes of a file name (Linux NAME_MAX)
 
 
 def relative_path(rec: Recorded) -> Path:
-    """`<namespace or _cluster>/[patch-]<kind>-<name>.yaml`. A file name is not an object name: an object may be named
-    with 253 characters, which with its kind exceeds what a file name holds, so a name that would is cut and carries
-    a short hash of the whole name (unique, the same on every render); every shorter name is kept as it is."""
+    """`<namespace or _cluster>/[patch-]<kind>-<name>.yaml`; a name too long is cut and carries a hash of the whole."""
     obj = rec.object
     meta = obj.get("metadata") or {}
-    folder = meta.get("namespace") or "_cluster"
     head = ("patch-" if rec.is_patch else "") + f"{obj['kind'].lower()}-"
     name = str(meta.get("name", rec.name)).replace(":", "_")
     if len(f"{head}{name}.yaml".encode()) > FILE_NAME_MAX:
         digest = hashlib.sha256(name.encode()).hexdigest()[:12]
         room = FILE_NAME_MAX - len(f"{head}-{digest}.yaml".encode())
         name = f"{name.encode()[:room].decode(errors='ignore')}-{digest}"
-    return Path(folder) / f"{head}{name}.yaml"
+    return Path(meta.get("namespace") or "_cluster") / f"{head}{name}.yaml"
 
 
 def document(rec: Recorded) -> str:
     head = "# server-side apply patch of an existing object: only these fields are managed\n" if rec.is_patch else ""
-    return head + to_yaml(rec.object)
+    return head + yaml.dump(canonical(rec.object, top=True), Dumper=_Dumper, sort_keys=False, width=4096, allow_unicode=True)
 
 
-def outputs_json(outputs: dict[str, Any]) -> str:
-    return json.dumps(outputs, indent=2, sort_keys=True) + "\n"
-
-
-class WriteError(Exception):
+class WriteError(stacks.ConfigError):
     """The output folder cannot be written; the message names the path and the fix."""
 
 
-# --- ownership: what DIR/<stack>/ may hold for a render to replace it -----------------------------------
-
 _HASHED = re.compile(r"([0-9a-f]{64})  (.+)")
 _HEADER = "# files written by `python -m stacks render` and their sha256; it replaces the folder only while they are unchanged\n"
-
-
-def manifest_text(files: dict[str, bytes]) -> str:
-    """The manifest of a stack folder holding these files (relative POSIX path -> content): one
-    `sha256  path` line per file, the format of `sha256sum`."""
-    return _HEADER + "".join(f"{hashlib.sha256(data).hexdigest()}  {rel}\n" for rel, data in sorted(files.items()))
+MAX_READ = stacks.RENDERED_LIMITS.max_bytes  # what the writer reads back of a file: as much as any reader of a render
 
 
 def read_manifest(text: str) -> dict[str, str | None]:
-    """The files a manifest lists and their sha256; None for a line without one (a manifest written
-    before the hashes were), which is trusted by name only."""
+    """The files a manifest lists and their sha256 (None: a line without one, trusted by name)."""
     listed: dict[str, str | None] = {}
     for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        hashed = _HASHED.fullmatch(line)
-        listed[hashed[2] if hashed else line] = hashed[1] if hashed else None
+        if line and not line.startswith("#"):
+            hashed = _HASHED.fullmatch(line)
+            listed[hashed[2] if hashed else line] = hashed[1] if hashed else None
     return listed
 
 
-MAX_READ = stacks.RENDERED_LIMITS.max_bytes
-"""What the writer reads back of a file (the manifest, a file it hashes): as much as any reader of a render takes."""
-
-
 def _read(path: Path) -> bytes | None:
-    """A file's bytes, never through a symlink (ELOOP if the path became one); None past MAX_READ, which no file
-    a render wrote reaches."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
-    with os.fdopen(fd, "rb") as f:
+    """A file's bytes, never through a symlink; None past MAX_READ, which no file a render wrote reaches."""
+    with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0)), "rb") as f:
         data = f.read(MAX_READ + 1)
     return data if len(data) <= MAX_READ else None
 
 
-def _walk(folder: Path, rel: str = "") -> Iterator[tuple[str, os.DirEntry[str]]]:
-    """Every entry under folder (relative POSIX path, entry), sorted, never following a symlink."""
-    with os.scandir(folder / rel if rel else folder) as it:
-        entries = sorted(it, key=lambda e: e.name)
-    for entry in entries:
-        path = f"{rel}/{entry.name}" if rel else entry.name
-        yield path, entry
-        if entry.is_dir(follow_symlinks=False):
-            yield from _walk(folder, path)
+def _entries(folder: Path) -> dict[str, int]:
+    """Every path under folder (relative POSIX path: its lstat mode), sorted; rglob never follows a symlinked folder."""
+    return {p.relative_to(folder).as_posix(): os.lstat(p).st_mode for p in sorted(folder.rglob("*"))}
+
+
+def _not_written(target: Path, shown: Path, entries: dict[str, int]) -> tuple[list[str], list[str]]:
+    """(the files changed since the render wrote them, the paths it did not write), by its manifest."""
+    if (text := _read(target / MANIFEST)) is None:
+        too_big = f"{shown / MANIFEST} is larger than a render writes ({MAX_READ} bytes)"
+        raise WriteError(f"{too_big}: nothing was changed. Delete the folder yourself")
+    listed = read_manifest(text.decode("utf-8", errors="replace"))
+    folders = {str(parent) for rel in listed for parent in PurePosixPath(rel).parents} - {"."}
+    changed, foreign = [], []
+    for rel, mode in entries.items():
+        if rel == MANIFEST:
+            continue
+        if rel not in (folders if stat.S_ISDIR(mode) else listed) or not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+            foreign.append(rel)
+        elif (
+            stat.S_ISREG(mode)
+            and (digest := listed[rel]) is not None
+            and ((data := _read(target / rel)) is None or hashlib.sha256(data).hexdigest() != digest)
+        ):
+            changed.append(rel)
+    return changed, foreign
 
 
 def _check(target: Path, shown: Path | None = None) -> None:
-    """Refuse (WriteError) unless `target` is absent, an empty folder, or a folder holding exactly what
-    a render wrote: regular files its manifest lists, unchanged (by sha256), and their folders.
-    Reads only. `shown` is the path the messages name (the folder's place before a swap)."""
+    """Refuse unless `target` is absent, empty, or holds exactly what its manifest lists; messages name `shown`."""
     shown = shown or target
-    unchanged = "nothing was changed"
     try:
         mode = os.lstat(target).st_mode
     except FileNotFoundError:
@@ -168,47 +134,29 @@ def _check(target: Path, shown: Path | None = None) -> None:
         raise WriteError(_link(shown))
     if not stat.S_ISDIR(mode):
         raise WriteError(f"{shown} is not a folder: give --out a folder (the stack's files go to DIR/{shown.name}/)")
-    entries = list(_walk(target))
-    links = [rel for rel, entry in entries if entry.is_symlink()]
-    if links:
+    entries = _entries(target)
+    if links := [rel for rel, mode in entries.items() if stat.S_ISLNK(mode)]:
         raise WriteError(_link(shown / links[0], len(links) - 1))
-    manifest = next((entry for rel, entry in entries if rel == MANIFEST), None)
-    if manifest is None or not manifest.is_file(follow_symlinks=False):
+    if not stat.S_ISREG(entries.get(MANIFEST, 0)):
         if entries:
             raise WriteError(
-                f"{shown} is not empty and was not written by `python -m stacks render` (no {MANIFEST}): {unchanged}. "
+                f"{shown} is not empty and was not written by `python -m stacks render` (no {MANIFEST}): nothing was changed. "
                 "Choose another --out folder, or empty this one yourself"
             )
         return
-    text = _read(target / MANIFEST)
-    if text is None:
-        raise WriteError(f"{shown / MANIFEST} is larger than a render writes ({MAX_READ} bytes): {unchanged}. Delete the folder yourself")
-    listed = read_manifest(text.decode("utf-8", errors="replace"))
-    folders = {str(PurePosixPath(rel).parent) for rel in listed} - {"."}
-    folders |= {str(parent) for f in folders for parent in PurePosixPath(f).parents} - {"."}
-    changed, foreign = [], []
-    for rel, entry in entries:
-        if rel == MANIFEST:
-            continue
-        if entry.is_dir(follow_symlinks=False):
-            if rel not in folders:
-                foreign.append(rel)
-        elif not entry.is_file(follow_symlinks=False) or rel not in listed:
-            foreign.append(rel)
-        elif (digest := listed[rel]) is not None and ((data := _read(target / rel)) is None or hashlib.sha256(data).hexdigest() != digest):
-            changed.append(rel)  # a file past MAX_READ is not one the render wrote
+    changed, foreign = _not_written(target, shown, entries)
     more = len(changed) + len(foreign) - 1
     others = f" ({more} other path{'s' * (more > 1)} too)" if more > 0 else ""
     fix = f"move what you want to keep out of {shown}/ (a render replaces the whole folder), then render again"
     if foreign:
         raise WriteError(
-            f"{shown / foreign[0]} was not written by `python -m stacks render` (it is not in {MANIFEST}){others}: {unchanged}. "
+            f"{shown / foreign[0]} was not written by `python -m stacks render` (it is not in {MANIFEST}){others}: nothing was changed. "
             f"To render here, {fix}"
         )
     if changed:
         raise WriteError(
             f"{shown / changed[0]} was changed after `python -m stacks render` wrote it (its sha256 is not the one in "
-            f"{MANIFEST}){others}: {unchanged}. To render here, {fix}; or delete the file to drop the edit"
+            f"{MANIFEST}){others}: nothing was changed. To render here, {fix}; or delete the file to drop the edit"
         )
 
 
@@ -221,18 +169,12 @@ def _link(path: Path, more: int = 0) -> str:
     )
 
 
-# --- the swap: build the render beside the target, then exchange the two folders in one step -------------
-
+# `DIR/.<stack>.render-tmp-<pid>-<random>`: a render being written, or the old one being removed.
 TEMP = ".render-tmp-"
-"""A folder `DIR/.<stack>.render-tmp-<pid>-<random>` holds a render being written, or the previous one being
-removed; one left by an interrupted run is removed by the next render of that stack."""
-
-_AT_FDCWD = -100
-_RENAME_EXCHANGE = 2
 
 
 @functools.cache
-def _renameat2() -> Any:
+def renameat2() -> Any:
     """libc's renameat2 on Linux (glibc 2.28+, musl), or None."""
     if not sys.platform.startswith("linux"):
         return None
@@ -246,12 +188,11 @@ def _renameat2() -> Any:
 
 
 def exchange(a: Path, b: Path) -> bool:
-    """Swap two existing paths atomically (renameat2 RENAME_EXCHANGE): at every moment each name holds one
-    whole folder. False where the system or the file system cannot, and nothing was done."""
-    fn = _renameat2()
-    if fn is None:
+    """Swap two existing paths atomically (RENAME_EXCHANGE); False where the system or file system cannot."""
+    if (fn := renameat2()) is None:
         return False
-    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+    at_fdcwd, rename_exchange = -100, 2
+    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
         return True
     err = ctypes.get_errno()
     if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
@@ -264,8 +205,7 @@ def _temp(out: Path, name: str) -> Path:
 
 
 def _alive(pid: int) -> bool:
-    """Whether the process still runs: not gone, and not a zombie (ended, unreaped, as a killed render's
-    workers are in a container whose init reaps nothing)."""
+    """Whether the process still runs: not gone, nor a zombie (a killed render's worker where init reaps nothing)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -279,7 +219,7 @@ def _alive(pid: int) -> bool:
 
 
 def _remove(path: Path) -> None:
-    """Remove one of the writer's temporary folders: shutil.rmtree unlinks a symlink inside, never follows it."""
+    """Remove one of the writer's temporary folders (rmtree unlinks a symlink inside, never follows it)."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     else:
@@ -297,31 +237,26 @@ def _remove_stale(out: Path, name: str) -> None:
             _remove(path)
 
 
-def _build(out: Path, name: str, files: dict[str, bytes]) -> Path:
+def build_folder(out: Path, name: str, files: dict[str, bytes]) -> Path:
     """A new temporary folder in `out` holding the files and, last, their manifest."""
     temp = _temp(out, name)
     os.mkdir(temp)
+    manifest = _HEADER + "".join(f"{hashlib.sha256(data).hexdigest()}  {rel}\n" for rel, data in sorted(files.items()))  # sha256sum's
     try:
-        made = {temp}
-        for rel, data in sorted(files.items()):
-            path = temp / rel
-            if path.parent not in made:
-                path.parent.mkdir(parents=True, exist_ok=True)
-                made.add(path.parent)
-            with open(path, "xb") as f:  # O_EXCL: never through a link
+        for rel, data in [*sorted(files.items()), (MANIFEST, manifest.encode("utf-8"))]:
+            (temp / rel).parent.mkdir(parents=True, exist_ok=True)
+            with open(temp / rel, "xb") as f:  # O_EXCL: never through a link
                 f.write(data)
-        with open(temp / MANIFEST, "xb") as f:
-            f.write(manifest_text(files).encode("utf-8"))
     except BaseException:
         shutil.rmtree(temp, ignore_errors=True)
         raise
     return temp
 
 
-def _swap(a: Path, b: Path, spare: Path) -> None:
-    """Exchange the folders at a and b: atomically, or else by two renames through `spare` (an
-    interruption between them leaves b missing, its folder at `spare`)."""
+def _swap(a: Path, b: Path) -> None:
+    """Exchange the folders at a and b: atomically, or else by two renames through a spare name."""
     if not exchange(a, b):
+        spare = _temp(b.parent, b.name)
         os.rename(b, spare)
         try:
             os.rename(a, b)
@@ -332,42 +267,37 @@ def _swap(a: Path, b: Path, spare: Path) -> None:
 
 
 def _swap_in(temp: Path, target: Path) -> None:
-    """Put the folder `temp` at `target`; the folder that was there is checked again and removed. On
-    failure the target is as it was and the temporary folder is gone."""
+    """Swap `temp` in at `target`, the old folder checked again where nothing reaches it (an edit since: swapped back)."""
     try:
         if not os.path.lexists(target):
             os.rename(temp, target)  # atomic; fails rather than replace a folder that appeared meanwhile with files
             return
-        _swap(temp, target, _temp(target.parent, target.name))
+        _swap(temp, target)
     except BaseException:
-        _remove(temp)  # the new render, not swapped in
+        _remove(temp)
         raise
-    # `temp` now holds the previous folder. Checked again where nothing reaches it any more: what was added
-    # or edited since the first check is refused too, and the swap undone.
     try:
         _check(temp, shown=target)
     except BaseException:
-        _swap(temp, target, _temp(target.parent, target.name))
+        _swap(temp, target)
         _remove(temp)
         raise
     _remove(temp)
 
 
 def write(rendering: Rendering, out: Path) -> Path:
-    """Replace DIR/<stack>/ with the rendering as a whole; returns that folder. Refuses, changing nothing, a
-    folder holding anything the previous render did not write, or any symlink."""
+    """Replace DIR/<stack>/ with the rendering as a whole; returns that folder."""
     name = rendering.config.name
     target = out / name
-    texts: dict[Path, str] = {relative_path(rec): document(rec) for rec in rendering.resources}
-    texts[Path("outputs.json")] = outputs_json(rendering.outputs)
-    files = {rel.as_posix(): text.encode("utf-8") for rel, text in texts.items()}
+    files = {relative_path(rec).as_posix(): document(rec).encode("utf-8") for rec in rendering.resources}
+    files["outputs.json"] = (json.dumps(rendering.outputs, indent=2, sort_keys=True) + "\n").encode("utf-8")
     try:
         if os.path.lexists(out) and not out.is_dir():
             raise WriteError(f"{out} is not a folder: give --out a folder (each stack's files go to DIR/<stack>/)")
         _check(target)
         out.mkdir(parents=True, exist_ok=True)
         _remove_stale(out, name)
-        _swap_in(_build(out, name, files), target)
+        _swap_in(build_folder(out, name, files), target)
     except OSError as err:
         where = err.filename or target
         raise WriteError(f"{where}: cannot write the rendering: {err.strerror or err} (choose a writable --out folder)") from None

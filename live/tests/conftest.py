@@ -6,7 +6,8 @@ touched).
 Level 1 (etcd, kube-apiserver, kube-controller-manager, kubectl) is required: a build failure fails the
 tests. Level 2 (the Pulumi CLI and the kubernetes provider) and level 3 (kube-scheduler and kwok; Kueue) skip, with the
 build's own error, where they could not be built, except in CI (CI=true), where they fail; so do the SR-IOV
-operator's controller (test_sriov_operator.py) and OpenShift's SCC admission (test_scc.py).
+operator's controller (test_sriov_operator.py), OpenShift's SCC admission (test_scc.py) and the real nodes
+(test_real_nodes.py: also where the machine cannot run them, or the image cannot be built).
 
 Nothing a test starts may outlive the run: live/tests/leftovers.py (registered below) fails it when something does.
 """
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +24,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 
-from live import clusters, toolchain  # noqa: E402
+from live import clusters, image, realnodes, toolchain  # noqa: E402
 from live.controlplane import ControlPlane  # noqa: E402
 from live.tests import leftovers  # noqa: E402
 from live.tests.harness import TIMINGS  # noqa: E402
@@ -43,16 +45,20 @@ def tools() -> dict[str, Path | str]:
     return built
 
 
+def _unavailable(said: str, names: tuple[str, ...]) -> None:
+    """A skip, saying why; a failure in CI (toolchain.required()), where a skip would let a run that tested nothing of
+    the level pass."""
+    if set(names) <= set(toolchain.required()):
+        pytest.fail(said + " (required in CI)", pytrace=False)
+    pytest.skip(said)
+
+
 def _level(names: tuple[str, ...], what: str) -> dict[str, Path]:
-    """The binaries of a level above 1; the test skips, saying why, where they could not be built, and fails in CI
-    (toolchain.required()), where a skip would let a run that tested nothing of the level pass."""
+    """The binaries of a level above 1, or the test skips (fails in CI) with the build's reasons."""
     tools = toolchain.ensure(names)
     reasons = [str(tools[n]) for n in names if not isinstance(tools[n], Path)]
     if reasons:
-        said = f"{what} is not available: " + "; ".join(reasons)
-        if set(names) <= set(toolchain.required()):
-            pytest.fail(said + " (required in CI)", pytrace=False)
-        pytest.skip(said)
+        _unavailable(f"{what} is not available: " + "; ".join(reasons), names)
     return {n: Path(tools[n]) for n in names}
 
 
@@ -84,6 +90,28 @@ def scc_tools(tools: dict[str, Path | str]) -> Path:
 def queue_tools(tools: dict[str, Path | str]) -> dict[str, Path]:
     """Kueue's manager (level 3, apart from the simulated cluster's binaries: live/toolchain.py QUEUE)."""
     return _level(toolchain.QUEUE, "level 3 (Kueue, the queue of a shared cluster)")
+
+
+@dataclass(frozen=True)
+class NodeKit:
+    """What real nodes run (live/realnodes.py): the kubelet and CoreDNS, Debian's runtime packages, the image."""
+
+    kubelet: Path
+    coredns: Path
+    runtime: Path
+    image: image.Image
+
+
+@pytest.fixture(scope="session")
+def node_tools(tools: dict[str, Path | str]) -> NodeKit:
+    built = _level(toolchain.NODES, "the real nodes' kubelet and CoreDNS")
+    try:
+        realnodes.check_machine()
+        kit, runtime = image.ensure()
+    except (realnodes.NodesError, image.ImageError) as err:
+        _unavailable(f"real nodes cannot run on this machine: {err}", toolchain.NODES)
+        raise
+    return NodeKit(built["kubelet"], built["coredns"], runtime, kit)
 
 
 class Planes:

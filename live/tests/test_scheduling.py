@@ -7,7 +7,7 @@ Ready (all its pods placed by the scheduler, each on a node of its node set, a m
 distinct nodes), every stopped one has no pod, and a bandwidth check's Job gates the rollout (`pulumi up` waits for
 its verdict, docs/lifecycle.md): a pass lets `up` finish, a failure fails it at once, naming the Job.
 
-kwok runs no container: the launcher, memlock and NCCL are not exercised here (docs/live.md).
+kwok runs no container: the launcher, memlock and the bandwidth loop run on the real nodes (test_real_nodes.py).
 """
 
 from __future__ import annotations

@@ -1,6 +1,5 @@
-"""Networks: the NADs a pod attaches exist where it can see them, it requests the SR-IOV resources behind them,
-and NCCL's interface and HCA settings select what the pod will have.
-"""
+"""Networks: the NADs a pod attaches exist where it sees them, it requests their SR-IOV resources, NCCL's interface and
+HCA settings select what it will have, and the node policies make the VFs."""
 
 from __future__ import annotations
 
@@ -14,20 +13,15 @@ from policy.core import Finding, Stack, amount, error, ref, rule, warning
 
 # Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
 GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
-# Interfaces every pod has besides its Multus attachments (OVN-Kubernetes names the pod network eth0).
-POD_INTERFACES = ("lo", "eth0")
+POD_INTERFACES = ("lo", "eth0")  # every pod's besides its attachments (OVN-Kubernetes names the pod network eth0)
 
 
 def _visible_nads(stack: Stack) -> dict[tuple[str, str], str | None]:
-    """(namespace, name) -> resourceName of every NAD the stack knows exists: its own copies, the SR-IOV
-    operator's in the fabric's source namespace, and in operator mode the ones it makes in each project that runs
-    RDMA pods from the platform tier's SriovNetworks (a project-tier run renders none of those: the config says)."""
+    """(namespace, name) -> resourceName of every NAD the stack knows exists: its own, the source's, the operator's."""
     nads: dict[tuple[str, str], str | None] = {}
-    fabric = stack.config.fabric
-    for a in fabric.attachments if fabric else []:
-        nads[(fabric.nad_source_namespace, a.network)] = a.resource  # type: ignore[union-attr]
-    if fabric is not None and fabric.nad_mode == "operator" and fabric.device_access == "sriov":
-        served = {w.namespace for w in stack.config.pod_specs() if w.transport == "rdma"}
+    if (fabric := stack.config.fabric) is not None:
+        served = stack.config.rdma_namespaces() if fabric.nad_mode == "operator" else []  # it needs sriov (the model)
+        nads = {(fabric.nad_source_namespace, a.network): a.resource for a in fabric.attachments}
         nads |= {(ns, operator_network_name(ns, a.network)): a.resource for a in fabric.attachments for ns in served}
     for o in stack.of_kind("NetworkAttachmentDefinition"):
         meta = o.get("metadata") or {}
@@ -35,11 +29,7 @@ def _visible_nads(stack: Stack) -> dict[tuple[str, str], str | None]:
     return nads
 
 
-@rule(
-    "network-attachments",
-    "Every network a pod attaches exists where the pod can see it (its namespace, or a global "
-    "one), and an RDMA pod on an SR-IOV fabric attaches its networks (seed 003: net1-4 missing in the pod).",
-)
+@rule("network-attachments", "every network a pod attaches exists where it can see it; an SR-IOV RDMA pod attaches one (seed 003)")
 def network_attachments(stack: Stack) -> Iterator[Finding]:
     nads = _visible_nads(stack)
     fabric = stack.config.fabric
@@ -62,6 +52,7 @@ def network_attachments(stack: Stack) -> Iterator[Finding]:
                     f"network {r.namespace}/{r.name}: OpenShift lets a pod use NADs of its own namespace ({pod.namespace}) "
                     f"and of {', '.join(sorted(GLOBAL_NAD_NAMESPACES))} only; the pod sandbox is not created",
                     f"copy the NAD into {pod.namespace} (fabric.nad_mode: copy), or reference it in default",
+                    missing=True,
                 )
             elif (r.namespace, r.name) not in nads:
                 yield error(
@@ -71,14 +62,11 @@ def network_attachments(stack: Stack) -> Iterator[Finding]:
                     "it and fabric.attachments does not place it there; the pod sandbox is not created",
                     "create a copy in the pod's namespace (fabric.nad_mode: copy with device_access: sriov), or fix "
                     "fabric.nad_source_namespace",
+                    missing=True,
                 )
 
 
-@rule(
-    "sriov-resources",
-    "A pod requests and limits the SR-IOV resource of every network it attaches, one per "
-    "attachment (seed 003: 'Insufficient openshift.io/eno5np0rdma').",
-)
+@rule("sriov-resources", "a pod requests and limits one SR-IOV resource per attachment (seed 003: 'Insufficient ...')")
 def sriov_resources(stack: Stack) -> Iterator[Finding]:
     nads = _visible_nads(stack)
     for pod in stack.pods():
@@ -102,106 +90,81 @@ def sriov_resources(stack: Stack) -> Iterator[Finding]:
                 )
 
 
-def _select_interfaces(value: str, interfaces: list[str]) -> list[str]:
-    """The interfaces an NCCL_SOCKET_IFNAME value selects: comma-separated prefixes, `=` exact,
-    `^` excludes (NCCL's rules)."""
+def _nccl_list(value: str) -> tuple[bool, bool, str, list[str]]:
+    """(excludes, exact, the list, its names) of an NCCL device list: comma-separated prefixes, `=` exact, `^` excludes."""
     exclude = value.startswith("^")
     body = value[1:] if exclude else value
     exact = body.startswith("=")
     body = body[1:] if exact else body
-    names = [n.strip() for n in body.split(",") if n.strip()]
-
-    def hit(iface: str) -> bool:
-        return any(iface == n if exact else iface.startswith(n) for n in names)
-
-    return [i for i in interfaces if hit(i) != exclude]
+    return exclude, exact, body, [n.strip() for n in body.split(",") if n.strip()]
 
 
-@rule(
-    "socket-ifname",
-    "NCCL_SOCKET_IFNAME (explicit, or the launcher's TCP setting) selects interfaces the pod will "
-    "have (seed 003: 'Bootstrap: no socket interface found').",
-)
+@rule("socket-ifname", "NCCL_SOCKET_IFNAME selects interfaces the pod will have (seed 003: 'no socket interface found')")
 def socket_ifname(stack: Stack) -> Iterator[Finding]:
-    for pod in stack.pods():
-        interfaces = list(POD_INTERFACES) + [r.interface for r in pod.network_refs()]
-        for path, c in pod.containers():
-            env = pod.env(c)
-            checks = []
-            if "NCCL_SOCKET_IFNAME" in env:
-                checks.append(("NCCL_SOCKET_IFNAME", env["NCCL_SOCKET_IFNAME"]))
-            elif "LAUNCHER_TCP_SOCKET_IFNAME" in env and (env.get("LAUNCHER_MODE") == "tcp" or env.get("LAUNCHER_TCP_FALLBACK") == "true"):
-                checks.append(("LAUNCHER_TCP_SOCKET_IFNAME", env["LAUNCHER_TCP_SOCKET_IFNAME"]))
-            multi_node = int(env.get("LAUNCHER_NNODES", "1") or 1) > 1
-            for var, value in checks:
-                chosen = [i for i in _select_interfaces(value, interfaces) if i != "lo" or not multi_node]
-                if not chosen:
-                    yield error(
-                        pod.ref,
-                        f"{path}.env[{var}]",
-                        f"{var}={value!r} selects none of the interfaces the pod will have ({', '.join(interfaces)}"
-                        f"{'; loopback cannot reach the other pods' if multi_node else ''}): NCCL stops with "
-                        "'Bootstrap: no socket interface found'",
-                        "name interfaces the pod has (eth0 is the pod network; net1.. are its SR-IOV attachments), "
-                        "or leave it out and let the launcher choose",
-                    )
+    for pod, path, c in stack.containers():
+        env = pod.env(c)
+        tcp = env.get("LAUNCHER_MODE") == "tcp" or env.get("LAUNCHER_TCP_FALLBACK") == "true"
+        var = "NCCL_SOCKET_IFNAME" if "NCCL_SOCKET_IFNAME" in env else "LAUNCHER_TCP_SOCKET_IFNAME" if tcp else ""
+        if var not in env:
+            continue
+        value, interfaces = env[var], list(POD_INTERFACES) + [r.interface for r in pod.network_refs()]
+        multi_node = int(env.get("LAUNCHER_NNODES", "1") or 1) > 1
+        exclude, exact, _, names = _nccl_list(value)
+        selected = [i for i in interfaces if any(i == n if exact else i.startswith(n) for n in names) != exclude]
+        if not [i for i in selected if i != "lo" or not multi_node]:
+            yield error(
+                pod.ref,
+                f"{path}.env[{var}]",
+                f"{var}={value!r} selects none of the interfaces the pod will have ({', '.join(interfaces)}"
+                f"{'; loopback cannot reach the other pods' if multi_node else ''}): NCCL stops with "
+                "'Bootstrap: no socket interface found'",
+                "name interfaces the pod has (eth0 is the pod network; net1.. are its SR-IOV attachments), "
+                "or leave it out and let the launcher choose",
+            )
 
 
-@rule(
-    "ib-hca",
-    "A static NCCL_IB_HCA names only devices live on every node (fabric.devices), in exact-match form "
-    "when an entry is a prefix of another known device (seeds 002/003 pinned mlx5_10 and mlx5_11, which were not ACTIVE).",
-)
+@rule("ib-hca", "a static NCCL_IB_HCA names devices live on every node, exactly where a prefix is ambiguous (seeds 002/003)")
 def ib_hca(stack: Stack) -> Iterator[Finding]:
     fabric = stack.config.fabric
-    for pod in stack.pods():
-        for path, c in pod.containers():
-            env = pod.env(c)
-            value = env.get("NCCL_IB_HCA")
-            if value is None or env.get("NCCL_IB_DISABLE") == "1":
-                continue  # with IB disabled NCCL never reads the list
-            where = f"{path}.env[NCCL_IB_HCA]"
-            if fabric is None:
-                yield error(pod.ref, where, "NCCL_IB_HCA is set on a cluster without an RDMA fabric", "remove it, or set NCCL_IB_DISABLE=1")
-                continue
-            exclude = value.startswith("^")
-            body = value[1:] if exclude else value
-            exact = body.startswith("=")
-            body = body[1:] if exact else body
-            names = [e.strip().partition(":")[0] for e in body.split(",") if e.strip()]
-            unknown = [n for n in names if n not in fabric.devices]
-            if unknown and not exclude:
-                seen = [o.source for o in fabric.device_observations if set(unknown) & set(o.devices)]
-                yield error(
-                    pod.ref,
-                    where,
-                    f"NCCL_IB_HCA names {', '.join(unknown)}, which are not among the devices live on every node "
-                    f"(fabric.devices: {', '.join(fabric.devices)})"
-                    + (f"; they appear in {'; '.join(seen)}" if seen else "")
-                    + ": NCCL uses only the listed devices that exist and are up, or none",
-                    "name only devices from fabric.devices, or leave NCCL_IB_HCA unset and let the launcher detect the ACTIVE ports",
-                )
-            if not exact:
-                known = set(fabric.devices) | {d for o in fabric.device_observations for d in o.devices}
-                clashes = {n: sorted(k for k in known if k != n and k.startswith(n)) for n in names}
-                clashes = {n: ks for n, ks in clashes.items() if ks}
-                if clashes:
-                    listed = "; ".join(f"{n} also selects {', '.join(ks)}" for n, ks in sorted(clashes.items()))
-                    yield error(
-                        pod.ref,
-                        where,
-                        f"NCCL_IB_HCA entries are prefix matches: {listed}",
-                        f"write the exact form: {'^' if exclude else ''}={body}",
-                    )
+    for pod, path, c in stack.containers():
+        env = pod.env(c)
+        if (value := env.get("NCCL_IB_HCA")) is None or env.get("NCCL_IB_DISABLE") == "1":
+            continue  # with IB disabled NCCL never reads the list
+        where = f"{path}.env[NCCL_IB_HCA]"
+        if fabric is None:
+            yield error(pod.ref, where, "NCCL_IB_HCA is set on a cluster without an RDMA fabric", "remove it, or set NCCL_IB_DISABLE=1")
+            continue
+        exclude, exact, body, entries = _nccl_list(value)
+        names = [e.partition(":")[0] for e in entries]
+        unknown = [n for n in names if n not in fabric.devices]
+        if unknown and not exclude:
+            seen = [o.source for o in fabric.device_observations if set(unknown) & set(o.devices)]
+            yield error(
+                pod.ref,
+                where,
+                f"NCCL_IB_HCA names {', '.join(unknown)}, which are not among the devices live on every node "
+                f"(fabric.devices: {', '.join(fabric.devices)})"
+                + (f"; they appear in {'; '.join(seen)}" if seen else "")
+                + ": NCCL uses only the listed devices that exist and are up, or none",
+                "name only devices from fabric.devices, or leave NCCL_IB_HCA unset and let the launcher detect the ACTIVE ports",
+            )
+        known = set(fabric.devices) | {d for o in fabric.device_observations for d in o.devices}
+        clashes = {n: sorted(k for k in known if k != n and k.startswith(n)) for n in names} if not exact else {}
+        if listed := "; ".join(f"{n} also selects {', '.join(ks)}" for n, ks in sorted(clashes.items()) if ks):
+            yield error(
+                pod.ref,
+                where,
+                f"NCCL_IB_HCA entries are prefix matches: {listed}",
+                f"write the exact form: {'^' if exclude else ''}={body}",
+            )
 
 
 def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:
-    """Per node set, the most running RDMA pods of the stack that fit on one of its nodes by their GPUs (smallest
-    first): each takes a VF of every attachment's resource on its node. One pass over the pod specs."""
+    """Per node set, the most running RDMA pods that fit on one of its nodes by their GPUs (smallest first)."""
     first = config.node_sets[0].name
     shapes: dict[str, list[tuple[int, int]]] = {}
     for w in config.pod_specs():
-        if w.transport == "rdma" and getattr(w, "state", "running") == "running":
+        if w.uses_rdma and getattr(w, "state", "running") == "running":
             shapes.setdefault(w.node_set or first, []).append((w.gpus_per_node, w.nodes))
     out: dict[str, int] = {}
     for node_set in config.node_sets:
@@ -218,17 +181,10 @@ def _cni_mtu(cni_config: str | None) -> int | None:
     return mtu if type(mtu) is int else None
 
 
-@rule(
-    "sriov-node-policies",
-    "A node set's SR-IOV node policies (node_sets[].node_policies) make at least as many VFs of each resource per node as "
-    "the running RDMA pods that fit on one node take (one per attachment), give the VFs the MTU the attachments' CNI "
-    "config names, and each selects one node of the set by name (a policy reconfigures and reboots every node it selects).",
-)
+@rule("sriov-node-policies", "a node set's SR-IOV node policies make enough VFs, with the attachments' MTU, on one named node each")
 def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
     config, fabric = stack.config, stack.config.fabric
-    if fabric is None:
-        return
-    if not any(s.node_policies for s in config.node_sets):
+    if fabric is None or not any(s.node_policies for s in config.node_sets):
         return
     per_pod = Counter(a.resource for a in fabric.attachments)
     mtus = {a.resource: (a.network, m) for a in fabric.attachments if (m := _cni_mtu(a.cni_config)) is not None}
@@ -274,11 +230,7 @@ def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
             )
 
 
-@rule(
-    "sriov-node-reboot",
-    "A node set with SR-IOV node policies says why the stack may have the operator drain and reboot its nodes "
-    "(node_reboot_reason, required), printed with every check: applying, changing or removing a policy reboots its node.",
-)
+@rule("sriov-node-reboot", "SR-IOV node policies reboot their nodes: the node set says why (node_reboot_reason)")
 def sriov_node_reboot(stack: Stack) -> Iterator[Finding]:
     fabric = stack.config.fabric
     for i, node_set in enumerate(stack.config.node_sets):

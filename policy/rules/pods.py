@@ -1,6 +1,5 @@
-"""What the pods run and how they are reached: images (named, built or declared, pinned, with RDMA userspace),
-Python's environment, the Secrets they read, Routes and the debugger ports behind them, /dev/shm.
-"""
+"""What the pods run and how they are reached: images, Python's environment, Secrets, Routes, debugger ports, /dev/shm,
+and whether a bandwidth check can finish within its deadline."""
 
 from __future__ import annotations
 
@@ -9,85 +8,71 @@ from typing import Any
 
 from config.kube import INSTANCE
 from config.openshift import DEBUGGER_PORT_NAMES, DEBUGGER_PORTS, INTERNAL_REGISTRY
-from config.values import MIB, quantity_value
+from config.stack import ClusterConfig
+from config.values import MAX_DEADLINE_MINUTES, MIB, quantity_value
+from config.workloads import BandwidthCheck, Workload
 from policy.core import Finding, PodView, Stack, error, info, ref, rule, warning
 
-# What an image used by RDMA pods must install: NCCL's IB transport loads libibverbs, which needs the
-# provider libraries of rdma-core (mlx5), or NCCL silently uses sockets.
+# NCCL's IB transport loads libibverbs, which needs rdma-core's providers (mlx5): without them NCCL silently uses sockets.
 RDMA_USERSPACE = ("rdma-core", "libibverbs")
 
 
-@rule(
-    "image",
-    "Every container names an image, and an image from the internal registry comes from an ImageStream the stack "
-    "builds or declares as existing (existing.image_streams); images RDMA pods use carry RDMA userspace (rdma-core, libibverbs). "
-    "Warnings: an image not pinned by digest (a tag may move), and PYTHONPATH or PYTHONSTARTUP redirecting the image's Python.",
-)
+def _internal(image: str) -> tuple[str, str] | None:
+    """(namespace, ImageStream) of an image of the internal registry; None for another registry's."""
+    if not image.startswith(INTERNAL_REGISTRY + "/"):
+        return None
+    ns, _, rest = image[len(INTERNAL_REGISTRY) + 1 :].partition("/")
+    return ns, rest.split("@")[0].split(":")[0]
+
+
+@rule("image", "every container's image exists (built or declared), is pinned, has RDMA userspace where RDMA pods use it")
 def image(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     built = {(b.namespace, b.name): b for b in config.images}
     declared = {(o.namespace, o.name) for o in config.existing.image_streams}
-    for pod in stack.pods():
-        for path, c in pod.containers():
-            ref_ = str(c.get("image") or "")
-            if not ref_:
-                yield error(
-                    pod.ref,
-                    f"{path}.image",
-                    "the container names no image: the pod is never created",
-                    "set the workload's image",
-                    setting="image",
-                )
-                continue
-            yield from _mutable_image(pod, path, ref_, built)
-            yield from _python_env(pod, path, c)
-            if ref_.startswith(INTERNAL_REGISTRY + "/"):
-                ns, _, rest = ref_[len(INTERNAL_REGISTRY) + 1 :].partition("/")
-                stream = rest.split("@")[0].split(":")[0]
-                if (ns, stream) not in built and (ns, stream) not in declared:
-                    yield error(
-                        pod.ref,
-                        f"{path}.image",
-                        f"ImageStream {ns}/{stream} is neither built by this stack (images) nor declared as existing: the pod "
-                        "would stay in ImagePullBackOff if nobody made it",
-                        f"add an image build for {stream} in {ns}, or list {ns}/{stream} in existing.image_streams",
-                        setting="image",
-                    )
-                elif ns != pod.namespace:
-                    yield warning(
-                        pod.ref,
-                        f"{path}.image",
-                        f"the image comes from ImageStream {ns}/{stream} in another namespace: its service account needs "
-                        f"system:image-puller in {ns}",
-                        f"`oc policy add-role-to-user system:image-puller system:serviceaccount:{pod.namespace}:"
-                        f"{pod.spec.get('serviceAccountName')} -n {ns}`, or build the image in {pod.namespace}",
-                        setting="image",
-                        value=ref_,
-                    )
-                b = built.get((ns, stream))
-                if b is not None and pod.env(c).get("LAUNCHER_MODE") == "rdma":
-                    lacking = [p for p in RDMA_USERSPACE if p not in b.dockerfile]
-                    if lacking:
-                        yield error(
-                            pod.ref,
-                            f"{path}.image",
-                            f"an RDMA pod runs image {ns}/{stream}, whose Dockerfile does not install {', '.join(lacking)}: NCCL "
-                            "finds no IB provider and silently uses sockets",
-                            f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{stream}]",
-                            setting="image",
-                        )
+    for pod, path, c in stack.containers():
+        ref_ = str(c.get("image"))  # the model requires one
+        yield from _mutable_image(pod, path, ref_, built)
+        yield from _python_env(pod, path, c)
+        if (stream := _internal(ref_)) is None:
+            continue
+        ns, name = stream
+        if stream not in built and stream not in declared:
+            yield error(
+                pod.ref,
+                f"{path}.image",
+                f"ImageStream {ns}/{name} is neither built by this stack (images) nor declared as existing: the pod "
+                "would stay in ImagePullBackOff if nobody made it",
+                f"add an image build for {name} in {ns}, or list {ns}/{name} in existing.image_streams",
+                setting="image",
+                missing=True,
+            )
+        elif ns != pod.namespace:
+            yield warning(
+                pod.ref,
+                f"{path}.image",
+                f"the image comes from ImageStream {ns}/{name} in another namespace: its service account needs system:image-puller in {ns}",
+                f"`oc policy add-role-to-user system:image-puller system:serviceaccount:{pod.namespace}:"
+                f"{pod.spec.get('serviceAccountName')} -n {ns}`, or build the image in {pod.namespace}",
+                setting="image",
+                value=ref_,
+            )
+        b = built.get(stream)
+        if b and pod.env(c).get("LAUNCHER_MODE") == "rdma" and (lacking := [p for p in RDMA_USERSPACE if p not in b.dockerfile]):
+            yield error(
+                pod.ref,
+                f"{path}.image",
+                f"an RDMA pod runs image {ns}/{name}, whose Dockerfile does not install {', '.join(lacking)}: NCCL "
+                "finds no IB provider and silently uses sockets",
+                f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{name}]",
+                setting="image",
+            )
 
 
 def _mutable_image(pod: PodView, path: str, image: str, built: dict[tuple[str, str], Any]) -> Iterator[Finding]:
-    """A tag without a digest may move (`:latest` does on every push): pods of one workload, restarted or rescheduled
-    at different times, then run different code. An image the stack builds itself is left out: its tag is the one its
-    own BuildConfig moves, and its digest cannot be known before the build."""
-    if "@" in image:
+    """A tag without a digest may move; an image the stack builds is left out (its digest is not known before the build)."""
+    if "@" in image or _internal(image) in built:
         return  # pinned: IMAGE@sha256:<64 hex digits> (the model checks the digest's form)
-    if image.startswith(INTERNAL_REGISTRY + "/"):
-        ns, _, rest = image[len(INTERNAL_REGISTRY) + 1 :].partition("/")
-        if (ns, rest.split(":")[0]) in built:
-            return
     last = image.rsplit("/", 1)[-1]
     tag = last.split(":", 1)[1] if ":" in last else None
     shown = f"the tag {tag!r}" if tag and tag != "latest" else "`latest`" + ("" if tag else " (no tag means latest)")
@@ -103,7 +88,7 @@ def _mutable_image(pod: PodView, path: str, image: str, built: dict[tuple[str, s
     )
 
 
-# Python's environment variables that reach the training process (the launcher itself runs isolated: python3 -I).
+# Python's variables that reach the training process (the launcher itself runs isolated: python3 -I).
 PYTHON_ENV = {
     "PYTHONPATH": "puts its folders before the image's site-packages for every Python the command starts (torchrun and each "
     "rank): a stray module there (a `torch/` or `json.py` in a workspace) shadows the image's, differently on each node",
@@ -129,27 +114,23 @@ def _python_env(pod: PodView, path: str, container: dict[str, Any]) -> Iterator[
             )
 
 
-@rule(
-    "secret-ref",
-    "Environment read from a Secret names one the stack declares as existing (existing.secrets): the "
-    "pod would otherwise stop in CreateContainerConfigError.",
-)
+@rule("secret-ref", "a Secret the environment reads is declared in existing.secrets (else CreateContainerConfigError)")
 def secret_ref(stack: Stack) -> Iterator[Finding]:
     declared = {(o.namespace, o.name) for o in stack.config.existing.secrets}
-    for pod in stack.pods():
-        for path, c in pod.containers():
-            for e in c.get("env") or []:
-                ref_ = ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
-                if ref_ and (pod.namespace, ref_) not in declared:
-                    yield error(
-                        pod.ref,
-                        f"{path}.env[{e.get('name')}]",
-                        f"Secret {pod.namespace}/{ref_} is not declared in existing.secrets: nothing says it exists",
-                        f"create it (`oc create secret generic {ref_} -n {pod.namespace} ...`) and list it in existing.secrets",
-                    )
+    for pod, path, c in stack.containers():
+        for e in c.get("env") or []:
+            ref_ = ((e.get("valueFrom") or {}).get("secretKeyRef") or {}).get("name")
+            if ref_ and (pod.namespace, ref_) not in declared:
+                yield error(
+                    pod.ref,
+                    f"{path}.env[{e.get('name')}]",
+                    f"Secret {pod.namespace}/{ref_} is not declared in existing.secrets: nothing says it exists",
+                    f"create it (`oc create secret generic {ref_} -n {pod.namespace} ...`) and list it in existing.secrets",
+                    missing=True,
+                )
 
 
-@rule("route-port", "Every Route targets a port its Service has, and its Service selects pods that serve it.")
+@rule("route-port", "every Route targets a port its Service has, and the Service selects pods that serve it")
 def route_port(stack: Stack) -> Iterator[Finding]:
     services = {((o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o for o in stack.of_kind("Service")}
     for r in stack.of_kind("Route"):
@@ -163,6 +144,7 @@ def route_port(stack: Stack) -> Iterator[Finding]:
                 "spec.to.name",
                 f"Route to Service {(spec.get('to') or {}).get('name')!r}, which the stack does not declare",
                 "expose the port through the workload's ports (route: true)",
+                missing=True,
             )
             continue
         ports = (svc.get("spec") or {}).get("ports") or []
@@ -176,21 +158,30 @@ def route_port(stack: Stack) -> Iterator[Finding]:
             )
 
 
-@rule(
-    "debugger-route",
-    "No Route reaches a debugger's port (a port named debugpy, or 5678) unless the port says why (route_reason, printed "
-    "with every check): a debugger runs whatever code its client sends, so a Route hands the pod, its GPUs, data and "
-    "service account to anyone who reaches the router. `oc port-forward` reaches it from the user's own machine only.",
-)
+@rule("route-host", "a routed port's default host ROUTE-NAMESPACE.<domain> has a first label of at most 63 characters")
+def route_host(stack: Stack) -> Iterator[Finding]:
+    for path, w in stack.config.located_workloads():  # a TCP variant's ports are its source's
+        for i, port in enumerate(w.ports):
+            label = f"{w.name}-{port.name}-{w.namespace}"
+            if port.route and len(label) > 63:
+                yield error(
+                    f"Route {w.namespace}/{w.name}-{port.name}",
+                    "spec.host",
+                    f"the Route {w.name}-{port.name} in {w.namespace!r} would get the host {label}.<domain>, whose first label "
+                    "exceeds 63 characters: the router does not admit it",
+                    "Shorten the workload or port name",
+                    config=(*path[:2], "ports", i, "name"),
+                )
+
+
+@rule("debugger-route", "no Route reaches a debugger's port unless the port says why (route_reason)")
 def debugger_route(stack: Stack) -> Iterator[Finding]:
-    entries = {(w.namespace, w.name): path[:2] for path, w in stack.config.located_workloads()}  # a variant's ports are its source's
     for r in stack.of_kind("Route"):
         meta = r.get("metadata") or {}
-        at = entries.get((str(meta.get("namespace")), str((meta.get("labels") or {}).get(INSTANCE))))
-        if at is None:
+        at, w = stack.spec(str(meta.get("namespace")), str((meta.get("labels") or {}).get(INSTANCE)))  # a variant's: its source's
+        if at is None or not isinstance(w, Workload):
             continue
         target = ((r.get("spec") or {}).get("port") or {}).get("targetPort")
-        w = stack.config.workloads[int(at[1])]
         for k, p in enumerate(w.ports):
             if target not in (p.name, p.port) or not (p.name in DEBUGGER_PORT_NAMES or p.port in DEBUGGER_PORTS):
                 continue
@@ -214,17 +205,13 @@ def debugger_route(stack: Stack) -> Iterator[Finding]:
                 )
 
 
-@rule(
-    "shm-size",
-    "/dev/shm (a memory emptyDir) fits in the container's memory limit: what is written there counts "
-    "against it, and a larger size is an OOM kill waiting to happen. Below 64 MiB, the runtime's own size, it warns (NCCL).",
-)
+@rule("shm-size", "/dev/shm fits in the container's memory limit, and is at least the runtime's 64 MiB")
 def shm_size(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
-        limits = [_limit(c) for _, c in pod.containers()]
+        limits = [((c.get("resources") or {}).get("limits") or {}).get("memory") for _, c in pod.containers()]
+        limit = max((quantity_value(str(v)) for v in limits if v is not None), default=None)
         for i, v in enumerate(pod.spec.get("volumes") or []):
             size = ((v.get("emptyDir") or {}).get("medium") == "Memory") and (v.get("emptyDir") or {}).get("sizeLimit")
-            limit = max((x for x in limits if x is not None), default=None)
             if size and limit is not None and quantity_value(str(size)) > limit:
                 yield error(
                     pod.ref,
@@ -246,9 +233,47 @@ def shm_size(stack: Stack) -> Iterator[Finding]:
                 )
 
 
-def _limit(container: dict[str, Any]) -> Any:
-    value = ((container.get("resources") or {}).get("limits") or {}).get("memory")
-    try:
-        return quantity_value(str(value)) if value is not None else None
-    except ValueError:
-        return None
+# bandwidth-deadline's estimate is the least time the run can take (docs/preflight.md): every all-reduce at the line
+# rate, each rank's link carrying 2(n-1)/n of the message, `iterations` of each size and `warmup_iterations` of the largest.
+FASTEST_GBPS = 1600.0  # the fastest node these clusters have: Barcelona's four ports of 400 Gb/s
+
+
+def least_seconds(config: ClusterConfig, check: BandwidthCheck) -> tuple[float, float, int, int]:
+    """(least seconds of the check's run, the line rate in Gb/s it assumes, bytes of one pass over the sizes, the largest)."""
+    rate = config.bandwidth_line_rate_gbps(check) or FASTEST_GBPS
+    size, one_pass, largest = check.min_bytes, 0, check.min_bytes
+    while size <= check.max_bytes:
+        one_pass, largest, size = one_pass + size, size, size * 2
+    ranks = check.nodes * check.gpus_per_node
+    moved = (check.iterations * one_pass + check.warmup_iterations * largest) * 2 * (ranks - 1) / ranks
+    return moved / (rate * 1e9 / 8), rate, one_pass, largest
+
+
+def _duration(seconds: float) -> str:
+    for unit, length in (("days", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= length:
+            return f"{seconds / length:,.1f} {unit}"
+    return f"{seconds:.1f} s"
+
+
+@rule("bandwidth-deadline", "a bandwidth check's iterations at the line rate fit in its deadline (docs/preflight.md)")
+def bandwidth_deadline(stack: Stack) -> Iterator[Finding]:
+    for i, check in enumerate(stack.config.bandwidth_checks):
+        seconds, rate, one_pass, largest = least_seconds(stack.config, check)
+        deadline = check.deadline_minutes * 60
+        if seconds <= deadline:
+            continue
+        per_iteration = seconds / (check.iterations * one_pass + check.warmup_iterations * largest)
+        fit = int((deadline / per_iteration - check.warmup_iterations * largest) // one_pass)
+        lower = f"lower iterations to {fit}" if fit >= 1 else "lower warmup_iterations and iterations"
+        need = -(-int(seconds) // 60) + 1
+        longer = f", or raise deadline_minutes to at least {need}" if need <= MAX_DEADLINE_MINUTES else ""
+        yield error(
+            stack.owner(check),
+            "spec.activeDeadlineSeconds",
+            f"{check.iterations:,} iterations of each size up to {largest:,} bytes (and {check.warmup_iterations:,} warm-up ones) take "
+            f"at least {_duration(seconds)} at the line rate ({rate:g} Gb/s), longer than the check's deadline of "
+            f"{check.deadline_minutes} min: the Job fails with DeadlineExceeded, and `pulumi up` with it",
+            f"{lower} (or max_bytes){longer}",
+            config=("bandwidth_checks", i, "iterations"),
+        )

@@ -1,7 +1,5 @@
-"""Security: each pod pins the SCC its memlock strategy needs and its service account may use it; the SCC admits
-what the pod asks for (capabilities, root, privileged containers) and is what OpenShift ships when it is one of
-OpenShift's; a container holds no more than its strategy needs; a NetworkPolicy fences every workload's pods.
-"""
+"""Security: the SCC each pod pins, its grant, what the SCC admits; a container holds no more than its memlock strategy
+needs; a NetworkPolicy fences every workload's pods."""
 
 from __future__ import annotations
 
@@ -9,15 +7,16 @@ from collections.abc import Iterator
 from typing import Any
 
 from config.kube import REQUIRED_SCC, SCC_USE_ROLE_PREFIX
-from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS, SccFacts
-from config.values import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT
-from policy.core import Finding, PodView, Stack, error, info, rule, warning
+from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS
+from config.values import MIB, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
+from config.workloads import Workload
+from policy.core import Finding, PodView, SccView, Stack, error, info, pod_entries, rule, warning
 
-# OpenShift 4.11+ lets every authenticated user, service accounts included, use restricted-v2 (and, where it ships it,
-# restricted-v3: the manifests bind both to system:authenticated): pods that run under them need no grant.
+# OpenShift 4.11+ binds restricted-v2 (and restricted-v3) to system:authenticated: pods under them need no grant.
 SCCS_FOR_EVERYONE = frozenset({"restricted-v2", "restricted-v3"})
 # The default SCCs OpenShift ships a `system:openshift:scc:NAME` use-role for (all but its components' own).
 SHIPPED_SCCS = BUILTIN_SCCS - {"machine-api-termination-handler", "node-exporter"}
+FIX_STRATEGY = "set the workload's memlock (or defaults.memlock_rdma) to root-ipc-lock, root-sys-resource, privileged or node-limit"
 
 
 def _security(container: dict[str, Any]) -> dict[str, Any]:
@@ -34,18 +33,19 @@ def _strategy(pod: PodView, container: dict[str, Any]) -> str | None:
     return env.get("LAUNCHER_MEMLOCK_STRATEGY", "none") if "LAUNCHER_MODE" in env else None
 
 
-@rule(
-    "required-scc",
-    "Every pod pins the SCC its memlock strategy needs with openshift.io/required-scc (restricted-v2 "
-    "when it needs no privilege), so a missing grant fails loudly instead of admission silently picking another SCC.",
-)
+def _under_sccs(stack: Stack) -> Iterator[tuple[PodView, str, SccView | None]]:
+    for pod in stack.pods():
+        name = stack.scc_of(pod)
+        yield pod, name, stack.scc(name)
+
+
+@rule("required-scc", "every pod pins the SCC its memlock strategy needs (openshift.io/required-scc)")
 def required_scc(stack: Stack) -> Iterator[Finding]:
     config = stack.config
     for pod in stack.pods():
         spec = stack.spec_of(pod)
         want = config.scc_of(spec) if spec is not None else None
-        got = pod.annotations.get(REQUIRED_SCC)
-        if got is None:
+        if (got := pod.annotations.get(REQUIRED_SCC)) is None:
             yield error(
                 pod.ref,
                 pod.at_annotation(REQUIRED_SCC),
@@ -63,49 +63,36 @@ def required_scc(stack: Stack) -> Iterator[Finding]:
 
 
 def _grants(stack: Stack, scc: str, namespace: str, account: str) -> bool:
-    """Whether a rendered RoleBinding in the pod's namespace (or a ClusterRoleBinding) gives the
-    service account the SCC's use-role, the way `oc adm policy add-scc-to-user` does."""
+    """Whether a RoleBinding in the namespace (or a ClusterRoleBinding) gives the account the SCC's use-role."""
     role = SCC_USE_ROLE_PREFIX + scc
     groups = {"system:authenticated", "system:serviceaccounts", f"system:serviceaccounts:{namespace}"}
     for b in stack.of_kind("RoleBinding") + stack.of_kind("ClusterRoleBinding"):
-        meta = b.get("metadata") or {}
-        if b["kind"] == "RoleBinding" and meta.get("namespace") != namespace:
-            continue
-        role_ref = b.get("roleRef") or {}
-        if role_ref.get("kind") != "ClusterRole" or role_ref.get("name") != role:
+        meta, role_ref = b.get("metadata") or {}, b.get("roleRef") or {}
+        if (
+            b["kind"] == "RoleBinding"
+            and meta.get("namespace") != namespace
+            or (role_ref.get("kind"), role_ref.get("name")) != ("ClusterRole", role)
+        ):
             continue
         for s in b.get("subjects") or []:
             subject_ns = s.get("namespace") or meta.get("namespace")
-            if s.get("kind") == "ServiceAccount" and s.get("name") == account and subject_ns == namespace:
+            if (s.get("kind"), s.get("name"), subject_ns) == ("ServiceAccount", account, namespace):
                 return True
             if s.get("kind") == "Group" and s.get("name") in groups:
                 return True
     return False
 
 
-@rule(
-    "scc-grant",
-    "Each pod's service account exists and may use the SCC the pod pins (seed 003: 'capability may not "
-    "be added: IPC_LOCK' because the service account had no access to the SCC).",
-)
+@rule("scc-grant", "each pod's service account exists and may use the SCC the pod pins (seed 003)")
 def scc_grant(stack: Stack) -> Iterator[Finding]:
-    accounts = {(o["metadata"].get("namespace"), o["metadata"]["name"]) for o in stack.of_kind("ServiceAccount")}
-    for pod in stack.pods():
+    for pod in stack.pods():  # the model refuses a service account security.service_accounts does not list
         scc = stack.scc_of(pod)
         account = pod.spec.get("serviceAccountName") or "default"
-        where = pod.at("spec.serviceAccountName")
-        if (pod.namespace, account) not in accounts:
-            yield error(
-                pod.ref,
-                where,
-                f"service account {pod.namespace}/{account} is not created by this stack: the API server rejects the pod",
-                f"list {account} in namespace {pod.namespace} under security.service_accounts",
-            )
         if scc in SCCS_FOR_EVERYONE or _grants(stack, scc, pod.namespace, account):
             continue
         yield error(
             pod.ref,
-            where,
+            pod.at("spec.serviceAccountName"),
             f"service account {pod.namespace}/{account} may not use SCC {scc!r}: no RoleBinding in {pod.namespace} binds "
             f"ClusterRole {SCC_USE_ROLE_PREFIX}{scc} to it, so admission rejects the pod",
             f"set security.grant: true (the stack then binds it, as `oc adm policy add-scc-to-user {scc} -z {account} -n "
@@ -127,14 +114,9 @@ def scc_grant(stack: Stack) -> Iterator[Finding]:
         )
 
 
-@rule(
-    "scc-capabilities",
-    "The SCC a pod runs under allows every capability its containers add (seed 003: 'capability may not be added: IPC_LOCK').",
-)
+@rule("scc-capabilities", "the SCC a pod runs under allows every capability it adds (seed 003: IPC_LOCK)")
 def scc_capabilities(stack: Stack) -> Iterator[Finding]:
-    for pod in stack.pods():
-        name = stack.scc_of(pod)
-        scc = stack.scc(name)
+    for pod, name, scc in _under_sccs(stack):
         if scc is None:
             yield error(
                 pod.ref,
@@ -144,9 +126,8 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
             )
             continue
         for path, c in pod.containers():
-            denied = [cap for cap in _added(c) if not scc.allows(cap)]
-            if denied:
-                allowed = ", ".join(sorted(scc.allowed_capabilities or ())) or "none"
+            if denied := [cap for cap in _added(c) if not scc.facts.allows(cap)]:
+                allowed = ", ".join(sorted(scc.facts.capabilities or ())) or "none"
                 fix = (
                     "run under an SCC that allows them (security.create: true makes one from the workloads' memlock "
                     "strategies), or choose a memlock strategy that adds none (node-limit; see KNOWLEDGE.md)"
@@ -159,9 +140,7 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
                         "security.existing_allowed_capabilities says): let the stack create a least-privilege SCC (security.scc: "
                         "a name of your own, create: true), or use memlock node-limit (KNOWLEDGE.md)"
                     )
-                elif not scc.created and name == stack.config.security.scc:
-                    # The stack's facts about an SCC it does not own: the admission error of seed 003, before preview reads it.
-                    # One cause for every pod under it: one finding, at the fact, listing the pods.
+                elif not scc.created and name == stack.config.security.scc:  # one cause for every pod under it: at the fact
                     cause = ("security", "existing_allowed_capabilities")
                     fix = (
                         f"SCC {name!r} exists on the cluster and the stack says it allows {allowed} "
@@ -179,34 +158,23 @@ def scc_capabilities(stack: Stack) -> Iterator[Finding]:
 
 
 def _seccomp(pod: PodView, container: dict[str, Any]) -> str:
-    """The seccomp profile admission reads for a container (the container's field, else the pod's), as its annotation
-    value: runtime/default, unconfined, localhost/PATH; '' for none."""
+    """The container's (else the pod's) seccomp profile as admission reads it: runtime/default, localhost/PATH, ..."""
     profile = _security(container).get("seccompProfile") or (pod.spec.get("securityContext") or {}).get("seccompProfile") or {}
-    kind = profile.get("type")
-    if kind == "RuntimeDefault":
-        return "runtime/default"
-    if kind == "Localhost":
+    if (kind := profile.get("type")) == "Localhost":
         return f"localhost/{profile.get('localhostProfile', '')}"
-    return "unconfined" if kind == "Unconfined" else ""
+    return {"RuntimeDefault": "runtime/default", "Unconfined": "unconfined"}.get(str(kind), "")
 
 
-@rule(
-    "scc-seccomp",
-    "The SCC a pod runs under allows the seccomp profile its containers set: the program gives every container "
-    "RuntimeDefault, which an SCC without seccompProfiles refuses ('seccomp may not be set': anyuid, restricted, nonroot, "
-    "hostnetwork and hostaccess as OpenShift ships them).",
-)
+@rule("scc-seccomp", "the SCC a pod runs under allows the RuntimeDefault seccomp profile its containers set")
 def scc_seccomp(stack: Stack) -> Iterator[Finding]:
-    for pod in stack.pods():
-        name = stack.scc_of(pod)
-        scc = stack.scc(name)
+    for pod, name, scc in _under_sccs(stack):
         if scc is None:
             continue  # scc-capabilities says the SCC is unknown
         for path, c in pod.containers():
             profile = _seccomp(pod, c)
-            if not profile or scc.allows_seccomp(profile):
+            if not profile or scc.facts.allows_seccomp(profile):
                 continue
-            allowed = ", ".join(sorted(scc.seccomp or ())) or "none"
+            allowed = ", ".join(sorted(scc.facts.seccomp or ())) or "none"
             yield error(
                 pod.ref,
                 f"{path}.securityContext.seccompProfile",
@@ -218,17 +186,10 @@ def scc_seccomp(stack: Stack) -> Iterator[Finding]:
             )
 
 
-@rule(
-    "scc-user-namespace",
-    "The SCC a pod runs under does not require a user namespace: restricted-v3 and nested-container (as OpenShift ships "
-    "them, userNamespaceLevel RequirePodLevel) admit only pods with hostUsers: false, which the program's pods never set "
-    "('Host Users must be set to false').",
-)
+@rule("scc-user-namespace", "the SCC a pod runs under does not require a user namespace (hostUsers: false)")
 def scc_user_namespace(stack: Stack) -> Iterator[Finding]:
-    for pod in stack.pods():
-        name = stack.scc_of(pod)
-        scc = stack.scc(name)
-        if scc is None or not scc.user_namespace or pod.spec.get("hostUsers") is False:
+    for pod, name, scc in _under_sccs(stack):
+        if scc is None or not scc.facts.user_namespace or pod.spec.get("hostUsers") is False:
             continue
         yield error(
             pod.ref,
@@ -242,29 +203,18 @@ def scc_user_namespace(stack: Stack) -> Iterator[Finding]:
         )
 
 
-@rule(
-    "memlock-strategy",
-    "The way the pod is meant to pin memory can work: added capabilities are effective only for "
-    "uid 0, privileged needs an SCC allowing it, RDMA without any strategy pins at most 8 MiB (KNOWLEDGE.md's table). "
-    "Once per stack, an info line says why a root strategy's pods run as root with capabilities (what scanners flag).",
-)
+@rule("memlock-strategy", "the way a pod pins memory can work (KNOWLEDGE.md's table); why root strategies run as root")
 def memlock_strategy(stack: Stack) -> Iterator[Finding]:
     yield from _root_strategy_reason(stack)
     node_limit_real = stack.config.node_level.crio_memlock_unlimited
-    for pod in stack.pods():
-        scc = stack.scc(stack.scc_of(pod))
+    for pod, _, scc in _under_sccs(stack):
         for path, c in pod.containers():
-            env = pod.env(c)
-            mode = env.get("LAUNCHER_MODE")
-            if mode is None:
+            if (mode := pod.env(c).get("LAUNCHER_MODE")) is None:
                 continue  # not a training container: the launcher does not run it
             strategy = _strategy(pod, c) or "none"
             where = f"{path}.env[LAUNCHER_MEMLOCK_STRATEGY]"
-            fix_strategy = (
-                "set the workload's memlock (or defaults.memlock_rdma) to root-ipc-lock, root-sys-resource, privileged or node-limit"
-            )
             if strategy not in STRATEGY_CAPABILITIES:
-                yield error(pod.ref, where, f"unknown memlock strategy {strategy!r}", fix_strategy)
+                yield error(pod.ref, where, f"unknown memlock strategy {strategy!r}", FIX_STRATEGY)
                 continue
             if mode == "rdma" and strategy == "none":
                 yield error(
@@ -272,11 +222,10 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                     where,
                     "an RDMA pod with memlock strategy 'none' can pin only CRI-O's default 8 MiB: memory registration fails "
                     "with 'Cannot allocate memory'",
-                    fix_strategy,
+                    FIX_STRATEGY,
                 )
             if strategy in STRATEGY_RUNS_AS_ROOT:
-                missing = [cap for cap in STRATEGY_CAPABILITIES[strategy] if cap not in _added(c)]
-                if missing:
+                if missing := [cap for cap in STRATEGY_CAPABILITIES[strategy] if cap not in _added(c)]:
                     yield error(
                         pod.ref,
                         f"{path}.securityContext.capabilities.add",
@@ -291,7 +240,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         "root (CRI-O sets no ambient capabilities), so a non-root uid cannot pin memory",
                         "set runAsUser: 0 on the container, or use memlock node-limit",
                     )
-                if scc is not None and not scc.allows_root:
+                if scc is not None and not scc.facts.allows_root:
                     yield error(
                         pod.ref,
                         f"{path}.securityContext.runAsUser",
@@ -308,7 +257,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         "memlock strategy 'privileged' but the container is not privileged: it gets no capability to pin memory",
                         "set securityContext.privileged: true, or choose another memlock strategy",
                     )
-                if scc is not None and not scc.allows_privileged:
+                if scc is not None and not scc.facts.privileged:
                     yield error(
                         pod.ref,
                         f"{path}.securityContext.privileged",
@@ -329,9 +278,25 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                 )
 
 
+@rule("pin-bytes", "an RDMA pod's memory limit holds the launcher's pin test (defaults.pin_bytes) and 512 MiB")
+def pin_bytes(stack: Stack) -> Iterator[Finding]:
+    pinned = stack.config.defaults.pin_bytes
+    for _, w in pod_entries(stack.config):
+        limit = quantity_value(w.mem_limit if isinstance(w, Workload) else w.memory)
+        if w.uses_rdma and pinned + 512 * MIB > limit:
+            what = "workload" if isinstance(w, Workload) else "bandwidth check"
+            yield error(
+                stack.owner(w),
+                "spec.template.spec.containers[0].resources.limits.memory",
+                f"the launcher pins {pinned} bytes to prove memory locking, but {what} {w.name!r} may use {limit} bytes in all: it "
+                "would be OOM-killed at start",
+                "Lower pin_bytes or raise the memory limit (leave 512Mi for the process)",
+                config=("defaults", "pin_bytes"),
+            )
+
+
 def _shipped_cause(stack: Stack, scc: str) -> tuple[str | int, ...] | None:
-    """The config path that names a shipped SCC the pods run under: security.scc or security.unprivileged_scc (one
-    cause for every pod under it); None when the SCC comes from elsewhere (a pod's own annotation)."""
+    """The config field that names a shipped SCC the pods run under (one cause for every pod under it), if one does."""
     sec = stack.config.security
     if scc == sec.scc:
         return ("security", "scc")
@@ -339,14 +304,12 @@ def _shipped_cause(stack: Stack, scc: str) -> tuple[str | int, ...] | None:
 
 
 def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
-    """Once per stack and root strategy: why its pods run as root with capabilities. Scanners (checkov's root-container
-    and added-capability checks) flag every such pod; this is the answer, printed where they are reviewed."""
+    """Once per stack and root strategy: why its pods run as root with capabilities (what scanners such as checkov flag)."""
     by_strategy: dict[str, list[str]] = {}
-    for pod in stack.pods():
-        for _, c in pod.containers():
-            strategy = _strategy(pod, c)
-            if strategy in STRATEGY_RUNS_AS_ROOT:
-                by_strategy.setdefault(strategy, []).append(pod.ref)
+    for pod, _, c in stack.containers():
+        strategy = _strategy(pod, c)
+        if strategy in STRATEGY_RUNS_AS_ROOT:
+            by_strategy.setdefault(strategy, []).append(pod.ref)
     for strategy, pods in sorted(by_strategy.items()):
         caps = " and ".join(STRATEGY_CAPABILITIES[strategy])
         why = (
@@ -364,16 +327,10 @@ def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
             "nothing, for this strategy; to run the pods non-root, use memlock node-limit with node_level.crio_memlock_unlimited: "
             "true (a MachineConfig that raises CRI-O's memlock limit on the GPU pool)",
             config=("defaults", "memlock_rdma"),
-            brief=f"{len(pods)} pod template(s) run as root with {caps}, as memlock {strategy!r} needs (what checkov and such flag)",
         )
 
 
-@rule(
-    "least-privilege",
-    "A container holds no more than its memlock strategy needs: non-root with every capability "
-    "dropped (none, node-limit), root with only the strategy's capabilities added back, no escalation, the runtime's "
-    "seccomp profile; training pods mount no API token unless the workload asks for one.",
-)
+@rule("least-privilege", "a container holds no more than its memlock strategy needs; no unused API token")
 def least_privilege(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         spec = stack.workload(pod)
@@ -386,24 +343,22 @@ def least_privilege(stack: Stack) -> Iterator[Finding]:
                 "set automountServiceAccountToken: false (service_account_token: true on the workload if it does call the API)",
             )
         for path, c in pod.containers():
-            strategy = _strategy(pod, c)
-            if strategy is None or strategy == "privileged":
+            if (strategy := _strategy(pod, c)) is None or strategy == "privileged":
                 continue  # privileged containers are the privileged-container rule's business
             ctx = _security(c)
             caps = ctx.get("capabilities") or {}
-            problems = []
-            if "ALL" not in (caps.get("drop") or []):
-                problems.append("does not drop ALL capabilities")
             extra = sorted(set(caps.get("add") or []) - set(STRATEGY_CAPABILITIES.get(strategy, ())))  # unknown: memlock-strategy says
-            if extra:
-                problems.append(f"adds {', '.join(extra)}, which memlock {strategy!r} does not need")
-            if ctx.get("allowPrivilegeEscalation") is not False:
-                problems.append("allows privilege escalation")
-            if (ctx.get("seccompProfile") or {}).get("type") != "RuntimeDefault":
-                problems.append("has no RuntimeDefault seccomp profile")
-            if strategy not in STRATEGY_RUNS_AS_ROOT and ctx.get("runAsNonRoot") is not True:
-                problems.append(f"may run as root, which memlock {strategy!r} does not need")
-            if problems:
+            checks = [
+                ("ALL" not in (caps.get("drop") or []), "does not drop ALL capabilities"),
+                (bool(extra), f"adds {', '.join(extra)}, which memlock {strategy!r} does not need"),
+                (ctx.get("allowPrivilegeEscalation") is not False, "allows privilege escalation"),
+                ((ctx.get("seccompProfile") or {}).get("type") != "RuntimeDefault", "has no RuntimeDefault seccomp profile"),
+                (
+                    strategy not in STRATEGY_RUNS_AS_ROOT and ctx.get("runAsNonRoot") is not True,
+                    f"may run as root, which memlock {strategy!r} does not need",
+                ),
+            ]
+            if problems := [problem for bad, problem in checks if bad]:
                 yield error(
                     pod.ref,
                     f"{path}.securityContext",
@@ -412,118 +367,75 @@ def least_privilege(stack: Stack) -> Iterator[Finding]:
                 )
 
 
-@rule(
-    "privileged-container",
-    "No privileged container unless its workload says why (privileged_reason); the reason is printed with every check.",
-)
+@rule("privileged-container", "no privileged container unless its workload says why (privileged_reason)")
 def privileged_container(stack: Stack) -> Iterator[Finding]:
-    for pod in stack.pods():
-        for path, c in pod.containers():
-            if not _security(c).get("privileged"):
-                continue
-            reason = stack.privileged_reason(pod)
-            if reason:
-                yield warning(
-                    pod.ref,
-                    f"{path}.securityContext.privileged",
-                    f"privileged container (every capability and host device); the workload's privileged_reason: {reason}",
-                    "move to a device plugin and a least-privilege SCC when the cluster offers one",
-                )
-            else:
-                yield error(
-                    pod.ref,
-                    f"{path}.securityContext.privileged",
-                    "privileged container (every capability and host device) without a stated reason",
-                    f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a least-privilege SCC",
-                )
+    for pod, path, c in stack.containers():
+        if not _security(c).get("privileged"):
+            continue
+        reason = spec.privileged_reason if (spec := stack.spec_of(pod)) else None
+        yield (warning if reason else error)(
+            pod.ref,
+            f"{path}.securityContext.privileged",
+            f"privileged container (every capability and host device); the workload's privileged_reason: {reason}"
+            if reason
+            else "privileged container (every capability and host device) without a stated reason",
+            "move to a device plugin and a least-privilege SCC when the cluster offers one"
+            if reason
+            else f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a least-privilege SCC",
+            setting="privileged_reason",
+        )
 
 
-@rule(
-    "privileged-scc",
-    "An SCC allowing privileged containers or hostPath volumes (privileged, hostaccess, hostmount-anyuid, ... as OpenShift "
-    "ships them, whatever the config says) is granted only with a stated reason (security.broad_grant_reason), printed "
-    "with every check.",
-)
+@rule("privileged-scc", "the stack's SCC grants only what its pods need, or says why (broad_grant_reason)")
 def privileged_scc(stack: Stack) -> Iterator[Finding]:
     sec = stack.config.security
-    scc = stack.scc(sec.scc) if sec.scc else None
-    if scc is None or not (scc.allows_privileged or scc.allows_host_paths):
+    scc = stack.scc(sec.scc) if sec.scc and sec.scc not in SCCS_FOR_EVERYONE else None  # their grant gives nobody anything
+    broad = scc.facts.judge(stack.config.scc_needs(scc.name)).broad if scc else []
+    if scc is None or not broad:
         return
     obj = f"SecurityContextConstraints {scc.name}"
-    broad = " and ".join(["privileged containers"] * scc.allows_privileged + ["hostPath volumes"] * scc.allows_host_paths)
-    # The SCC's own field (it is on the cluster: created, or shipped), else the config's claim about it.
-    where = "allowPrivilegedContainer" if scc.allows_privileged else "allowHostDirVolumePlugin"
-    if not (scc.created or scc.shipped):
-        where = "security.existing_allows_privileged"
-    cause = ("security", "scc") if scc.shipped else None
+    allows = ", ".join(words for _, words in broad[:-1]) + (" and " if len(broad) > 1 else "") + broad[-1][1]
+    allows += f" (OpenShift ships {scc.name!r} so)" if scc.shipped else ""
+    fact = broad[0][0]  # the SCC's own field where it is on the cluster (created or shipped), else the config's fact
+    where = scc.facts.field_of(fact) if scc.created or scc.shipped else f"security.{sec.FACT_FIELDS[fact]}"
     bound = sorted(
         f"{(b.get('metadata') or {}).get('namespace')}/{s.get('name')}"
         for b in stack.of_kind("RoleBinding")
         if (b.get("roleRef") or {}).get("name") == SCC_USE_ROLE_PREFIX + scc.name
         for s in b.get("subjects") or []
     )
-    accounts = ", ".join(bound) or "nobody"
-    if sec.broad_grant_reason:
-        yield warning(
-            obj,
-            where,
-            f"SCC {scc.name!r} allows {broad} and is granted to {accounts}; the stack's broad_grant_reason: {sec.broad_grant_reason}",
-            "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds",
-            config=cause,
-        )
-    else:
-        yield error(
-            obj,
-            where,
-            f"SCC {scc.name!r} allows {broad} and is granted to {accounts} without a stated reason",
-            "set security.broad_grant_reason, or use a least-privilege SCC (security.create: true)",
-            config=cause,
-        )
+    granted, reason = f"is granted to {', '.join(bound) or 'nobody'}", sec.broad_grant_reason
+    yield (warning if reason else error)(
+        obj,
+        where,
+        f"SCC {scc.name!r} allows {allows} and {granted}; the stack's broad_grant_reason: {reason}"
+        if reason
+        else f"SCC {scc.name!r} allows {allows}, more than its pods need, and {granted} without a stated reason",
+        "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds"
+        if reason
+        else "set security.broad_grant_reason to say why this stack accepts it, or use a least-privilege SCC (security.create: "
+        "true, with a name of your own)",
+        config=None if scc.created else ("security", "scc") if scc.shipped and reason else ("security", "broad_grant_reason"),
+    )
 
 
-def _shipped_facts(facts: SccFacts) -> dict[str, tuple[object, str]]:
-    """What each security.existing_* field would say of a shipped SCC, and how its manifest says it."""
-    caps = None if facts.capabilities is None else sorted(facts.capabilities)
-    root = f"runAsUser {facts.run_as_user}" + (" (uid 0 admitted)" if facts.allows_root else " (never uid 0)")
-    return {
-        "existing_allowed_capabilities": (
-            caps,
-            "allowedCapabilities " + ("* (every capability)" if caps is None else ", ".join(caps) or "none"),
-        ),
-        "existing_allows_privileged": (facts.privileged, f"allowPrivilegedContainer {str(facts.privileged).lower()}"),
-        "existing_allows_root": (facts.allows_root, root),
-    }
-
-
-@rule(
-    "shipped-scc",
-    "The config's security.existing_* facts of an SCC OpenShift ships agree with what OpenShift ships: the preflight "
-    "judges such an SCC by the platform's facts (OPENSHIFT_SCCS in config/openshift.py), so a field claiming more (IPC_LOCK "
-    "on restricted-v2, root on nonroot-v2) is reported where it is written, not believed.",
-)
+@rule("shipped-scc", "the config's existing_* facts of an SCC OpenShift ships agree with what it ships")
 def shipped_scc(stack: Stack) -> Iterator[Finding]:
     sec = stack.config.security
-    facts = OPENSHIFT_SCCS.get(sec.scc or "")
-    if facts is None or sec.create:
+    if (facts := OPENSHIFT_SCCS.get(sec.scc or "")) is None or sec.create:
         return
-    for name, (actual, manifest) in _shipped_facts(facts).items():
-        if name not in sec.model_fields_set:
-            continue  # a default nobody wrote claims nothing
-        claimed = getattr(sec, name)
-        if isinstance(claimed, list):
-            claimed = sorted(claimed)
-        if claimed == actual:
-            continue
-        if claimed is None:
-            said = "every capability"
-        elif isinstance(claimed, list):
-            said = ", ".join(claimed) or "none"
+    claimed = sec.existing_facts()
+    for fact, name in sec.FACT_FIELDS.items():
+        if fact == "host_namespaces":  # reported where they claim more than OpenShift ships; the others either way
+            differs = bool(claimed.host_namespaces) and not facts.host_namespaces
         else:
-            said = str(claimed).lower()
+            differs = claimed.exceeds(facts, fact) or (fact != "host_paths" and facts.exceeds(claimed, fact))
+        if name not in sec.model_fields_set or not differs:
+            continue  # a default nobody wrote claims nothing
         yield warning(
             f"SecurityContextConstraints {sec.scc}",
             f"security.{name}",
-            f"security.{name} says {said}, but OpenShift ships {sec.scc!r} with {manifest}: the preflight uses OpenShift's facts, "
+            f"{sec.says(fact)}, but OpenShift ships {sec.scc!r} with {facts.said(fact)}: the preflight uses OpenShift's facts, "
             "not this field",
             f"remove security.{name} (the existing_* fields describe only SCCs the program does not know), or name an SCC "
             "that allows what the pods need (security.create: true makes a least-privilege one)",
@@ -531,14 +443,9 @@ def shipped_scc(stack: Stack) -> Iterator[Finding]:
         )
 
 
-@rule(
-    "network-policy",
-    "Every workload's pods are selected by a NetworkPolicy of the stack: the unauthenticated torchrun "
-    "rendezvous (TCPStore) and NCCL's sockets admit the workload's own pods only.",
-)
+@rule("network-policy", "a NetworkPolicy of the stack selects every workload's pods (TCPStore, NCCL sockets)")
 def network_policy(stack: Stack) -> Iterator[Finding]:
-    # The ingress policies by namespace and by one label they require (None: they select every pod): a pod reads only
-    # those its own labels could satisfy, not every workload's policy.
+    # The ingress policies by namespace and one label they require (None: every pod): a pod reads only those it could match.
     selectors: dict[tuple[Any, Any], list[dict[str, Any]]] = {}
     for p in stack.of_kind("NetworkPolicy"):
         spec = p.get("spec") or {}
@@ -547,12 +454,11 @@ def network_policy(stack: Stack) -> Iterator[Finding]:
             selectors.setdefault(((p.get("metadata") or {}).get("namespace"), next(iter(match.items()), None)), []).append(match)
     for pod in stack.pods():
         labels = pod.meta.get("labels") or {}
-        covered = any(
+        if not any(
             all(labels.get(k) == v for k, v in match.items())
             for label in [None, *labels.items()]
             for match in selectors.get((pod.namespace, label), ())
-        )
-        if not covered:
+        ):
             yield error(
                 pod.ref,
                 pod.at("metadata.labels"),

@@ -28,6 +28,7 @@ from config.stack import ClusterConfig
 from tests import fixtures
 from tests.fixtures import MASTER, Data, Edit, W, add_namespace, add_workload, both, existing, mount, port, toleration
 from tests.helpers import (
+    BROAD,
     CONTROL_PLANE,
     DEBUGGER,
     IMAGE,
@@ -70,9 +71,16 @@ CLI = [
         "workloads[dev-a].ports[b].name",
         "workloads[dev].ports[a-b].name",
     ),
-    (MOUNTS, "roce", mount("dev", 1, mount_path="/tmp", read_only=True), 2, "workloads[dev].mounts[1].mount_path", "/tmp/launcher.env"),
+    (
+        MOUNTS,
+        "roce",
+        mount("dev", 1, mount_path="/tmp", read_only=True),
+        1,
+        "error mount-points workloads[dev].mounts[1].mount_path (",
+        "/tmp/launcher.env",
+    ),
     (IMAGE, "tcp", W("one", image="quay.io/example/pytorch:latest"), 0, "warning image workloads[one].image (", "@sha256:<digest>"),
-    (MEMLOCK_REASON, "roce", lambda d: None, 0, "roce: info memlock-strategy defaults.memlock_rdma (", "checkov"),
+    (MEMLOCK_REASON, "roce", lambda d: None, 0, "roce: ok: 0 errors, 0 warnings, 1 info (-v lists them)", "1 info"),
     (NAMESPACES, "tcp", add_namespace("openshift-config"), 2, "namespaces[1]", "a namespace of the platform"),
     (
         DEBUGGER,
@@ -99,6 +107,13 @@ CLI = [
         "node-role.kubernetes.io/master",
     ),
 ]
+CLI += [
+    # the audit's case: an existing SCC whose facts allow every capability, and root, bound to the pods' service account
+    (BROAD, "roce", existing("site-rdma"), 1, "error privileged-scc security.broad_grant_reason (",
+     "allows every capability (allowedCapabilities *), more than its pods need, and is granted to team-a/trainer"),
+    (BROAD, "roce", existing("site-rdma", broad_grant_reason="the lab's own SCC until ours is approved"), 0,
+     "warning privileged-scc security.broad_grant_reason (", "broad_grant_reason: the lab's own SCC until ours is approved"),
+]  # fmt: skip
 classify(CLI)
 
 

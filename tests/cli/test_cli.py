@@ -94,8 +94,6 @@ BAD_FIELDS = [
     ),
     ("zero nodes", _set("workloads.0.nodes", 0), "workloads[dev].nodes", "greater than or equal to 1"),
     ("absurd nodes", _set("workloads.0.nodes", 3_000_000_000), "workloads[dev].nodes", "less than or equal to 256"),
-    ("more pods than the node set", _set("workloads.0.nodes", 5), "workloads[dev].nodes", "node set 'main' has 4 node(s)"),
-    ("more GPUs than a node", _set("workloads.0.gpus_per_node", 8), "workloads[dev].gpus_per_node", "the nodes of 'main' have 4"),
     ("size not a quantity", _set("volumes.0.size", "100 GB"), "volumes[workspace].size", "not a Kubernetes quantity"),
     ("zero size", _set("volumes.1.size", "0Gi"), "volumes[datasets].size", "greater than zero"),
     ("limit below request", _set("workloads.0.memory_limit", "1Gi"), "workloads[dev].memory_limit", "below the request"),
@@ -125,17 +123,10 @@ BAD_FIELDS = [
         "set by the program for the launcher",
     ),
     ("image reference", _set("workloads.0.image", "Not An Image"), "workloads[dev].image", "not an image reference"),
-    (
-        "pin above memory",
-        lambda d: (d["defaults"].update(pin_bytes=8 * 1024**3), d["workloads"][0].update(memory="8Gi")),
-        "defaults.pin_bytes",
-        "would be OOM-killed",
-    ),  # fmt: skip
     ("created built-in scc", _set("security.scc", "restricted-v2"), "security.create", "an SCC OpenShift ships"),
     ("pin beyond 2**63", _set("defaults.pin_bytes", 2**64), "defaults.pin_bytes", "less than or equal to"),
     ("mount on the launcher", _set("volumes.1.mount_path", "/opt/launcher"), "volumes[datasets].mount_path", "the program's own mount"),
     ("volume named dshm", _set("volumes.1.name", "dshm"), "volumes[dshm].name", "a volume the program adds"),
-    ("route host too long", _set("workloads.0.name", "d" * 50), "workloads[" + "d" * 50 + "].ports[jupyter].name", "exceeds 63 characters"),
     (
         "script mounted twice",
         _append("workloads.1.scripts", lambda d: {"config_map": "train-script", "mount_path": "/s2"}),
@@ -237,9 +228,9 @@ def test_a_cross_field_error_in_a_module_names_the_field(
     code, _, err = run(["check", name], capsys)
     # The line of the field that is wrong (line 11), not of its Workload( (10) or of the ClusterConfig(...) whose check found it (2).
     assert code == 2 and f"workloads[h-kim].tcp_variants (clusters/{name}.py:11): tcp_variants derive from an RDMA workload" in err
-    name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=3, extra=""), "other")
+    name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=1, extra=', node_set="m"'), "other")
     code, _, err = run(["config", name], capsys)
-    assert code == 2 and f"workloads[h-kim].nodes (clusters/{name}.py:11): 3 pods, one per node, but node set 'n' has 2 node(s)" in err
+    assert code == 2 and f"workloads[h-kim].node_set (clusters/{name}.py:11): node set 'm' is not in node_sets (n)" in err
 
 
 HELPERS = """from config import ClusterConfig, NodeSet, Security, ServiceAccount, Workload
@@ -277,18 +268,17 @@ def test_every_cross_field_error_is_reported_at_the_line_of_its_own_workload(
     assert code == 2 and "Traceback" not in err
     assert err.splitlines() == [
         f"error: clusters/{name}.py: invalid configuration",
-        f"  workloads[a].namespace (clusters/{name}.py:17): workload 'a' is in namespace 'typo-one', which is not in namespaces",
-        f"  workloads[c].namespace (clusters/{name}.py:19): workload 'c' is in namespace 'typo-two', which is not in namespaces",
+        f"  workloads[a].namespace (clusters/{name}.py:17): workload 'a' is in namespace 'typo-one', which is not in namespaces (ns)",
+        f"  workloads[c].namespace (clusters/{name}.py:19): workload 'c' is in namespace 'typo-two', which is not in namespaces (ns)",
         f"  workloads[b].name (clusters/{name}.py:20): duplicate workload name 'b' in namespace 'ns' "
         f"(also workloads[b].name at clusters/{name}.py:18): names must be unique",
     ], err
 
 
-def test_every_invalid_model_of_a_module_is_reported_not_the_first(
+def test_the_first_invalid_model_of_a_module_is_reported_and_nothing_it_causes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """Python stops at the first Workload(...) that fails; the loader lets the module run on (a stand-in for each invalid
-    model) and reports every one, with the config's own checks, but none that only repeats a reported one."""
+    """Python stops at the first Workload(...) that fails: one error, at its line, and no consequence of it."""
     body = MODULE.replace(
         "    ],\n)",
         '        Workload(name="b", namespace="elsewhere", user="u", image="quay.io/a/b:1", service_account="sa",\n'
@@ -302,8 +292,6 @@ def test_every_invalid_model_of_a_module_is_reported_not_the_first(
     assert err.splitlines() == [
         f"error: clusters/{name}.py: invalid configuration",
         f"  workloads[h-kim].nodes (clusters/{name}.py:11): Input should be greater than or equal to 1",
-        f"  workloads[c].gpus_per_node (clusters/{name}.py:15): Input should be greater than or equal to 1",
-        f"  workloads[b].namespace (clusters/{name}.py:12): workload 'b' is in namespace 'elsewhere', which is not in namespaces",
     ], err
 
 
@@ -393,9 +381,7 @@ def test_a_new_stack_module_is_discovered(tmp_path: Path, monkeypatch: pytest.Mo
         ("? [a]\n: b\n", "is not text"),
         ("null: x\n", "the key 'null' is not text"),
         ("a: &x [1]\nb: *x\n", "YAML aliases (*name) are not supported"),
-        ("a: " + "[" * 100_000 + "]" * 100_000 + "\n", "nested more than 40 levels deep"),
         ("a: " + "9" * 5000 + "\n", "a value cannot be read"),
-        ('a: "\\ud800"\n', "invalid Unicode"),  # libyaml refuses a lone surrogate (the pure-Python loader's is caught later)
     ],
 )
 def test_malformed_yaml(text: str, phrase: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -523,7 +509,7 @@ def test_config_round_trips_through_yaml(name: str, tmp_path: Path, capsys: pyte
 
 
 def test_schema_documents_every_field(capsys: pytest.CaptureFixture[str]) -> None:
-    code, out, _ = run(["schema"], capsys)
+    code, out, _ = run(["schema", "--json"], capsys)
     assert code == 0
     schema = json.loads(out)
     models = {"ClusterConfig": schema, **schema["$defs"]}
@@ -536,6 +522,23 @@ def test_schema_documents_every_field(capsys: pytest.CaptureFixture[str]) -> Non
         undocumented += [f"{model}.{field}" for field, spec in body.get("properties", {}).items() if not spec.get("description")]
     assert undocumented == []
     assert "node_sets" in schema["properties"] and "Workload" in schema["$defs"]
+
+
+def test_schema_lists_each_field_with_its_type_and_description(capsys: pytest.CaptureFixture[str]) -> None:
+    """The README promises a description of each field: `schema` lists them, readable (the JSON Schema is `--json`)."""
+    from config.schema import schema
+
+    code, out, _ = run(["schema"], capsys)
+    assert code == 0 and not out.startswith("{")
+    body = schema()
+    for model, spec in {"ClusterConfig": body, **body["$defs"]}.items():
+        block = out.split(f"\n\n{model}: ", 1)[1].split("\n\n", 1)[0]
+        for field, prop in spec.get("properties", {}).items():
+            line = next(x for x in block.splitlines() if x.startswith(f"  {field}: "))
+            described = block.split(line + "\n", 1)[1]
+            assert " ".join(described.split()).startswith(" ".join(prop["description"].split())[:60]), f"{model}.{field}"
+    assert "\n  node_sets: list[NodeSet], 1 to 64 items, required\n" in out
+    assert "\n  transport: 'rdma' | 'tcp', required\n" in out
 
 
 # --- the YAML route: what pulumi deploys is what every command reads -------------------------------------

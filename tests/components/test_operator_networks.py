@@ -1,4 +1,4 @@
-"""What a stack in operator mode declares (components/sriov.py, docs/networks.md): a SriovNetwork per attachment and RDMA
+"""What a stack in operator mode declares (components/networks.py, nodes.py; docs/networks.md): a SriovNetwork per attachment and RDMA
 project instead of a NAD copy, a SriovNetworkNodePolicy per named node in the platform tier; each object one the
 operator's CRDs admit, and the NAD its controller makes from it the one the copy would have been."""
 

@@ -17,7 +17,7 @@ from components.program import layout, objects, patches
 from tests import fixtures
 from tests.helpers import container, env_of, find, pod_spec, rendered_fixture
 from tools import diff
-from tools.render import MISSING, DuplicateResource, MissingObject, Rendering, _Mocks, run
+from tools.render import MISSING, DuplicateResource, MissingObject, Mocks, Rendering, run
 from tools.writer import canonical, write
 
 INTERNAL = "image-registry.openshift-image-registry.svc:5000"
@@ -263,9 +263,9 @@ def test_one_launcher_configmap_per_namespace_that_runs_pods() -> None:
     r = rendered_fixture("roce")
     launchers = [o for o in r.objects() if o["kind"] == "ConfigMap" and o["metadata"]["name"] == "gpu-training-launcher"]
     assert sorted(o["metadata"]["namespace"] for o in launchers) == ["team-a", "team-b"]
-    from components.launcher import LAUNCHER_PATH
+    from components.launcher import shipped_files
 
-    assert launchers[0]["data"]["launcher.py"] == LAUNCHER_PATH.read_text(encoding="utf-8")
+    assert launchers[0]["data"] == shipped_files()
 
 
 def test_claims_are_protected_and_nfs_claims_wait_for_the_nfs_fix() -> None:
@@ -361,7 +361,7 @@ def test_an_existing_scc_that_lacks_what_the_pods_add_fails_preview() -> None:
         "runAsUser": {"type": "MustRunAsRange"},
     }
     with pytest.raises(
-        pulumi.RunError, match=r"SecurityContextConstraints gpu-rdma: it does not allow capabilities IPC_LOCK; its runAsUser"
+        pulumi.RunError, match=r"gpu-rdma: it does not admit capability IPC_LOCK .*; it does not admit uid 0 \(its runAsUser"
     ):
         run(fixtures.config("roce", existing), "platform", live={("SecurityContextConstraints", "gpu-rdma"): live})
 
@@ -383,13 +383,13 @@ def test_a_failed_check_holds_back_the_pods_in_up_too(monkeypatch: pytest.Monkey
 
     sent: list[str] = []
 
-    class Recording(_Mocks):
+    class Recording(Mocks):
         def new_resource(self, args: Any) -> tuple[str, dict[str, Any]]:
             if not args.resource_id:
                 sent.append(args.typ.rsplit(":", 1)[-1])
             return super().new_resource(args)
 
-    monkeypatch.setattr(engine, "_Mocks", Recording)
+    monkeypatch.setattr(engine, "Mocks", Recording)
     live = {"metadata": {"name": "system:openshift:scc:gpu-rdma"}, "subjects": [], "roleRef": {}}
     with pytest.raises(pulumi.RunError, match="does not bind trainer"):
         run(fixtures.config("roce"), "project", live={("RoleBinding", "team-a/system:openshift:scc:gpu-rdma"): live})
@@ -500,12 +500,12 @@ def test_the_launcher_learns_what_was_set_on_purpose_and_where_the_hostfile_goes
 @pytest.mark.parametrize("name,workload,layer", [("ib", "env", "InfiniBand"), ("roce", "dev", "Ethernet"), ("tcp", "one", "")])
 def test_the_launcher_takes_only_ports_of_the_fabrics_link_layer(name: str, workload: str, layer: str) -> None:
     # The rendered environment is one the launcher accepts, and it names the link layer of an RDMA pod's fabric.
-    from components.launcher.launcher import load_config
+    from components.launcher.contract import Config
 
     pod = [o for o in objects(fixtures.config(name)) if o["kind"] in ("StatefulSet", "Job") and o["metadata"]["name"] == workload]
     assert pod, workload
     env = {k: v or "" for k, v in env_of(pod[0]).items()}
-    assert load_config({**env, "POD_NAME": f"{workload}-0"}).link_layer == layer
+    assert Config({**env, "POD_NAME": f"{workload}-0"}).link_layer == layer
 
 
 def test_secrets_scripts_and_requests_reach_the_pod_without_the_secrets_value() -> None:
@@ -583,7 +583,7 @@ def test_the_layout_is_what_the_components_register(name: str) -> None:
 def test_two_resources_with_one_name_are_refused_as_pulumi_up_would() -> None:
     from pulumi.runtime.mocks import MockResourceArgs
 
-    mocks = _Mocks(fixtures.config("tcp"), "all", {})
+    mocks = Mocks(fixtures.config("tcp"), "all", {})
     args = MockResourceArgs(typ="kubernetes:core/v1:ConfigMap", name="proj/x", inputs={}, provider="", resource_id="", custom=True)
     mocks.new_resource(args)
     with pytest.raises(DuplicateResource, match="Duplicate resource URN"):

@@ -12,7 +12,7 @@ from typing import Any
 import jsonschema
 import pytest
 
-import stacks
+from cli.checking import preflight
 from components.program import layout, objects
 from components.tiers import can_i, tier_of
 from config.kube import GPU, UNCONSTRAINED_TOPOLOGY
@@ -142,9 +142,8 @@ def test_a_topology_aware_flavor_needs_a_node_label() -> None:
         queued(d, topology_aware=True)
         d["node_sets"][0]["labels"] = {}
 
-    with pytest.raises(stacks.ConfigError) as err:
-        fixtures.config("tcp", bare)
-    assert "node_sets[pool].labels" in str(err.value) and "at least one node label" in str(err.value)
+    said = [f for f in preflight(fixtures.config("tcp", bare), None, None, others=[]) if f.rule == "queue-flavors"]
+    assert [f.where for f in said] == ["node_sets[pool].labels"] and "at least one node label" in said[0].message
     # The stack's GPU node selector is a node label of every flavor too.
     assert fixtures.config("ib", lambda d: bare(d) or d.update(gpu_node_selector={"gpu": "yes"})).queueing is not None
 

@@ -92,10 +92,37 @@ def test_a_field_a_helper_is_given_names_the_helper_call_s_keyword(project: Call
     assert f"workloads[b].state (clusters/scratch.py:{line_of(text, 'state=')}): " in message, message
 
 
-def test_a_field_the_helper_fills_itself_names_the_line_that_calls_the_helper(project: Callable[[str], str]) -> None:
+def test_a_field_the_helper_fills_itself_names_the_helper_s_line_once(project: Callable[[str], str]) -> None:
+    """The line to change is the helper's, where the value is written, not each call of the helper."""
     text = project(module().replace('"gpus_per_node": 4,', '"gpus_per_node": 0,'))
     message = load_error()
-    assert f"workloads[b].gpus_per_node (clusters/scratch.py:{line_of(text, '_w(' + chr(34))}): " in message, message
+    assert message.count("gpus_per_node") == 1, message
+    line = line_of(text, '"gpus_per_node": 0')
+    assert f"workloads[b].gpus_per_node (clusters/scratch.py:{line}): " in message, message
+
+
+def test_a_value_a_helper_fills_for_several_entries_is_one_error_at_the_helper_s_line(project: Callable[[str], str]) -> None:
+    """rdma written in the helper of a stack without a fabric: one error, at the helper's `transport`, naming the other
+    entries it fills; not the memlock strategy and SCC the RDMA pods would lack (they follow from it)."""
+    text = module(state="running").replace('"transport": "tcp",', '"transport": "rdma",')
+    text = project(text.replace('_w("b", state="running"),', '_w("b", state="running"),\n        _w("c"),\n        _w("d"),'))
+    errors = load_error().splitlines()[1:]
+    line = line_of(text, '"transport": "rdma"')
+    assert len(errors) == 1 and errors[0].startswith(f"  workloads[b].transport (clusters/scratch.py:{line}): "), errors
+    assert "has no fabric" in errors[0] and "workloads[c], workloads[d]" in errors[0] and "memlock" not in errors[0]
+
+
+def test_a_finding_of_a_value_a_helper_fills_is_one_finding_at_the_helper_s_line(project: Callable[[str], str]) -> None:
+    """A hidden character in the arguments the helper gives two workloads: one finding, where the helper writes them."""
+    text = project(
+        module()
+        .replace('"transport": "tcp",', '"transport": "tcp", "args": ["python", "tr\u202eain.py"],')
+        .replace('_w("b", state="stopped"),', '_w("b", state="stopped"),\n        _w("c"),')
+    )
+    found = [f for f in preflight(stacks.load("scratch"), None, None, others=[]) if f.rule == "hidden-characters"]
+    assert [(f.severity, f.where, f.origin) for f in found] == [
+        ("error", "workloads[b].args[1]", f"clusters/scratch.py:{line_of(text, chr(0x202E))}")
+    ], found
 
 
 def test_a_bad_constant_is_one_error_at_the_line_that_sets_it(project: Callable[[str], str]) -> None:
@@ -105,8 +132,8 @@ def test_a_bad_constant_is_one_error_at_the_line_that_sets_it(project: Callable[
     assert len(errors) == 1, message
     (error,) = errors
     assert error.lstrip().startswith(f"NS (clusters/scratch.py:{line_of(text, 'NS = ')}): 'Bad_NS' is not a valid Kubernetes name")
-    assert f"the value of NS in namespaces[0] at clusters/scratch.py:{line_of(text, 'namespaces=[NS]')}" in error
-    assert "and 1 more" in error  # four fields: namespaces[0], the service account, workload a, workload b (the helper's NS)
+    # the first model built with it fails, naming where it is used
+    assert f"the value of NS in security.service_accounts[sa].namespace at clusters/scratch.py:{line_of(text, 'ServiceAccount(')}" in error
 
 
 def test_a_valid_module_s_values_have_their_own_lines(project: Callable[[str], str]) -> None:
@@ -151,15 +178,21 @@ def test_field_line_reads_dict_keys_and_nested_keywords(path: tuple[str, ...], l
         "        pods_ready=PodsReady(),\n    ),\n)\n",
         encoding="utf-8",
     )
-    assert provenance.field_line((str(source), 2), "Queueing", path[1:]) == (str(source), line)
-    assert provenance.field_line((str(source), 1), "ClusterConfig", path) == (str(source), 2)  # the value is a call: its keyword
+    assert provenance.field_line(provenance.Site(str(source), 2), "Queueing", path[1:]) == (str(source), line)
+    assert provenance.field_line(provenance.Site(str(source), 1), "ClusterConfig", path) == (
+        str(source),
+        2,
+    )  # the value is a call: its keyword
 
 
 def test_a_constant_is_found_by_its_name_or_by_the_one_text_it_holds(tmp_path: Path) -> None:
     source = tmp_path / "m.py"
     source.write_text('NS = "ns"\nOTHER = "x"\nSAME = "x"\nW = Workload(namespace=NS, name=OTHER)\nV = _w("v")\n', encoding="utf-8")
     at = str(source)
-    assert provenance.constant((at, 4), "Workload", ("namespace",), "ns") == ("NS", (at, 1))
-    assert provenance.constant((at, 4), "Workload", ("name",), "x") == ("OTHER", (at, 2))  # written by name: that one
-    assert provenance.constant((at, 5), "Workload", ("namespace",), "ns") == ("NS", (at, 1))  # a helper fills it: by its text
-    assert provenance.constant((at, 5), "Workload", ("image",), "x") is None  # two constants hold "x": neither is named
+    assert provenance.constant(provenance.Site(at, 4), "Workload", ("namespace",), "ns") == ("NS", (at, 1))
+    assert provenance.constant(provenance.Site(at, 4), "Workload", ("name",), "x") == ("OTHER", (at, 2))  # written by name: that one
+    assert provenance.constant(provenance.Site(at, 5), "Workload", ("namespace",), "ns") == (
+        "NS",
+        (at, 1),
+    )  # a helper fills it: by its text
+    assert provenance.constant(provenance.Site(at, 5), "Workload", ("image",), "x") is None  # two constants hold "x": neither is named

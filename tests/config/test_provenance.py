@@ -37,8 +37,8 @@ KEYWORDS = """CONFIG = ClusterConfig(
         (("absent",), None),
     ],
 )
-def test_keyword_line(path: tuple[str | int, ...], line: int | None, tmp_path: Path) -> None:
+def test_field_line(path: tuple[str | int, ...], line: int | None, tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text(KEYWORDS, encoding="utf-8")
-    assert provenance.keyword_line(str(module), 1, "ClusterConfig", path) == line
-    assert provenance.keyword_line(str(module), 2, "ClusterConfig", path) is None  # no such call on that line
+    assert provenance.field_line(provenance.Site(str(module), 1), "ClusterConfig", path) == (None if line is None else (str(module), line))
+    assert provenance.field_line(provenance.Site(str(module), 2), "ClusterConfig", path) is None  # no such call on that line

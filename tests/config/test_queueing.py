@@ -1,7 +1,7 @@
 """`queueing` in the config (docs/shared-clusters.md): off by default, its defaults, its YAML form, its schema, and its
 mistakes refused in the stack file's words (a priority without queueing or undeclared, a quota for a node set that does
-not exist, node sets Kueue cannot tell apart, labels that contradict the GPU node selector, more labels than a flavor
-takes, CPU or memory no one states); a queued stack at the queueing bounds."""
+not exist); a queued stack at the queueing bounds. (What Kueue would refuse of a valid one is rule queue-flavors':
+tests/policy/test_queueing.py.)"""
 
 from __future__ import annotations
 
@@ -59,7 +59,7 @@ class TestConfig:
         assert stacks.validate(yaml.safe_load(printed), "printed") == c
 
     def test_the_schema_describes_every_new_field(self, capsys: pytest.CaptureFixture[str]) -> None:
-        assert main(["schema"]) == 0
+        assert main(["schema", "--json"]) == 0
         schema = json.loads(capsys.readouterr().out)
         defs = schema["$defs"]
         assert schema["properties"]["queueing"]["description"].startswith("Gang admission through Kueue")
@@ -79,34 +79,36 @@ class TestConfig:
         said = refused("tcp", lambda d: queued(d, priority_classes={"low": 1}) and fixtures.workload(d, "one").update(priority="urgent"))
         assert "workloads[one].priority" in said and "'urgent' is not one of queueing.priority_classes (low)" in said
 
-    def test_a_quota_for_a_node_set_that_does_not_exist(self) -> None:
-        said = refused("tcp", lambda d: queued(d, quota={"poool": {GPU: "4"}}))
-        assert "queueing.quota.poool: 'poool' is not a node set" in said
+    def test_a_quota_for_a_node_set_that_does_not_exist_lists_the_sets(self) -> None:
+        said = refused("roce", lambda d: queued(d, quota={"mian": {GPU: "4"}}))
+        assert "queueing.quota.mian: 'mian' is not a node set: the quota is per node set (node_sets[].name: main, spare)" in said
 
-    def test_node_sets_kueue_cannot_tell_apart(self) -> None:
-        said = refused("roce", lambda d: queued(d)["node_sets"][1].update(labels={}))
-        assert "node_sets[spare].labels" in said and "tell its nodes apart" in said
-        said = refused("roce", lambda d: queued(d)["node_sets"][1].update(labels={"gpu-pool": "main"}))
-        assert "node_sets[spare].labels" in said and "(the same as node set 'main')" in said
+    @pytest.mark.parametrize(
+        "name,resource,listed",
+        [
+            ("roce", "nvidia.com/gpus", f"cpu, memory, {GPU}, pods, openshift.io/port1rdma, openshift.io/port2rdma"),
+            ("tcp", "openshift.io/port1rdma", f"cpu, memory, {GPU}, pods"),  # no fabric: no VF resource
+            ("tcp", "ephemeral-storage", f"cpu, memory, {GPU}, pods"),
+        ],
+    )
+    def test_a_quota_for_a_resource_no_pod_requests_is_refused_with_the_list(self, name: str, resource: str, listed: str) -> None:
+        """Issue 43: `nvidia.com/gpus` passed, and the ClusterQueue covered a resource nothing requests while the GPUs fell
+        back to the node set's total."""
+        node_set = fixtures.data(name)["node_sets"][0]["name"]
+        said = refused(name, lambda d: queued(d, quota={node_set: {resource: "4"}}))
+        key = f"['{resource}']" if "." in resource else f".{resource}"  # as the config path shows a key with dots
+        assert f"queueing.quota.{node_set}{key}: '{resource}' is no resource the stack's pods request" in said
+        assert f"A quota names one of {listed} (pods: Kueue counts them)" in said
+
+    def test_a_quota_for_each_resource_the_pods_request_is_taken(self) -> None:
+        resources = {GPU: "8", "cpu": "64", "memory": "1Ti", "pods": "4", "openshift.io/port1rdma": "8", "openshift.io/port2rdma": "8"}
+        c = queued_config("roce", quota={"main": resources})
+        (cq,) = [o for o in objects(c) if o["kind"] == "ClusterQueue"]
+        assert set(cq["spec"]["resourceGroups"][0]["coveredResources"]) == set(resources)
 
     def test_one_node_set_needs_no_labels(self) -> None:
         c = fixtures.config("tcp", lambda d: queued(d)["node_sets"][0].update(labels={}))
         assert c.queueing is not None
-
-    def test_labels_that_contradict_the_gpu_node_selector(self) -> None:
-        said = refused("roce", lambda d: queued(d)["node_sets"][0].update(labels={"nvidia.com/gpu.present": "false"}))
-        assert "node_sets[main].labels['nvidia.com/gpu.present']: nvidia.com/gpu.present=false contradicts gpu_node_selector" in said
-
-    def test_more_node_labels_than_a_flavor_takes(self) -> None:
-        said = refused("roce", lambda d: queued(d)["node_sets"][0].update(labels={f"k{i}": "v" for i in range(8)}))
-        assert "node_sets[main].labels" in said and "Kueue takes at most 8" in said
-
-    @pytest.mark.parametrize(("field", "resource"), [("allocatable_cpu", "cpu"), ("allocatable_memory", "memory")])
-    def test_cpu_or_memory_no_one_states(self, field: str, resource: str) -> None:
-        said = refused("tcp", lambda d: queued(d)["node_sets"][0].pop(field))
-        assert "queueing.quota" in said and f"states no {field}" in said and f"queueing.quota[pool][{resource}]" in said
-        stated = fixtures.config("tcp", lambda d: queued(d, quota={"pool": {resource: "10"}})["node_sets"][0].pop(field))
-        assert stated.queue_quota()["pool"][resource] == "10"
 
 
 def test_a_queued_stack_at_the_queueing_bounds() -> None:

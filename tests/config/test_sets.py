@@ -83,7 +83,7 @@ CONFIG = ClusterConfig(
     "args,where",
     [
         ('["sleep", "infinity"]', ["gpu_tolerations (clusters/sets.py:7)"]),
-        ('{"sleep", "infinity"}', ["gpu_tolerations (clusters/sets.py:7)", "workloads[w].args (clusters/sets.py:12)"]),
+        ('{"sleep", "infinity"}', ["workloads[w].args (clusters/sets.py:12)"]),  # the first model that fails: the line to change
     ],
 )
 def test_a_set_in_a_stack_module_is_refused_naming_its_line(

@@ -281,10 +281,10 @@ def test_the_binaries_of_a_module_that_share_ldflags_are_built_by_one_go_build(f
 
 
 def test_the_control_planes_kubernetes_binaries_are_one_go_build() -> None:
-    """They share the stamp, so one `go build` loads and compiles their packages once and links the four at once."""
+    """They share the stamp, so one `go build` loads and compiles their packages once and links the five at once."""
     k8s = [b for b in toolchain.BINARIES if b.module == "k8s"]
     grouped = {tuple(b.name for b in step) for step in toolchain.steps(k8s)}
-    assert ("kube-apiserver", "kube-controller-manager", "kubectl", "kube-scheduler") in grouped
+    assert ("kube-apiserver", "kube-controller-manager", "kubectl", "kube-scheduler", "kubelet") in grouped
     assert ("etcd",) in grouped  # unstamped: apart
     for b in toolchain.BINARIES:  # a binary built with others gets the name go gives it; a lone one is named by -o
         if len(next(s for s in toolchain.steps([x for x in toolchain.BINARIES if x.module == b.module]) if b in s)) > 1:

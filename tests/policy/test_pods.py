@@ -4,12 +4,29 @@ findings, PASSES what must stay accepted."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import stacks
+from config.values import GIB
 from tests import fixtures
-from tests.fixtures import Edit, W, add_port, both, env, port
-from tests.helpers import DEBUGGER, IMAGE, PYENV, RESOURCES, assert_accepted, assert_reported, case_id, cases_of, classify, rendered_stack
+from tests.fixtures import Edit, W, add_port, add_workload, both, check_of, env, port
+from tests.helpers import (
+    DEBUGGER,
+    IMAGE,
+    NAMES,
+    PYENV,
+    RESOURCES,
+    assert_accepted,
+    assert_found,
+    assert_reported,
+    case_id,
+    cases_of,
+    classify,
+    findings_of,
+    rendered_stack,
+)
 
 DIGEST = "sha256:" + "0123456789abcdef" * 4
 
@@ -161,6 +178,46 @@ def test_reported_by_the_preflight(cls: str, case: str, fixture: str, edit: Edit
     assert_reported(cls, fixture, edit, rule, severity, obj, phrase)
 
 
+# --- found where the config writes it: (class, case, fixture, edit, rule, its config path, a phrase of message or fix) ---
+
+FOUND: list[tuple[str, str, str, Edit, str, str, str]] = [
+    (
+        NAMES,
+        "a Route host over 63 characters",
+        "roce",
+        add_workload("solo", name="s" * 45, ports=[{"name": "jupyter-lab-xy", "port": 9000, "route": True}]),
+        "route-host",
+        f"workloads[{'s' * 45}].ports[jupyter-lab-xy].name",
+        "whose first label exceeds 63 characters",
+    ),
+    # a bandwidth check that cannot finish within its deadline, at the line rate (policy/rules/pods.py: the least time)
+    (
+        RESOURCES,
+        "200,000 iterations up to 64 GiB in a minute",
+        "roce",
+        check_of("fabric", iterations=100_000, warmup_iterations=100_000, max_bytes=64 * GIB, deadline_minutes=1),
+        "bandwidth-deadline",
+        "bandwidth_checks[fabric].iterations",
+        "at least 4.2 days at the line rate (800 Gb/s), longer than the check's deadline of 1 min: the Job fails with DeadlineExceeded",
+    ),
+    (
+        RESOURCES,
+        "a tcp check without a line rate, at the fastest node's",
+        "roce",
+        check_of("fabric", transport="tcp", iterations=5_000, max_bytes=16 * GIB, deadline_minutes=1),
+        "bandwidth-deadline",
+        "bandwidth_checks[fabric].iterations",
+        "(1600 Gb/s)",
+    ),
+]
+classify(FOUND)
+
+
+@pytest.mark.parametrize("cls,case,fixture,edit,rule,path,phrase", FOUND, ids=[case_id(c) for c in FOUND])
+def test_found_where_the_config_writes_it(cls: str, case: str, fixture: str, edit: Edit, rule: str, path: str, phrase: str) -> None:
+    assert_found(fixture, edit, rule, path, phrase)
+
+
 PASSES: list[tuple[str, str, str, Edit]] = [
     (IMAGE, "pinned by digest", "tcp", W("one", image="quay.io/example/pytorch@" + DIGEST)),
     (IMAGE, "sha512 digest", "tcp", W("one", image="quay.io/example/pytorch:2.9@sha512:" + "ab" * 64)),
@@ -168,6 +225,7 @@ PASSES: list[tuple[str, str, str, Edit]] = [
     (PYENV, "PATH written whole", "roce", env("dev", {"PATH": "/opt/venv/bin:/usr/local/bin:/usr/bin:/bin"})),
     (DEBUGGER, "debugpy reached with port-forward", "roce", lambda d: None),
     (DEBUGGER, "Jupyter and a port 5677 routed", "roce", add_port("dev", name="dbg", port=5677, route=True)),
+    (RESOURCES, "1,000 iterations up to 1 GiB in 30 minutes", "roce", check_of("fabric", iterations=1_000)),
 ]
 classify(PASSES)
 
@@ -175,6 +233,17 @@ classify(PASSES)
 @pytest.mark.parametrize("cls,case,fixture,edit", PASSES, ids=[case_id(c) for c in PASSES])
 def test_still_accepted(cls: str, case: str, fixture: str, edit: Edit) -> None:
     assert_accepted(fixture, edit)
+
+
+def test_the_fix_of_a_check_past_its_deadline_finishes_in_it() -> None:
+    """Each way out the finding names (the iterations that fit, or the deadline that fits them) passes."""
+    too_long = check_of("fabric", iterations=2_000, max_bytes=16 * GIB, deadline_minutes=1)
+    (found,) = [f for f in findings_of(fixtures.config("roce", too_long)) if f.rule == "bandwidth-deadline"]
+    iterations, minutes = (int(n) for n in re.findall(r"lower iterations to (\d+) .* deadline_minutes to at least (\d+)", found.fix)[0])
+    for fixed in (check_of("fabric", iterations=iterations), check_of("fabric", deadline_minutes=minutes)):
+        assert not [f for f in findings_of(fixtures.config("roce", too_long, fixed)) if f.rule == "bandwidth-deadline"]
+    longer = check_of("fabric", iterations=iterations + 1)
+    assert [f for f in findings_of(fixtures.config("roce", too_long, longer)) if f.rule == "bandwidth-deadline"]
 
 
 @cases_of(DEBUGGER, len(stacks.names()))

@@ -1,7 +1,6 @@
 """queue-quota: on a queued cluster, a quota the stack states lies between what a workload of its node set needs and what
 the set holds, each mistake a warning at the quota's own line (a YAML file's key here; a module's dict key in
-tests/config/test_field_lines.py). And the config's error for a node set without the cpu and memory its quota needs:
-both named in one run, not one run each."""
+tests/config/test_field_lines.py)."""
 
 from __future__ import annotations
 
@@ -9,7 +8,6 @@ from typing import Any
 
 import pytest
 
-import stacks
 from cli.checking import preflight
 from config.stack import ClusterConfig
 from policy.core import Finding
@@ -82,28 +80,3 @@ def test_a_quota_of_a_set_whose_cpu_is_unknown_is_not_judged_against_the_set() -
         d["node_sets"][0].pop("allocatable_cpu")
 
     assert quota_findings(queued({"cpu": "100000"}, unknown)) == []
-
-
-# --- the config: a node set whose quota lacks both cpu and memory ----------------------------------------------------------
-
-
-def test_a_set_without_cpu_and_memory_hears_of_both_in_one_error() -> None:
-    def bare(d: Data) -> None:
-        d["queueing"] = {"cluster_queue": "gpu", "quota": {"pool": {"nvidia.com/gpu": "8"}}}
-
-    with pytest.raises(stacks.ConfigError) as err:
-        fixtures.config("tcp", bare)
-    (line,) = [x for x in str(err.value).splitlines() if "states no" in x]
-    assert "states no allocatable_cpu and allocatable_memory" in line
-    assert "queueing.quota[pool][cpu] and queueing.quota[pool][memory]" in line
-    assert line.lstrip().startswith("queueing.quota.pool")  # at the set's own quota entry
-
-
-def test_a_set_that_states_one_of_them_hears_of_the_other_only() -> None:
-    def half(d: Data) -> None:
-        d["queueing"] = {"cluster_queue": "gpu", "quota": {"pool": {"cpu": "16"}}}
-
-    with pytest.raises(stacks.ConfigError) as err:
-        fixtures.config("tcp", half)
-    assert "states no allocatable_memory, so the ClusterQueue has no memory quota" in str(err.value)
-    assert "allocatable_cpu" not in str(err.value)

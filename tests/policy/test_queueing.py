@@ -1,17 +1,21 @@
-"""The preflight on a queued stack: capacity is held against the queue's quota (running workloads are not summed: Kueue
-admits them in turn), and the edits Kueue's webhooks refuse of an admitted workload are errors before `up`."""
+"""The preflight on a queued stack: each node set's ResourceFlavor and quota are ones Kueue accepts and charges right,
+capacity is held against the queue's quota (running workloads are not summed: Kueue admits them in turn), and the edits
+Kueue's webhooks refuse of an admitted workload are errors before `up`."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+import pytest
+
 from cli.checking import preflight
 from components.outputs import stack_outputs
 from config.kube import GPU
 from config.stack import ClusterConfig
+from policy.core import Finding
 from tests import fixtures
-from tests.fixtures import Data, queued_config
+from tests.fixtures import Data, queued, queued_config
 
 
 def errors(c: ClusterConfig, previous: Data | None = None, rule: str | None = None) -> list[str]:
@@ -33,6 +37,56 @@ def three_running(d: Data) -> None:
                 "deepspeed_hostfile": None,
             }
         )
+
+
+def flavor_errors(fixture: str, edit: Any) -> list[Finding]:
+    """The errors of the edited fixture, each of rule queue-flavors (one cause, one finding: capacity stays quiet)."""
+    found = [f for f in preflight(fixtures.config(fixture, edit), None, None, others=[]) if f.severity == "error"]
+    assert {f.rule for f in found} == {"queue-flavors"}, [f.line() for f in found]
+    return found
+
+
+class TestFlavors:
+    def test_node_sets_kueue_cannot_tell_apart(self) -> None:
+        (f,) = flavor_errors("roce", lambda d: queued(d)["node_sets"][1].update(labels={}))
+        assert f.where == "node_sets[spare].labels" and "tell its nodes apart" in f.message
+        (f,) = flavor_errors("roce", lambda d: queued(d)["node_sets"][1].update(labels={"gpu-pool": "main"}))
+        assert f.where == "node_sets[spare].labels" and "(the same as node set 'main')" in f.message
+
+    def test_labels_that_contradict_the_gpu_node_selector(self) -> None:
+        (f,) = flavor_errors("roce", lambda d: queued(d)["node_sets"][0].update(labels={"nvidia.com/gpu.present": "false"}))
+        assert f.where == "node_sets[main].labels['nvidia.com/gpu.present']"
+        assert f.message.startswith("nvidia.com/gpu.present=false contradicts gpu_node_selector")
+
+    def test_more_node_labels_than_a_flavor_takes(self) -> None:
+        (f,) = flavor_errors("roce", lambda d: queued(d)["node_sets"][0].update(labels={f"k{i}": "v" for i in range(8)}))
+        assert f.where == "node_sets[main].labels" and "Kueue takes at most 8" in f.message
+
+    def test_topology_aware_needs_a_label(self) -> None:
+        def bare(d: Data) -> None:
+            queued(d, topology_aware=True)["node_sets"][0].update(labels={})
+            d["gpu_node_selector"] = {}
+
+        (f,) = flavor_errors("tcp", bare)
+        assert f.where == "node_sets[pool].labels" and "at least one node label" in f.message
+
+    @pytest.mark.parametrize(("field", "resource"), [("allocatable_cpu", "cpu"), ("allocatable_memory", "memory")])
+    def test_cpu_or_memory_no_one_states(self, field: str, resource: str) -> None:
+        (f,) = flavor_errors("tcp", lambda d: queued(d)["node_sets"][0].pop(field))
+        assert f.where == "queueing.quota" and f"states no {field}" in f.message and f"queueing.quota[pool][{resource}]" in f.fix
+        stated = fixtures.config("tcp", lambda d: queued(d, quota={"pool": {resource: "10"}})["node_sets"][0].pop(field))
+        assert stated.queue_quota()["pool"][resource] == "10"
+
+    def test_a_set_without_cpu_and_memory_hears_of_both_in_one_error(self) -> None:
+        (f,) = flavor_errors("tcp", lambda d: d.update(queueing={"cluster_queue": "gpu", "quota": {"pool": {"nvidia.com/gpu": "8"}}}))
+        assert "states no allocatable_cpu and allocatable_memory" in f.message
+        assert "queueing.quota[pool][cpu] and queueing.quota[pool][memory]" in f.fix
+        assert f.where == "queueing.quota.pool"  # at the set's own quota entry
+
+    def test_a_set_that_states_one_of_them_hears_of_the_other_only(self) -> None:
+        (f,) = flavor_errors("tcp", lambda d: d.update(queueing={"cluster_queue": "gpu", "quota": {"pool": {"cpu": "16"}}}))
+        assert "states no allocatable_memory, so the ClusterQueue has no memory quota" in f.message
+        assert "allocatable_cpu" not in f.message + f.fix
 
 
 class TestCapacity:
@@ -100,6 +154,18 @@ class TestQueueEdits:
         found = errors(queued_config("roce"), stack_outputs(fixtures.config("roce")), "queue-edits")
         assert len(found) == 1 and "puts the workloads in queue 'gpu-training' of statefulset 'dev' (running)" in found[0]
         assert "dev-tcp" not in found[0]  # stopped: Kueue takes a queue on a stopped StatefulSet
+
+    def test_queueing_turned_on_in_the_edit_that_stops_them(self) -> None:
+        """docs/shared-clusters.md followed without committing the stop: the file stops the workload, the committed render
+        (what the cluster runs, as far as the repository knows) runs it. Said so, never `(running)` of a stopped one."""
+
+        def stop(d: Data) -> None:
+            for w in d["workloads"]:
+                w["state"] = "stopped"
+
+        found = errors(queued_config("roce", edit=stop), stack_outputs(fixtures.config("roce")), "queue-edits")
+        assert len(found) == 1 and "statefulset 'dev' (running in the committed render)" in found[0]
+        assert "(running)" not in found[0] and "deploy the stop first" in found[0] and "commit" in found[0]
 
     def test_queueing_turned_off_and_a_stopped_statefulset(self) -> None:
         found = errors(fixtures.config("roce"), self.previous(), "queue-edits")

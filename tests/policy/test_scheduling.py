@@ -1,6 +1,7 @@
-"""The scheduling rules (policy/rules/scheduling.py): GPU pods keep off the control plane's nodes (tolerations, node
+"""The scheduling rules (policy/rules/scheduling.py): each pod fits a node of its set (GPUs, CPU, memory, the set's
+count) and selects only nodes the stack counts on; GPU pods keep off the control plane's nodes (tolerations, node
 selectors, node affinity), found where the config writes it, and tolerate every taint of the GPU nodes. FINDINGS holds
-the findings of each class, PASSES what must stay accepted."""
+the findings of each class, FOUND those located at a field of the config, PASSES what must stay accepted."""
 
 from __future__ import annotations
 
@@ -15,8 +16,8 @@ from components.program import objects, patches
 from config.values import MAX_TOLERATIONS
 from policy.core import Finding
 from tests import fixtures
-from tests.fixtures import ARBITER, CONTROL, MASTER, Data, Edit, W, toleration
-from tests.helpers import CONTROL_PLANE, assert_accepted, assert_reported, case_id, cases_of, classify, findings_of
+from tests.fixtures import ARBITER, CONTROL, MASTER, Data, Edit, W, both, check_of, node_set, toleration
+from tests.helpers import CONTROL_PLANE, RESOURCES, assert_accepted, assert_found, assert_reported, case_id, cases_of, classify, findings_of
 
 # --- a preflight finding: (class, case, fixture, edit, rule, severity, object, a phrase of message and fix) ---------
 
@@ -91,6 +92,105 @@ classify(PASSES)
 @pytest.mark.parametrize("cls,case,fixture,edit", PASSES, ids=[case_id(c) for c in PASSES])
 def test_still_accepted(cls: str, case: str, fixture: str, edit: Edit) -> None:
     assert_accepted(fixture, edit)
+
+
+# --- found where the config writes it: (class, case, fixture, edit, rule, its config path, a phrase of message or fix) ---
+
+FOUND: list[tuple[str, str, str, Edit, str, str, str]] = [
+    (
+        RESOURCES,
+        "more pods than the node set",
+        "roce",
+        W("dev", nodes=5),
+        "node-fit",
+        "workloads[dev].nodes",
+        "node set 'main' has 4 node(s)",
+    ),
+    (
+        RESOURCES,
+        "more GPUs than a node",
+        "roce",
+        W("dev", gpus_per_node=8),
+        "node-fit",
+        "workloads[dev].gpus_per_node",
+        "the nodes of 'main' have 4",
+    ),
+    (
+        RESOURCES,
+        "CPU above the nodes'",
+        "roce",
+        node_set(1, allocatable_cpu="16"),
+        "node-fit",
+        "workloads[train].cpu",
+        "offer 16 (allocatable_cpu)",
+    ),
+    (
+        RESOURCES,
+        "memory above the nodes'",
+        "roce",
+        node_set(0, allocatable_memory="32Gi"),
+        "node-fit",
+        "workloads[dev].memory",
+        "Insufficient memory",
+    ),
+    (
+        RESOURCES,
+        "a check's memory above the nodes'",
+        "roce",
+        both(node_set(0, allocatable_memory="100Gi"), check_of("fabric", memory="128Gi")),
+        "node-fit",
+        "bandwidth_checks[fabric].memory",
+        "offer 100Gi",
+    ),
+    (
+        RESOURCES,
+        "node_selector outside the set",
+        "roce",
+        W("solo", node_selector={"kubernetes.io/hostname": "node-a"}),
+        "node-selector",
+        "workloads[solo].node_selector['kubernetes.io/hostname']",
+        "not a node of their node set 'spare'",
+    ),
+    (
+        RESOURCES,
+        "node_selector pinning many pods",
+        "roce",
+        W("dev", node_selector={"kubernetes.io/hostname": "node-a"}),
+        "node-selector",
+        "workloads[dev].node_selector['kubernetes.io/hostname']",
+        "one node each",
+    ),
+    (
+        RESOURCES,
+        "node_selector to a named node of an unnamed set",
+        "tcp",
+        both(
+            lambda d: d["node_sets"].append({"name": "pinned", "nodes": ["gpu-9"], "gpus_per_node": 4}),
+            W("one", node_selector={"kubernetes.io/hostname": "gpu-9"}),
+        ),
+        "node-selector",
+        "workloads[one].node_selector['kubernetes.io/hostname']",
+        "avoid named nodes",
+    ),
+    (
+        RESOURCES,
+        "node_selector against gpu_node_selector",
+        "roce",
+        W("solo", node_selector={"nvidia.com/gpu.present": "false"}),
+        "node-selector",
+        "workloads[solo].node_selector['nvidia.com/gpu.present']",
+        "contradicts",
+    ),
+]
+classify(FOUND)
+
+LINES = {"memory above the nodes'": 2}
+"""Cases whose mistake shows in more than one entry: one finding each (dev's pods and the bandwidth check's)."""
+
+
+@pytest.mark.parametrize("cls,case,fixture,edit,rule,path,phrase", FOUND, ids=[case_id(c) for c in FOUND])
+def test_found_where_the_config_writes_it(cls: str, case: str, fixture: str, edit: Edit, rule: str, path: str, phrase: str) -> None:
+    assert_found(fixture, edit, rule, path, phrase, LINES.get(case, 1))
 
 
 # --- the control plane: what only a rendered object can say ------------------------------------------------------------------
@@ -176,9 +276,9 @@ def test_gpu_toleration_rule_finds_an_untolerated_taint_among_many(tolerations: 
         ]
 
     config = fixtures.config("roce", edit)
-    found = policy.check(config, objects(config), patches(config), only=["gpu-toleration"])
+    found = [f for f in policy.check(config, objects(config), patches(config)) if f.rule == "gpu-toleration"]
     assert found == []
     # The same pods, held against one taint more than they tolerate.
     wider = fixtures.config("roce", lambda d: (edit(d), d["gpu_tolerations"].append({"key": "example.com/extra", "operator": "Exists"})))
-    found = policy.check(wider, objects(config), patches(config), only=["gpu-toleration"])
+    found = [f for f in policy.check(wider, objects(config), patches(config)) if f.rule == "gpu-toleration"]
     assert found and all("example.com/extra" in f.message for f in found), found

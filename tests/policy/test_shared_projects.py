@@ -128,24 +128,7 @@ def test_a_stack_that_shares_a_cluster_knowingly_accepts_the_warning() -> None:
     assert "accepted_warnings" not in {f.rule for f in policy.check(other, objects(other), patches(other), others=[original])}
 
 
-def test_by_default_the_preflight_compares_with_the_projects_stacks(monkeypatch: pytest.MonkeyPatch) -> None:
-    original = cluster("lab")
-    asked: list[str] = []
-
-    def project_stacks(exclude: str) -> list[ClusterConfig]:
-        asked.append(exclude)
-        return [original]
-
-    monkeypatch.setattr(policy.run, "project_stacks", project_stacks)
-    copy = cluster("mylab")
-    findings = policy.check(copy, objects(copy), patches(copy))  # as `python -m stacks check` and the Pulumi program call it
-    assert asked == ["mylab"] and "Stack mylab" in {f.object for f in findings if f.rule == "shared-projects"}
-    # only when the rule runs: a check of other rules loads no other stack
-    policy.check(copy, objects(copy), patches(copy), only=["capacity"])
-    assert asked == ["mylab"]
-
-
-def test_the_projects_stacks_are_every_stack_but_the_one_checked() -> None:
+def test_the_stacks_a_check_compares_with_are_every_stack_but_the_one_checked() -> None:
     names = stacks.names()
-    assert [c.name for c in policy.run.project_stacks(names[0])] == names[1:]
-    assert [c.name for c in policy.run.project_stacks("not-a-stack")] == names
+    assert [c.name for c in stacks.others(names[0])] == names[1:]
+    assert [c.name for c in stacks.others("not-a-stack")] == names

@@ -1,6 +1,8 @@
 """The rules over the whole stack (policy/rules/stack.py): the API server's limits on each object (annotations, labels,
-size), hidden characters in the config, an object declared twice (named by both sources), and the claims a change
-leaves behind, named by the change. FINDINGS holds the findings of each class, PASSES what must stay accepted."""
+size, a ConfigMap's data), hidden characters in the config, an object declared twice (named by both sources), names the
+program derives that meet on the cluster (named at both entries), and the claims a change leaves behind, named by the
+change. FINDINGS holds the findings of each class, FOUND those located at a field of the config, PASSES what must stay
+accepted."""
 
 from __future__ import annotations
 
@@ -17,8 +19,8 @@ from components.program import layout, objects, patches, sources
 from config.stack import ClusterConfig
 from policy.core import Finding
 from tests import fixtures
-from tests.fixtures import Edit, W, both
-from tests.helpers import LIMITS, NAMES, assert_accepted, assert_reported, case_id, cases_of, classify, findings_of
+from tests.fixtures import Edit, W, add_project, add_volume, add_workload, both, check_of, env, pvc_fix
+from tests.helpers import LIMITS, NAMES, SIZE, assert_accepted, assert_found, assert_reported, case_id, cases_of, classify, findings_of
 
 RLO = "\u202e"  # RIGHT-TO-LEFT OVERRIDE
 ZWSP = "\u200b"  # ZERO WIDTH SPACE
@@ -48,14 +50,14 @@ FINDINGS: list[tuple[str, str, str, Edit, str, str, str, str]] = [
         "PersistentVolumeClaim nfs/nfs-server-root (patch)",
         "annotations take",
     ),
-    # text that displays otherwise than it runs
+    # text that displays otherwise than it runs: an error where it runs (a script, a command, an environment value)
     (
         LIMITS,
         "right-to-left override in a script",
         "roce",
         lambda d: d["scripts"][0]["files"].update({"x.sh": f"echo {RLO}cba"}),
         "hidden-characters",
-        "warning",
+        "error",
         "Stack roce",
         "U\\+202E RIGHT-TO-LEFT OVERRIDE",
     ),
@@ -65,7 +67,7 @@ FINDINGS: list[tuple[str, str, str, Edit, str, str, str, str]] = [
         "tcp",
         W("one", args=["python", f"train{ZWSP}.py"]),
         "hidden-characters",
-        "warning",
+        "error",
         "Stack tcp",
         "U\\+200B ZERO WIDTH SPACE \\(first at character 6\\)",
     ),
@@ -75,7 +77,7 @@ FINDINGS: list[tuple[str, str, str, Edit, str, str, str, str]] = [
         "roce",
         W("solo", env={"X": "a\u2066b\u2069"}),
         "hidden-characters",
-        "warning",
+        "error",
         "Stack roce",
         "U\\+2066 LEFT-TO-RIGHT ISOLATE, U\\+2069 POP DIRECTIONAL ISOLATE",
     ),
@@ -85,9 +87,39 @@ FINDINGS: list[tuple[str, str, str, Edit, str, str, str, str]] = [
         "roce",
         lambda d: d["images"][0].update(dockerfile="\ufeffFROM x\nRUN rdma-core libibverbs\n"),
         "hidden-characters",
-        "warning",
+        "error",
         "Stack roce",
         "U\\+FEFF",
+    ),
+    (
+        LIMITS,
+        "right-to-left override in a check's environment",
+        "roce",
+        check_of("fabric", env={"X": f"a{RLO}b"}),
+        "hidden-characters",
+        "error",
+        "Stack roce",
+        "U\\+202E .*otherwise than it runs",
+    ),
+    (
+        LIMITS,
+        "zero-width joiner in the NCCL defaults",
+        "roce",
+        lambda d: d["defaults"]["nccl_env_rdma"].update(NCCL_IB_TIMEOUT="22\u200d"),
+        "hidden-characters",
+        "error",
+        "Stack roce",
+        "U\\+200D ZERO WIDTH JOINER",
+    ),
+    (
+        LIMITS,
+        "right-to-left override in a description",
+        "tcp",
+        lambda d: d.update(description=f"a{RLO}b"),
+        "hidden-characters",
+        "warning",
+        "Stack tcp",
+        "otherwise than it reads",
     ),
     (
         LIMITS,
@@ -123,6 +155,130 @@ classify(PASSES)
 @pytest.mark.parametrize("cls,case,fixture,edit", PASSES, ids=[case_id(c) for c in PASSES])
 def test_still_accepted(cls: str, case: str, fixture: str, edit: Edit) -> None:
     assert_accepted(fixture, edit)
+
+
+# --- found where the config writes it: (class, case, fixture, edit, rule, its config path, a phrase of message or fix) ---
+
+FOUND: list[tuple[str, str, str, Edit, str, str, str]] = [
+    (
+        SIZE,
+        "ConfigMap from big scripts",
+        "roce",
+        lambda d: d["scripts"][0]["files"].update({f"part{i}.py": "x" * 200_000 for i in range(6)}),
+        "api-limits",
+        "scripts[train-script].files",
+        "over 1 MiB",
+    ),
+    (
+        SIZE,
+        "an environment over ARG_MAX, over etcd's limit first",
+        "roce",
+        env("dev", {f"V{i}": "x" * 60_000 for i in range(32)}),
+        "api-limits",
+        "workloads[dev].env",
+        "etcd's limit",
+    ),
+    (
+        SIZE,
+        "pod template over etcd's limit",
+        "roce",
+        env("dev", {f"V{i}": "$" * 60_000 for i in range(14)}),
+        "api-limits",
+        "workloads[dev].env",
+        "etcd",
+    ),
+    (
+        NAMES,
+        "a variant's Route host and a workload's",
+        "roce",
+        both(
+            add_project("a"),
+            add_workload("solo", name="dev-tcp-jupyter", namespace="a", ports=[{"name": "team", "port": 9000, "route": True}]),
+        ),
+        "derived-names",
+        "workloads[dev-tcp-jupyter].ports[team].name",
+        "Route host 'dev-tcp-jupyter-team-a'",
+    ),
+    (
+        NAMES,
+        "a variant's per-pod claim and a workload's",
+        "roce",
+        both(
+            add_volume(name="workspace-dev", mount_path="/w2", storage_class=fixtures.RBD, shared=False),
+            add_workload("solo", name="tcp", namespace="team-a", mounts=[{"volume": "workspace-dev"}]),
+        ),
+        "derived-names",
+        "workloads[tcp].mounts[0].volume",
+        "workspace-dev-tcp-0",
+    ),
+    (
+        NAMES,
+        "one Route host from two namespaces",
+        "roce",
+        both(
+            add_project("a"),
+            add_workload("solo", name="dev", namespace="a", ports=[{"name": "jupyter-team", "port": 9000, "route": True}]),
+        ),
+        "derived-names",
+        "workloads[dev].ports[jupyter-team].name",
+        "Route host 'dev-jupyter-team-a'",
+    ),
+    (
+        NAMES,
+        "one per-pod claim from two volume/workload pairs",
+        "roce",
+        both(
+            add_volume(name="workspace-d", mount_path="/w2", storage_class=fixtures.RBD, shared=False),
+            W("dev", name="d-ev"),
+            add_workload("solo", name="ev", namespace="team-a", mounts=[{"volume": "workspace-d"}]),
+        ),
+        "derived-names",
+        "workloads[ev].mounts[0].volume",
+        "the per-pod claim of workload 'd-ev' on volume 'workspace'",
+    ),
+    (
+        NAMES,
+        "shared claim named like a per-pod claim",
+        "roce",
+        add_volume(name="workspace-dev-1", mount_path="/x"),
+        "derived-names",
+        "workloads[dev].mounts[0].volume",
+        "volume 'workspace-dev-1'",
+    ),
+    (
+        NAMES,
+        "existing claim named like a per-pod claim",
+        "roce",
+        add_volume(name="workspace-dev-0", mount_path="/x", existing=True, size=None),
+        "derived-names",
+        "workloads[dev].mounts[0].volume",
+        "claim 'workspace-dev-0'",
+    ),
+    (
+        NAMES,
+        "pvc_fixes of a shared claim the stack creates",
+        "roce",
+        pvc_fix("datasets"),
+        "derived-names",
+        "pvc_fixes[0].pvc",
+        "created by this stack (volume 'datasets', volumes[datasets].name)",
+    ),
+    (
+        NAMES,
+        "pvc_fixes of a per-pod claim",
+        "roce",
+        pvc_fix("workspace-dev-1"),
+        "derived-names",
+        "pvc_fixes[0].pvc",
+        "the per-pod claim of workload 'dev'",
+    ),
+]
+classify(FOUND)
+
+
+@pytest.mark.parametrize("cls,case,fixture,edit,rule,path,phrase", FOUND, ids=[case_id(c) for c in FOUND])
+def test_found_where_the_config_writes_it(cls: str, case: str, fixture: str, edit: Edit, rule: str, path: str, phrase: str) -> None:
+    assert_found(fixture, edit, rule, path, phrase)
 
 
 # --- API limits of rendered objects ------------------------------------------------------------------------------------

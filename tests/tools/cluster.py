@@ -13,7 +13,6 @@ from components.bandwidth import job_name
 from config.stack import ClusterConfig
 from tests import fixtures
 from tools import drift
-from tools.status import KUEUE_JOB_NAME, KUEUE_JOB_UID
 
 Obj = dict[str, Any]
 JOB_UID = "batch.kubernetes.io/controller-uid"
@@ -153,18 +152,31 @@ def running(name: str = "roce", edit: Any = None) -> tuple[ClusterConfig, dict[s
     return config, objs, [*pods, *(node(f"node-{c}") for c in "abcdefg")]
 
 
-def stranded_workload(owner: Obj, job_uid: str, gpus: int = 8, name: str | None = None) -> Obj:
+def stranded_workload(owner: Obj, job_uid: str, gpus: int = 8, name: str | None = None, queue: str = "gpu") -> Obj:
     """The Workload Kueue v0.17.0 can leave when a queued StatefulSet is stopped (kueue#12232): made for the StatefulSet
-    (job-uid label, owner-name annotation, as statefulset_reconciler.go constructWorkload sets them), its owner
-    references gone, its quota still reserved and admitted."""
+    (job-uid label, owner-name and owner-gvk annotations, as statefulset_reconciler.go constructWorkload sets them), its
+    owner references gone, its quota of ClusterQueue `queue` still reserved and admitted."""
     wl = kueue_workload(owner, condition("QuotaReserved", "True", "QuotaReserved"), condition("Admitted", "True"))
     wl["metadata"]["name"] = name or wl["metadata"]["name"]
     meta = wl["metadata"]
     del meta["ownerReferences"]
-    meta["labels"] = {KUEUE_JOB_UID: job_uid}
-    meta["annotations"] = {KUEUE_JOB_NAME: owner["metadata"]["name"], "kueue.x-k8s.io/job-owner-gvk": "apps/v1, Kind=StatefulSet"}
+    meta["labels"] = {"kueue.x-k8s.io/job-uid": job_uid}
+    gvk = f"{owner['apiVersion']}, Kind={owner['kind']}"  # apimachinery's GroupVersionKind.String()
+    meta["annotations"] = {"kueue.x-k8s.io/job-owner-name": owner["metadata"]["name"], "kueue.x-k8s.io/job-owner-gvk": gvk}
     wl["status"]["admission"] = {
-        "clusterQueue": "gpu",
+        "clusterQueue": queue,
         "podSetAssignments": [{"name": "main", "flavors": {"nvidia.com/gpu": "roce-main"}, "resourceUsage": {"nvidia.com/gpu": str(gpus)}}],
     }
     return wl
+
+
+def workbench(name: str, namespace: str) -> Obj:
+    """Another owner's StatefulSet, as OpenShift AI stops a workbench: at 0 replicas, none of this program's labels."""
+    labels = {"app": name, "opendatahub.io/notebook": "true"}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": {"name": name, "namespace": namespace, "uid": uid("StatefulSet", namespace, name, "workbench"), "labels": labels},
+        "spec": {"replicas": 0, "selector": {"matchLabels": {"statefulset": name}}},
+        "status": {"replicas": 0},
+    }

@@ -110,7 +110,7 @@ def test_the_plan_marks_hand_made_and_fresh_objects_and_filters_kinds(
     assert "declares no Pod" in capsys.readouterr().err
     assert main(["import-plan", "ib-staging"]) == 2
     assert "no Pulumi.ib-staging.yaml" in capsys.readouterr().err
-    fresh = adoption.fresh_objects(stacks.load("ib"))
+    fresh = [e["name"] for e in adoption.import_entries(stacks.load("ib")) if not e["hand_made"]]
     assert "StatefulSet lab/env" in fresh and "PersistentVolumeClaim lab/shared" not in fresh
 
 
@@ -239,6 +239,53 @@ def test_rights_names_each_objects_tier_and_its_check(fixture_project: Any, caps
     assert "oc auth can-i create statefulsets.apps -n team-b" in project
     assert "SecurityContextConstraints" not in project.split("\nreads", 1)[0]
     assert "oc auth can-i get namespaces/team-a -n team-a" in out and "if missing: create the project" in out
+
+
+def test_rights_says_each_line_once(fixture_project: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    """Objects of a kind that need the same lines (a project's NADs, its ConfigMaps) are one entry: no line to run twice."""
+    fixture_project("roce")
+    assert main(["rights", "roce"]) == 0
+    out = capsys.readouterr().out
+    for tier in out.split("\n\n")[1:]:
+        asked = [line.split("oc auth can-i", 1)[1] for line in tier.splitlines() if "oc auth can-i" in line]
+        assert sorted(set(asked)) == sorted(asked), tier
+
+
+def test_rights_run_asks_each_line_once_with_the_stack_files_context(
+    fixture_project: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`rights --run`: the lines asked of the cluster (as `oc auth can-i ... --context` of the stack files), each answer
+    after its line, and exit 1 when one is not yes."""
+    fixture_project("roce")
+    bin_dir, asked = tmp_path / "bin", tmp_path / "asked"
+    bin_dir.mkdir()
+    (bin_dir / "oc").write_text(
+        "#!/bin/sh\n"
+        'case "$*" in\n'
+        '  "config get-contexts"*) echo roce ;;\n'
+        f'  *statefulsets*) echo "$*" >> {asked}; echo no; exit 1 ;;\n'
+        f'  *) echo "$*" >> {asked}; echo yes ;;\n'
+        "esac\n",
+        encoding="utf-8",
+    )
+    (bin_dir / "oc").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    assert main(["rights", "roce", "--run"]) == 1
+    out = capsys.readouterr().out
+    calls = asked.read_text(encoding="utf-8").splitlines()
+    assert len(calls) == len(set(calls)) and all(c.startswith("auth can-i ") and c.endswith("--context roce") for c in calls)
+    assert "oc auth can-i create statefulsets.apps -n team-b  -> no" in out
+    assert "oc auth can-i create securitycontextconstraints.security.openshift.io  -> yes" in out
+    assert out.splitlines()[-1] == f"roce: {len(calls) - 2} of {len(calls)} answered yes (context roce); 2 did not: above"
+
+
+def test_rights_run_without_oc_says_what_to_install(
+    fixture_project: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixture_project("roce")
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert main(["rights", "roce", "--run"]) == 2
+    assert "error: rights --run: neither oc nor kubectl is on PATH: install the OpenShift CLI" in capsys.readouterr().err
 
 
 def test_adopt_diff_of_a_list_diffs_what_the_stack_declares_and_names_the_rest(

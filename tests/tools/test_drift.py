@@ -187,6 +187,19 @@ def test_the_commands_read_a_pulumi_stack_of_a_project(
     assert main(["drift", "nope"]) == 2 and "no Pulumi.nope.yaml" in capsys.readouterr().err
 
 
+def test_recover_without_the_pulumi_cli_says_what_to_install(
+    fixture_project: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """What a new user got was `[Errno 2] No such file or directory: 'pulumi'`."""
+    fixture_project("roce")
+    monkeypatch.setenv("PATH", str(tmp_path / "bin"))
+    monkeypatch.setenv("PULUMI_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("PULUMI_BACKEND_URL", raising=False)
+    assert main(["recover", "roce"]) == 2
+    err = capsys.readouterr().err
+    assert "the Pulumi CLI, which is not on PATH: install it" in err and "recover roce --state FILE" in err and "Errno" not in err
+
+
 # --- a file backend a killed run left half-written ----------------------------------------------------------------------
 
 

@@ -1,13 +1,11 @@
 """Renders read back (tools/diff.py, tools/writer.py): the committed render `diff` and `check --against` compare with, and
-the render a `render` replaces, are read as data: bounded in size, depth and values, no aliases and no tags without an
-order, UTF-8 only, each file one object with kind and metadata.name; anything else is one message naming the file (a
-100,000-deep YAML used to kill the process with SIGSEGV inside libyaml), never a crash or a comparison of a list with an
-object."""
+the render a `render` replaces, are read as data: bounded in size (JSON in depth too), UTF-8 only, each file one object
+with kind and metadata.name; anything else is one message naming the file, never a comparison of a list with an
+object. (A committed render is the repository's own: a hostile one is code review's to catch.)"""
 
 from __future__ import annotations
 
 import subprocess
-import sys
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,13 +15,10 @@ import pytest
 import stacks
 from cli.main import main
 from tests import fixtures
-from tests.helpers import ROOT, run_cli, yaml_text
+from tests.helpers import run_cli, yaml_text
 from tools import diff
 from tools.render import run as render_run
 from tools.writer import MAX_READ, WriteError, write
-
-DEEP_YAML = "a: " + "[" * 100_000 + "]" * 100_000 + "\n"
-
 
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
 
@@ -39,14 +34,11 @@ def git(root: Path, *args: str) -> None:
 
 # (file under rendered/tcp/, its bytes, a phrase of the message)
 COMMITTED: dict[str, tuple[str, bytes, str]] = {
-    "YAML nested 100,000 deep": ("proj/configmap-x.yaml", DEEP_YAML.encode(), "nested more than 40 levels deep"),
-    "a billion laughs": ("proj/configmap-x.yaml", b"a: &a [x, x]\nb: &b [*a, *a]\nc: [*b, *b]\n", "YAML aliases (*name) are not supported"),
     "not UTF-8": ("proj/configmap-x.yaml", b"kind: \xff\xfe\n", "not a UTF-8 text file (byte 6)"),
     "JSON nested 100,000 deep": ("outputs.json", DEEP_JSON.encode(), "nested more than 40 levels deep"),
     "JSON nested 70 deep": ("outputs.json", SEVENTY_DEEP_JSON.encode(), "nested more than 40 levels deep"),
     "NaN in the outputs": ("outputs.json", b'{"bandwidth": NaN}', "NaN is not a JSON number"),
     "larger than a rendered file": ("proj/configmap-x.yaml", b"a: '" + b"x" * stacks.RENDERED_LIMITS.max_bytes + b"'\n", "larger than"),
-    "an unordered set": ("proj/configmap-x.yaml", b"kind: ConfigMap\ndata: !!set {a, b}\n", "!!set is not supported"),
 }
 
 
@@ -80,7 +72,7 @@ class TestTheCommittedRenderIsReadBounded:
         assert code == 2 and out == "", err
         assert err.startswith(f"error: HEAD:rendered/tcp/{rel}") and phrase in err, err
 
-    @pytest.mark.parametrize("case", ["YAML nested 100,000 deep", "JSON nested 100,000 deep", "not UTF-8"])
+    @pytest.mark.parametrize("case", ["JSON nested 100,000 deep", "not UTF-8"])
     def test_check_against_names_the_committed_file(
         self, case: str, committed_project: Callable[[str, bytes], Path], capsys: pytest.CaptureFixture[str]
     ) -> None:
@@ -96,19 +88,6 @@ class TestTheCommittedRenderIsReadBounded:
             "outputs.json": {"stack": "tcp"},
             "proj/serviceaccount-ok.yaml": {"kind": "ServiceAccount", "metadata": {"name": "ok"}},
         }
-
-    def test_the_deep_document_ends_in_a_message_in_a_real_process(self, committed_project: Callable[[str, bytes], Path]) -> None:
-        # libyaml's composer recursed until the process died with SIGSEGV: no message, no exit code of ours.
-        root = committed_project("proj/configmap-x.yaml", DEEP_YAML.encode())
-        code = (
-            "import stacks\nfrom tools import diff\n"
-            f"try:\n    diff.committed({str(root)!r}, 'HEAD', 'rendered/tcp')\n"
-            "except stacks.ConfigError as err:\n    raise SystemExit(str(err))\n"
-        )
-        cwd = ROOT  # the project: `import stacks` finds the program
-        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=cwd)
-        assert done.returncode == 1, (done.returncode, done.stderr[-500:])  # -11: SIGSEGV
-        assert done.stderr.startswith("HEAD:rendered/tcp/proj/configmap-x.yaml:1:") and "nested more than 40" in done.stderr, done.stderr
 
 
 @pytest.fixture
@@ -131,24 +110,12 @@ def _statefulset(folder: Path) -> Path:
     return next(folder.rglob("statefulset-*.yaml"))
 
 
-def _append(line: str) -> Callable[[Path], None]:
-    def edit(folder: Path) -> None:
-        path = _statefulset(folder)
-        path.write_text(path.read_text(encoding="utf-8") + line, encoding="utf-8")
-
-    return edit
-
-
 def _replace(text: str) -> Callable[[Path], None]:
     return lambda folder: _statefulset(folder).write_text(text, encoding="utf-8")
 
 
 # (an edit of the committed StatefulSet file, a phrase of the one message `diff` prints)
 REFUSED: dict[str, tuple[Callable[[Path], None], str]] = {
-    "binary": (_append("a: !!binary AAAA\n"), "!!binary is not supported"),
-    "binary in a list": (_append("a: [x, !!binary AAAA]\n"), "!!binary is not supported"),
-    "infinity": (_append("a: .inf\n"), ".inf is not a JSON number"),
-    "NaN": (_append("a: .NaN\n"), ".NaN is not a JSON number"),
     "a list": (_replace("- 1\n- 2\n"), "not a rendered object (a list)"),
     "empty": (_replace(""), "not a rendered object (empty)"),
     "a comment only": (_replace("# nothing\n"), "not a rendered object (empty)"),
@@ -169,16 +136,6 @@ class TestCommittedRenderFiles:
         code, out, err = run_cli(["diff", "tcp"], capsys)
         assert code == 2 and out == "" and "Traceback" not in err, err
         assert err.startswith(f"error: HEAD:{rel}") and phrase in err, err
-
-    @pytest.mark.parametrize("case", ["binary", "infinity"])
-    def test_the_refusal_names_the_line(
-        self, case: str, committed_render: Callable[[Callable[[Path], None]], Path], capsys: pytest.CaptureFixture[str]
-    ) -> None:
-        root = committed_render(REFUSED[case][0])
-        path = _statefulset(root / "rendered" / "tcp")
-        last = len(path.read_text(encoding="utf-8").splitlines())
-        _, _, err = run_cli(["diff", "tcp"], capsys)
-        assert f"{path.relative_to(root).as_posix()}:{last}:" in err, err
 
     @pytest.mark.parametrize("value", ["2001-12-14", "2001-12-14T21:59:43Z", "2001-12-14 21:59:43.10 -5"])
     def test_a_timestamp_is_read_as_its_text(

@@ -176,7 +176,7 @@ def test_a_kill_at_any_step_leaves_the_old_or_the_new_render_whole(tmp_path: Pat
 
 
 def test_the_two_renames_stand_in_where_there_is_no_atomic_exchange(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(writer, "_renameat2", lambda: None)
+    monkeypatch.setattr(writer, "renameat2", lambda: None)
     assert writer.exchange(tmp_path, tmp_path) is False
     out, _, new = _populated(tmp_path)
     write(_new(), out)
@@ -189,15 +189,15 @@ def test_what_appears_while_the_render_is_written_is_refused_and_the_swap_undone
 ) -> None:
     out, old, _ = _populated(tmp_path)
     if not atomic:
-        monkeypatch.setattr(writer, "_renameat2", lambda: None)
-    build = writer._build
+        monkeypatch.setattr(writer, "renameat2", lambda: None)
+    build = writer.build_folder
 
     def build_while_the_user_edits(*args: Any) -> Path:
         temp = build(*args)
         (out / "tcp" / "proj" / "notes.txt").write_text("mine")  # after the first check, before the swap
         return temp
 
-    monkeypatch.setattr(writer, "_build", build_while_the_user_edits)
+    monkeypatch.setattr(writer, "build_folder", build_while_the_user_edits)
     with pytest.raises(WriteError, match="notes.txt was not written by"):
         write(_new(), out)
     assert (out / "tcp" / "proj" / "notes.txt").read_text() == "mine"

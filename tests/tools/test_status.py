@@ -23,7 +23,10 @@ from config import project
 from config.stack import ClusterConfig
 from tests import fixtures
 from tests.helpers import ROOT
-from tools import drift, status
+from tools import drift
+from tools.status import report as status
+from tools.status.cluster import read_cluster
+from tools.status.reasons import launcher_refusal, scheduler_reasons
 
 Obj = dict[str, Any]
 
@@ -190,7 +193,10 @@ class TestStates:
         config, objs, pods = running_roce()
         del objs["dev"]
         w = of(run(config, objs, pods), "dev")
-        assert (w.state, w.ok) == ("missing", False) and "StatefulSet dev is not on the cluster: `pulumi up` creates it" in w.reasons[0]
+        assert (w.state, w.ok) == (
+            "missing",
+            False,
+        ) and "StatefulSet dev is not on the cluster: `pulumi up -s lab` creates it" in w.reasons[0]
 
     def test_a_hand_scaled_statefulset_is_named(self) -> None:
         config, objs, pods = running_roce()
@@ -346,7 +352,7 @@ class TestScheduling:
         ids=["filters", "several-per-node", "prefilter", "other"],
     )  # fmt: skip
     def test_the_schedulers_message_is_read(self, message: str, reasons: dict[str, int], other: str) -> None:
-        found, said = status.scheduler_reasons(message)
+        found, said = scheduler_reasons(message)
         assert (dict(found), said) == (reasons, other)
 
     @pytest.mark.parametrize(
@@ -488,6 +494,28 @@ class TestContainers:
             f"1 of 2 pods failing: restarting (CrashLoopBackOff, 7 restarts): last {expected}"
         )
 
+    @pytest.mark.parametrize("now", ["waiting", "running", "terminated"])
+    def test_a_pod_the_launcher_stopped_says_the_launchers_first_error(self, now: str) -> None:
+        """The cause is the launcher's own, from the start report its log ends with (read_cluster reads that log).
+        Between two back-offs the container runs, Ready without a probe, until the launcher refuses it again; and it
+        has just exited before the kubelet backs off: in each, the pod is failing, not ready."""
+        config, objs, pods = running_roce()
+        refused = {"exitCode": 2, "reason": "Error"}
+        state = {"waiting": {"reason": "CrashLoopBackOff"}, "running": {"startedAt": "2026-12-01T00:00:00Z"}, "terminated": refused}
+        crash = {"state": {now: state[now]}, "lastState": {"terminated": refused}}
+        pods[1] = pod(objs["dev"], 1, "node-b", ready=now == "running", restartCount=3, **crash)
+        cause = "no ACTIVE RDMA port with link layer RoCE v2 under /sys/class/infiniband (found: none)"
+        report = {"schema": "launcher-report/v1", "verdict": "would-not-start", "errors": [cause, "a second one"], "warnings": []}
+        name, container = pods[1]["metadata"]["name"], pods[1]["spec"]["containers"][0]["name"]
+        logs = {f"team-a/pod/{name}/{container}": f"the human report\nLAUNCHER_REPORT {json.dumps(report)}\n"}
+        w = of(run(config, objs, pods, logs=logs), "dev")
+        assert (w.state, w.ready, w.ok) == ("failed", 1, False)
+        assert w.reasons == [
+            f"1 of 2 pods failing: restarting (CrashLoopBackOff, 3 restarts): last exit 2 (Error): the launcher would not start it: "
+            f"{cause} (its report heads the log)"
+        ]
+        assert launcher_refusal("LAUNCHER_REPORT {not json") is None
+
     def test_a_container_waiting_for_its_config_quotes_the_kubelet(self) -> None:
         config, objs, pods = running_roce()
         waiting = {"waiting": {"reason": "CreateContainerConfigError", "message": 'secret "hf-secret" not found'}}
@@ -621,6 +649,7 @@ class TestCommand:
         jsonschema.Draft202012Validator.check_schema(schema)
         assert list(jsonschema.Draft202012Validator(schema).iter_errors(data)) == []
         assert data["ok"] is not broken and data["schema_version"] == status.SCHEMA_VERSION
+        assert data["context"] is None  # a saved file was read, not the context
         assert [w["config"] for w in data["workloads"]][:2] == ["workloads[dev]", "workloads[dev].tcp_variants[dev-tcp]"]
 
     def test_the_published_schema_is_what_the_command_prints(self, capsys: pytest.CaptureFixture[str]) -> None:
@@ -673,7 +702,7 @@ class TestReader:
         pods.append(pending(objs["dev"], 1, GPU_MSG))
         complete(objs[job_name(config, config.bandwidth_checks[0])])
         tool = fake_oc(tmp_path, [*objs.values(), *pods, *roce_nodes()], nodes)
-        objects, logs, unreadable = status.read_cluster(config, "lab", tool)
+        objects, logs, unreadable = read_cluster(config, "lab", tool)
         result = status.stack_status(config, "lab", "lab", objects, logs, unreadable)
         reason = of(result, "dev").reasons[0]
         assert "no node of main has 4 free GPUs (main: 4 nodes, 16 GPUs, 12 in use by ada, h-kim" in reason
@@ -689,9 +718,9 @@ class TestReader:
     def test_a_namespace_the_cluster_refuses_is_one_error(self, tmp_path: Path) -> None:
         config, objs, pods = running_roce()
         with pytest.raises(stacks.ConfigError, match="-n team-b` failed: Error from server \\(Forbidden\\)"):
-            status.read_cluster(config, None, fake_oc(tmp_path, [*objs.values(), *pods], "refused"))
+            read_cluster(config, None, fake_oc(tmp_path, [*objs.values(), *pods], "refused"))
 
     def test_no_oc_nor_kubectl_is_one_error(self, monkeypatch: pytest.MonkeyPatch) -> None:
         monkeypatch.setenv("PATH", os.devnull)
         with pytest.raises(stacks.ConfigError, match="neither is on PATH"):
-            status.read_cluster(fixtures.config("tcp"), None)
+            read_cluster(fixtures.config("tcp"), None)

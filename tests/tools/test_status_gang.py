@@ -12,7 +12,10 @@ import stacks
 from components.queueing import flavor_name
 from config.stack import ClusterConfig
 from tests import fixtures
-from tools import drift, status
+from tools import drift
+from tools.status import report as status
+from tools.status.queue import queue_reason
+from tools.status.reasons import scheduler_reasons
 
 Obj = dict[str, Any]
 
@@ -138,7 +141,7 @@ def of(result: status.StackStatus, name: str) -> status.WorkloadStatus:
 
 
 def test_the_schedulers_postfilter_notes_are_no_cause() -> None:
-    reasons, prefilter = status.scheduler_reasons(V1_34_4)
+    reasons, prefilter = scheduler_reasons(V1_34_4)
     assert dict(reasons) == {
         "node(s) didn't match Pod's node affinity/selector": 1,
         "node(s) didn't match pod anti-affinity rules": 1,
@@ -147,7 +150,7 @@ def test_the_schedulers_postfilter_notes_are_no_cause() -> None:
     }
     assert prefilter == ""
     before = V1_34_4.replace("no new claims to deallocate, ", "")  # kube-scheduler before 1.34 (no DRA PostFilter)
-    assert status.scheduler_reasons(before) == (reasons, "")
+    assert scheduler_reasons(before) == (reasons, "")
 
 
 def test_an_admitted_run_whose_pods_cannot_all_be_placed_is_reported_broken() -> None:
@@ -204,6 +207,6 @@ def test_a_run_topology_aware_scheduling_holds_back_says_why_in_the_configs_word
         "nodes) (queueing.topology_aware)"
     ]
     quota = f"couldn't assign flavors to pod set main: insufficient unused quota for pods in flavor {flavor}, 1 more needed"
-    assert status.queue_reason(c, quota) == "needs 1 more pods than the queue has free"
+    assert queue_reason(c, quota) == "needs 1 more pods than the queue has free"
     some = 'topology "tcp-nodes" allows to fit only 2 out of 3 pod(s). Total nodes: 3; excluded: taint "x=y:NoSchedule": 1'
-    assert "finds room for 2 of its 3 pods on the nodes of qb (3 nodes: 1 with the taint x=y:NoSchedule" in status.queue_reason(c, some)
+    assert "finds room for 2 of its 3 pods on the nodes of qb (3 nodes: 1 with the taint x=y:NoSchedule" in queue_reason(c, some)

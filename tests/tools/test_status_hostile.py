@@ -34,7 +34,10 @@ from tests.tools.cluster import (
     stranded_workload,
     uid,
 )
-from tools import kubectl, status
+from tools import kubectl
+from tools.status import queue, reasons
+from tools.status import report as status
+from tools.status.cluster import MATCHED_CHARS, Cluster, read_cluster
 
 GPU_MSG = "0/7 nodes are available: 3 node(s) didn't match Pod's node affinity/selector, 4 Insufficient nvidia.com/gpu. " \
     "preemption: 0/7 nodes are available: 7 No preemption victims found for incoming pod."  # fmt: skip
@@ -271,7 +274,7 @@ def test_a_log_line_without_one_valid_utf8_byte_is_read_and_shown(tmp_path: Path
     config, objs, rest = running()
     check = config.enabled_checks()[0]
     tool = fake_oc(tmp_path, [*objs.values(), *rest], logs=b"bandwidth check: PASS (mode rdma) \xff\xfe\x1b[31m\n")
-    objects, logs, unreadable = status.read_cluster(config, None, tool)
+    objects, logs, unreadable = read_cluster(config, None, tool)
     result = status.stack_status(config, "lab", None, objects, logs, unreadable)
     verdict = result.checks[0].verdict
     assert verdict is not None and verdict.startswith("bandwidth check: PASS (mode rdma) \ufffd\ufffd")
@@ -328,7 +331,7 @@ print(json.dumps({{"kind": "List", "items": items}}))
 def test_an_answer_of_oc_that_is_no_list_of_objects_is_one_error(tmp_path: Path, answer: bytes, said: str) -> None:
     config, objs, rest = running()
     with pytest.raises(stacks.ConfigError, match=said):
-        status.read_cluster(config, None, fake_oc(tmp_path, [*objs.values(), *rest], answer=answer))
+        read_cluster(config, None, fake_oc(tmp_path, [*objs.values(), *rest], answer=answer))
 
 
 MALFORMED = [
@@ -465,8 +468,8 @@ def test_any_object_mutated_anywhere_is_read_or_refused_in_one_line(edits: list[
 
 
 class Recorder:
-    """Stands in for the `re` module and the compiled patterns of tools/status.py: records the length of every text
-    a pattern is run on (the work of a linear pattern is bounded by it)."""
+    """Stands in for the `re` module of a module of tools/status: records the length of every text a pattern is run on
+    (the work of a linear pattern is bounded by it)."""
 
     def __init__(self, real: Any) -> None:
         self.real, self.longest, self.calls = real, 0, 0
@@ -495,35 +498,39 @@ LONG = {
 }
 
 
+def recorded(monkeypatch: pytest.MonkeyPatch) -> list[Recorder]:
+    """Every pattern tools/status runs, recorded: its modules match with `re`'s functions (no pattern compiled aside)."""
+    recorders = [Recorder(reasons.re), Recorder(queue.re)]
+    monkeypatch.setattr(reasons, "re", recorders[0])
+    monkeypatch.setattr(queue, "re", recorders[1])
+    return recorders
+
+
 @pytest.mark.parametrize("kind", list(LONG))
 def test_a_megabyte_message_is_matched_within_a_bounded_prefix(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     config, objs, rest = running()
-    recorder = Recorder(status.re)
-    monkeypatch.setattr(status, "re", recorder)
-    for name in ("_UNUSED", "_TOO_BIG", "_UNCOVERED"):
-        monkeypatch.setattr(status, name, Recorder(getattr(status, name)))
+    recorders = recorded(monkeypatch)
     message = LONG[kind]
+    subject = reasons.Subject(("workloads", 0), config.workloads[0], "dev")
     if kind == "scheduler":
-        said = status.unschedulable(config, status.Subject(("workloads", 0), config.workloads[0], "dev"), message, status.Cluster([]))
+        said = reasons.unschedulable(config, subject, message, Cluster([]))
     elif kind.startswith("queue"):
-        said = status.queue_reason(config, message)
+        said = queue.queue_reason(config, message)
     else:
-        said = status.refused(config, status.Subject(("workloads", 0), config.workloads[0], "dev"), message)
-    recorders = [recorder, status._UNUSED, status._TOO_BIG, status._UNCOVERED]
-    assert sum(r.calls for r in recorders) > 0  # type: ignore[attr-defined]
-    assert max(r.longest for r in recorders) <= status.MATCHED_CHARS  # type: ignore[attr-defined]
-    assert len(said) < 2 * status.MATCHED_CHARS
+        said = reasons.refused(config, subject, message, Cluster([]))
+    assert sum(r.calls for r in recorders) > 0
+    assert max(r.longest for r in recorders) <= MATCHED_CHARS
+    assert len(said) < 2 * MATCHED_CHARS
 
 
 def test_a_megabyte_pod_status_is_read_with_bounded_work(monkeypatch: pytest.MonkeyPatch) -> None:
     config, objs, rest = running()
-    recorder = Recorder(status.re)
-    monkeypatch.setattr(status, "re", recorder)
+    recorders = recorded(monkeypatch)
     pods = [p for p in rest if p["metadata"]["name"] != "dev-1"] + [pending(objs["dev"], 1, LONG["scheduler"])]
     pods.append(event(objs["solo"], "FailedCreate", LONG["admission quota"]))
     result = run(config, *objs.values(), *pods)
-    assert recorder.longest <= status.MATCHED_CHARS and not result.ok
-    assert max(len(r) for w in result.workloads for r in w.reasons) < 2 * status.MATCHED_CHARS
+    assert max(r.longest for r in recorders) <= MATCHED_CHARS and not result.ok
+    assert max(len(r) for w in result.workloads for r in w.reasons) < 2 * MATCHED_CHARS
 
 
 def test_the_shapes_cover_every_kind_status_reads() -> None:

@@ -1,22 +1,31 @@
 """`python -m stacks status` on a queued stack, over synthetic Kueue Workloads shaped as Kueue v0.17.0 writes them: a
 workload waiting in the queue with its position and why, in the stack file's words; one that can never be admitted;
-admitted, evicted and finished runs."""
+admitted, evicted and finished runs; a stopped run's Workload Kueue left holding quota, and never another owner's."""
 
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import jsonschema
 import pytest
+import yaml
 
+import stacks
+from cli.main import main
+from config import project
 from config.stack import ClusterConfig
 from tests import fixtures
 from tests.fixtures import Data, queued_config
 from tests.helpers import ROOT
+from tests.tools import cluster as fake
 from tests.tools.cluster import stranded_workload
 from tests.tools.test_status import declared, node, pod
-from tools import status
+from tools.status import report as status
+from tools.status.cluster import Cluster
+from tools.status.queue import queue_reason
 
 WAITING = "couldn't assign flavors to pod set main: insufficient unused quota for nvidia.com/gpu in flavor roce-main, 4 more needed"
 
@@ -109,11 +118,11 @@ class TestStatus:
         c = queued_config("roce")
         never = "couldn't assign flavors to pod set main: insufficient quota for nvidia.com/gpu in flavor roce-main, previously " \
             "considered podsets requests (0) + current podset request (8) > maximum capacity (4)"  # fmt: skip
-        assert status.queue_reason(c, never).startswith("asks for 8 nvidia.com/gpu, more than node set main holds in the queue (4)")
-        assert status.queue_reason(c, "couldn't assign flavors to pod set main: resource example.com/fpga unavailable in ClusterQueue") == (
+        assert queue_reason(c, never).startswith("asks for 8 nvidia.com/gpu, more than node set main holds in the queue (4)")
+        assert queue_reason(c, "couldn't assign flavors to pod set main: resource example.com/fpga unavailable in ClusterQueue") == (
             "requests example.com/fpga, which the queue does not cover (queueing.quota)"
         )
-        assert status.queue_reason(c, "LocalQueue gpu-training doesn't exist") == "Kueue says: LocalQueue gpu-training doesn't exist"
+        assert queue_reason(c, "LocalQueue gpu-training doesn't exist") == "Kueue says: LocalQueue gpu-training doesn't exist"
 
     def test_admitted_runs_are_counted_as_before_with_the_pods_ready_timeout(self) -> None:
         c, objs = self.cluster()
@@ -233,7 +242,7 @@ class TestStrandedWorkload:
         left = stranded_workload(objs["dev"], "sts-dev")
         edit(left, objs)
         result = status.stack_status(c, "lab", None, [*objs.values(), left, self.waiting(objs)])
-        assert status.Cluster([*objs.values(), left]).stranded("team-a") == []
+        assert Cluster([*objs.values(), left]).stranded("team-a") == []
         dev = next(w for w in result.workloads if w.config == "workloads[dev]")
         assert dev.ok and dev.reasons == []
         assert "kueue#12232" not in status.report(result)
@@ -247,3 +256,89 @@ class TestStrandedWorkload:
         assert not dev.ok and dev.reasons[0].startswith(
             "its Kueue Workload statefulset-dev-8c1f2 in team-a still holds quota of queue gpu with no owner left"
         )
+
+    @pytest.mark.parametrize(
+        ("edit", "blamed"),
+        [
+            (lambda wl: None, True),
+            (lambda wl: wl["metadata"]["annotations"].update({"kueue.x-k8s.io/job-owner-gvk": "batch/v1, Kind=Job"}), False),
+            (lambda wl: wl["metadata"]["annotations"].pop("kueue.x-k8s.io/job-owner-gvk"), False),
+            (lambda wl: wl["metadata"]["annotations"].update({"kueue.x-k8s.io/job-owner-name": "dev-2"}), False),
+            (lambda wl: wl["status"]["admission"].update(clusterQueue="rhoai-workbenches"), False),
+            (lambda wl: wl["status"].pop("admission"), False),
+        ],
+        ids=["this-stacks", "a-jobs", "no-kind", "another-name", "another-queue", "no-queue"],
+    )
+    def test_with_its_statefulset_gone_only_kind_name_and_queue_say_whose_it_is(self, edit: Any, blamed: bool) -> None:
+        c, objs = self.cluster()
+        left = stranded_workload(objs.pop("dev"), "sts-dev", name="statefulset-dev-8c1f2")
+        edit(left)
+        result = status.stack_status(c, "lab", None, [*objs.values(), left])
+        dev = next(w for w in result.workloads if w.config == "workloads[dev]")
+        assert (dev.ok, "statefulset-dev-8c1f2" in " ".join(dev.reasons)) == (not blamed, blamed)
+
+
+@pytest.fixture
+def queued_lab(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A project whose Pulumi stack `lab` (context `lab`) deploys the roce fixture queued (ClusterQueue gpu), its Job
+    `train` stopped and its bandwidth check off."""
+    data = fixtures.queued(fixtures.roce())
+    data["name"] = "lab"
+    fixtures.workload(data, "train")["state"] = "stopped"
+    data["bandwidth_checks"][0]["enabled"] = False
+    (tmp_path / "lab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    (tmp_path / stacks.CLUSTERS).mkdir()
+    (tmp_path / stacks.CLUSTERS / "lab.py").write_text("raise SystemExit('the YAML config is deployed')\n", encoding="utf-8")
+    stack = {"gpu-training:configFile": "lab.yaml", "gpu-training:tier": "project", "kubernetes:context": "lab"}
+    (tmp_path / "Pulumi.lab.yaml").write_text(yaml.safe_dump({"config": stack}), encoding="utf-8")
+    monkeypatch.setattr(project, "ROOT", tmp_path)
+    monkeypatch.delitem(sys.modules, f"{stacks.CLUSTERS}.lab", raising=False)
+    return tmp_path
+
+
+def running_queued_lab() -> list[Data]:
+    """Everything `lab` declares running runs, admitted by its queue; the stopped Job `train` has left nothing."""
+    objs = fake.declared(stacks.load("lab"))
+    assert "train-r1" not in objs  # stopped: the Job is not declared, and not on the cluster
+    admitted = [fake.condition(k, "True") for k in ("QuotaReserved", "Admitted", "PodsReady")]
+    workloads = [fake.kueue_workload(objs[name], *admitted) for name in ("dev", "solo")]
+    pods = [fake.pod(objs["dev"], 0, "node-a"), fake.pod(objs["dev"], 1, "node-b"), fake.pod(objs["solo"], 0, "node-g")]
+    return [*objs.values(), *workloads, *pods]
+
+
+def status_of(lab: Path, objects: list[Data], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    live = lab / "live.json"
+    live.write_text(json.dumps({"apiVersion": "v1", "kind": "List", "items": objects}), encoding="utf-8")
+    code = main(["status", "lab", "--live", str(live)])
+    return code, capsys.readouterr().out
+
+
+class TestAnotherOwnersWorkload:
+    """Issue 43, audit 5 item 1, as the audit did it: another owner's StatefulSet of the name of this stack's stopped Job
+    (OpenShift AI stops a workbench so) is at 0 replicas, and its Workload, with no owner left, holds a GPU of another
+    ClusterQueue. It is not this stack's: no word of it on the stopped Job, no `oc delete` for it, exit 0 as without it."""
+
+    def test_a_workbenchs_stranded_workload_is_not_blamed_on_the_stopped_job(
+        self, queued_lab: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        objects = running_queued_lab()
+        assert status_of(queued_lab, objects, capsys)[0] == 0
+        other = fake.workbench("train-r1", "team-a")
+        held = stranded_workload(other, other["metadata"]["uid"], gpus=1, name="statefulset-train-r1-5d1c9", queue="rhoai-workbenches")
+        code, out = status_of(queued_lab, [*objects, other, held], capsys)
+        assert code == 0, out
+        assert "statefulset-train-r1-5d1c9" not in out and "delete" not in out and "kueue#12232" not in out
+        assert "  workloads[train] (lab.yaml:" in out and "): stopped\n" in out
+
+    def test_this_stacks_own_is_named_with_the_command_on_the_context_read(
+        self, queued_lab: Path, capsys: pytest.CaptureFixture[str]
+    ) -> None:
+        data = yaml.safe_load((queued_lab / "lab.yaml").read_text(encoding="utf-8"))
+        fixtures.workload(data, "dev")["state"] = "stopped"
+        (queued_lab / "lab.yaml").write_text(yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+        objects = [o for o in running_queued_lab() if not o["metadata"]["name"].startswith(("dev-", "statefulset-dev-"))]
+        dev = next(o for o in objects if o["metadata"]["name"] == "dev")
+        objects.append(stranded_workload(dev, dev["metadata"]["uid"], name="statefulset-dev-8c1f2"))
+        code, out = status_of(queued_lab, objects, capsys)
+        assert code == 1, out
+        assert "frees it: `oc --context lab delete workloads.kueue.x-k8s.io statefulset-dev-8c1f2 -n team-a`" in out
