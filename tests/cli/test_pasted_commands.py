@@ -22,7 +22,9 @@ from cli.main import main
 from components.tiers import can_i, can_i_read
 from config import project
 from tests import fixtures
-from tools import adoption, drift, recovery, status
+from tools import adoption, drift, recovery
+from tools.status import reasons
+from tools.status.cluster import Cluster
 
 HOSTILE = "fa-$(touch${IFS}PWNED);x`touch PWNED`'\"&& touch PWNED #"
 PROGRAMS = ("pulumi", "oc", "python", "rm", "grep")
@@ -39,7 +41,8 @@ class Shell:
         for name in PROGRAMS:
             stub = bin_dir / name
             stub.write_text(
-                '#!/bin/sh\n{ printf "%s" "${0##*/}"; for a in "$@"; do printf "\\037%s" "$a"; done; printf "\\036"; } >> "$CALLS"\n',
+                # One printf, so one append: the two ends of a pipe record at once and must not interleave.
+                '#!/bin/sh\nus=$(printf "\\037"); r="${0##*/}"; for a in "$@"; do r="$r$us$a"; done; printf "%s\\036" "$r" >> "$CALLS"\n',
                 encoding="utf-8",
             )
             stub.chmod(0o755)
@@ -115,15 +118,16 @@ def test_the_nad_to_delete_first_is_a_command_that_runs_what_it_says(shell: Shel
     assert command and shell.paste(command.group(1)) == [["oc", "delete", "net-attach-def", "port1-network", "-n", "team-a"]]
 
 
-def test_statuss_advice_is_a_command_that_runs_what_it_says(shell: Shell) -> None:
+def test_statuss_advice_is_a_command_that_runs_what_it_says_on_the_context_it_read(shell: Shell) -> None:
     config = fixtures.config("roce", lambda d: d["security"].update(grant=False))
     w = fixtures_workload(config, "dev")
-    said = status.refused(config, status.Subject(("workloads", 0), w, "dev"), 'unable to validate against any security context constraint: '
-                          'provider "gpu-rdma": Forbidden: not usable by user or serviceaccount')  # fmt: skip
-    command = re.search(r"runs `(oc adm [^`]*)`", said)
-    assert command is not None
-    assert shell.paste(command.group(1)) == [
-        ["oc", "adm", "policy", "add-scc-to-user", "gpu-rdma", "-z", w.service_account, "-n", w.namespace]
+    message = (
+        'unable to validate against any security context constraint: provider "gpu-rdma": Forbidden: not usable by user or serviceaccount'
+    )
+    said = reasons.refused(config, reasons.Subject(("workloads", 0), w, "dev"), message, Cluster([], context=HOSTILE))
+    command = said.split("a cluster admin runs `", 1)[1].removesuffix("`")  # the context holds a backtick too
+    assert shell.paste(command) == [
+        ["oc", "--context", HOSTILE, "adm", "policy", "add-scc-to-user", "gpu-rdma", "-z", w.service_account, "-n", w.namespace]
     ]
 
 
