@@ -32,12 +32,8 @@ def preflight(
 ) -> list[Finding]:
     """The rules over a rendering (`render`) or, without one (`check`), over what layout() declares (no mock runtime)."""
     whole = layout(config) if whole is None else whole
-    if rendering is None:
-        objects = [d.object for d in whole if not d.patch]
-        patches = [d.object for d in whole if d.patch]
-    else:
-        objects = [r.object for r in rendering.resources if not r.is_patch]
-        patches = [r.object for r in rendering.resources if r.is_patch]
+    made = [(d.object, d.patch) for d in whole] if rendering is None else [(r.object, r.is_patch) for r in rendering.resources]
+    objects, patches = [o for o, patch in made if not patch], [o for o, patch in made if patch]
     others = stacks.others(config.name) if others is None else others
     return policy.check(config, objects, patches, previous=previous, others=others, sources=sources(whole))
 
@@ -95,20 +91,18 @@ def stack_files(config: ClusterConfig, whole: list[Declared]) -> list[Finding]:
         more = f" and {len(mine) - 3} more" if len(mine) > 3 else ""
         shown = ", ".join(ref(d.object) + (" (patch)" if d.patch else "") for d in mine[:3]) + more
         name = f"Pulumi.{config.name}-{tier}.yaml"
+        message = (
+            f"the stack declares {tier}-tier objects ({shown}), but its Pulumi stack files ({', '.join(s.path.name for s in files)}) "
+            f"deploy only the {', '.join(sorted(tiers))} tier: no `pulumi up` would declare them"
+        )
+        fix = (
+            f"add {name} for whoever holds the {tier} tier's rights (`python -m stacks rights {config.name} --tier {tier}`), with "
+            f"gpu-training:cluster: {config.name}, gpu-training:tier: {tier} and the kubernetes:context of {config.name}'s other "
+            "stack files (docs/shared-clusters.md shows one)"
+        )
+        where, origin = located(entry, config), provenance.shown(provenance.origin(config, entry))
         found.append(
-            Finding(
-                "error",
-                f"Stack {config.name}",
-                "Pulumi stack files",
-                f"the stack declares {tier}-tier objects ({shown}), but its Pulumi stack files ({', '.join(s.path.name for s in files)}) "
-                f"deploy only the {', '.join(sorted(tiers))} tier: no `pulumi up` would declare them",
-                f"add {name} for whoever holds the {tier} tier's rights (`python -m stacks rights {config.name} --tier {tier}`), with "
-                f"gpu-training:cluster: {config.name}, gpu-training:tier: {tier} and the kubernetes:context of {config.name}'s other "
-                "stack files (docs/shared-clusters.md shows one)",
-                rule="stack-files",
-                where=located(entry, config),
-                origin=provenance.shown(provenance.origin(config, entry)),
-            )
+            Finding("error", f"Stack {config.name}", "Pulumi stack files", message, fix, rule="stack-files", where=where, origin=origin)
         )
     return found
 

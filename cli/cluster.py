@@ -27,8 +27,7 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
     # nad_mode operator: the hand-made NAD copies are not adopted; they go before the operator makes the networks.
     if deletions := adoption.operator_deletions(config):
         print(f"{target.name}: delete first (nad_mode operator; not in the plan):", file=sys.stderr)
-        for line in deletions:
-            print(f"  {escaped(line)}", file=sys.stderr)
+        print("\n".join(f"  {escaped(line)}" for line in deletions), file=sys.stderr)
     if args.out:
         try:
             Path(args.out).write_text(text, encoding="utf-8")
@@ -44,8 +43,7 @@ def cmd_import_plan(args: argparse.Namespace) -> int:
 
 def cmd_adopt_diff(args: argparse.Namespace) -> int:
     config = stacks.load(args.stack)
-    live = stacks.read_yaml(Path(args.live), stacks.LIVE_LIMITS)
-    report, narrowing = adoption.adopt_diff(config, live, str(args.live))
+    report, narrowing = adoption.adopt_diff(config, stacks.read_yaml(Path(args.live), stacks.LIVE_LIMITS), str(args.live))
     sys.stdout.write(escaped_lines(report))
     return 1 if narrowing else 0
 
@@ -92,8 +90,7 @@ def cmd_drift(args: argparse.Namespace) -> int:
     declared = drift.declared_for(config, target.tier)
     if not args.live:
         require_context("drift", target, config.api_host)
-    live = live_objects(args.live) if args.live else drift.read_live(declared, target.context)
-    found = drift.drift(config, declared, live)
+    found = drift.drift(config, declared, live_objects(args.live) if args.live else drift.read_live(declared, target.context))
     sys.stdout.write(escaped_lines(drift.report(config, found, target.name)))
     return 1 if found else 0
 
@@ -113,8 +110,7 @@ def live_objects(file: str) -> list[dict[str, Any]]:
 def cmd_recover(args: argparse.Namespace) -> int:
     target = pulumi_stack(args.pulumi_stack)
     if (root := None if args.state else recovery.diy_root()) is not None:
-        half = recovery.half_written(root, target.name)
-        if half:  # nothing can read the state until these go: say so first
+        if half := recovery.half_written(root, target.name):  # nothing can read the state until these go: say so first
             print(f"{target.name}: the state backend cannot load the stack: a killed run left {len(half)} file(s) empty:")
             print("\n".join(f"  {escaped(p)}" for p in half))
             print("Each is the attributes file of a checkpoint or lock that is whole (a rename wrote it): remove them, then run")
@@ -130,12 +126,9 @@ def cmd_recover(args: argparse.Namespace) -> int:
         )
     ops = recovery.pending(recovery.exported(target.name, args.state))
     creates = [p.obj for p in ops if p.op == "creating" and p.obj is not None]
-    if args.live:
-        keys = {drift.key_of(o) for o in live_objects(args.live)}
-    else:
-        if creates:
-            require_context("recover", target, stacks.load(target.cluster).api_host)
-        keys = recovery.existing(creates, target.context)
+    if creates and not args.live:
+        require_context("recover", target, stacks.load(target.cluster).api_host)
+    keys = {drift.key_of(o) for o in live_objects(args.live)} if args.live else recovery.existing(creates, target.context)
     text, _ = recovery.plan(target.name, ops, keys, recovery.locks(root, target.name) if root is not None else None)
     sys.stdout.write(escaped_lines(text))
     return 0
@@ -180,7 +173,6 @@ def can_i(tool: str, asked: list[str], context: str | None) -> str:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30, check=False)
     except (OSError, subprocess.SubprocessError) as err:
         return f"not asked: {err}"
-    out = proc.stdout.strip()
-    if out in ("yes", "no"):
+    if (out := proc.stdout.strip()) in ("yes", "no"):
         return out
     return "not answered: " + ((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0])[:200]

@@ -46,19 +46,15 @@ def each_from_args(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]
 
 def cmd_list(args: argparse.Namespace) -> int:
     if args.pulumi_stacks:
-        rows = []
+        rows: list[Any] = []
         for s in stacks.pulumi_stacks():
             secret = f"KUBECONFIG_{s.cluster.upper().replace('-', '_')}"
             rows.append(dict(stack=s.name, cluster=s.cluster, tier=s.tier, context=s.context or "", kubeconfig_secret=secret))
-        if args.json:
-            print(json.dumps(rows))
-            return 0
         # Tab-separated under a header line; a context's name is free text in a kubeconfig: escaped (a tab would shift).
-        lines = [f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{escaped(r['context'])}" for r in rows]
-        print("\n".join(["STACK\tCLUSTER\tTIER\tCONTEXT", *lines]))
-        return 0
-    names = stacks.names()
-    print(json.dumps(names) if args.json else "\n".join(names))
+        lines = ["STACK\tCLUSTER\tTIER\tCONTEXT", *(f"{r['stack']}\t{r['cluster']}\t{r['tier']}\t{escaped(r['context'])}" for r in rows)]
+    else:
+        rows = lines = stacks.names()
+    print(json.dumps(rows) if args.json else "\n".join(lines))
     return 0
 
 
@@ -67,8 +63,7 @@ def cmd_config(args: argparse.Namespace) -> int:
         raise stacks.ConfigError("give either a stack name or --config FILE, not both")
     if not args.config and not args.stack:
         raise stacks.ConfigError(f"name a stack ({', '.join(stacks.names())}) or give --config FILE")
-    config = stacks.load_file(args.config) if args.config else stacks.load(args.stack)
-    sys.stdout.write(stacks.dump(config))
+    sys.stdout.write(stacks.dump(stacks.load_file(args.config) if args.config else stacks.load(args.stack)))
     return 0
 
 

@@ -127,8 +127,7 @@ def main(argv: list[str] | None = None) -> int:
     group, name = COMMANDS[args.command]
     # Imported only now: only the commands that render pay for importing pulumi (most of a second).
     try:
-        command = getattr(importlib.import_module(f"cli.{group}"), name)
-        return int(command(args))
+        return int(getattr(importlib.import_module(f"cli.{group}"), name)(args))
     except stacks.ConfigError as err:
         # A message may quote what a file, the cluster or a log holds: whatever it brought is shown escaped.
         print(f"error: {escaped_lines(str(err))}", file=sys.stderr)

@@ -116,9 +116,6 @@ def cmd_diff(args: argparse.Namespace) -> int:
     for config in configs.from_args(args):
         before = diff.committed(project.ROOT, args.against, f"rendered/{config.name}")
         after = diff.fresh(config)
-        label = f"{args.against}:rendered/{config.name}"
-        if before is None:
-            label += " (absent: every object is new)"
-        source = args.config or "working tree"
-        sys.stdout.write(diff.report(config.name, label, diff.diff_trees(before or {}, after), len(after), source))
+        label = f"{args.against}:rendered/{config.name}" + (" (absent: every object is new)" if before is None else "")
+        sys.stdout.write(diff.report(config.name, label, diff.diff_trees(before or {}, after), len(after), args.config or "working tree"))
     return 0

@@ -5,7 +5,7 @@ them). `expected` is the state the stack assumes: the offline renderer answers e
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF
@@ -148,8 +148,7 @@ def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Re
 
     def verify(state: dict[str, Any]) -> str | None:
         problems = []
-        resource = ((state.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME)
-        if resource != att.resource:
+        if (resource := ((state.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME)) != att.resource:
             problems.append(f"its resourceName is {resource!r}, the stack's {att.resource!r}")
         if copies and att.cni_config:
             try:
@@ -180,8 +179,7 @@ def _operator_nad(config: ClusterConfig, att: SriovAttachment, ns: str) -> Requi
     operator = config.fabric.operator_namespace
 
     def verify(state: dict[str, Any]) -> str | None:
-        resource = ((state.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME)
-        if resource != att.resource:
+        if (resource := ((state.get("metadata") or {}).get("annotations") or {}).get(RESOURCE_NAME)) != att.resource:
             return f"its resourceName is {resource!r}, the stack's {att.resource!r}: the operator made it from another SriovNetwork"
         return None
 
@@ -268,9 +266,6 @@ def _merged(reqs: list[Requirement]) -> list[Requirement]:
         by_id.setdefault((r.api_version, r.kind, r.object_id), []).append(r)
     out = []
     for group in by_id.values():
-        if len(group) == 1:
-            out.append(group[0])
-            continue
         checks = [r.verify for r in group if r.verify is not None]
 
         def verify(state: dict[str, Any], checks: list[Check] = checks) -> str | None:
@@ -278,15 +273,14 @@ def _merged(reqs: list[Requirement]) -> list[Requirement]:
 
         first = max(group, key=lambda r: len(r.fields))
         out.append(
-            Requirement(
-                first.api_version, first.kind, first.object_id,
+            replace(
+                first,
                 why="; ".join(dict.fromkeys(r.why for r in group)),
                 fix="; or ".join(dict.fromkeys(r.fix for r in group)),
-                expected=first.expected,
                 verify=verify if checks else None,
                 hint="; ".join(dict.fromkeys(r.hint for r in group if r.hint)),
                 fields=tuple(dict.fromkeys(f for r in group for f in r.fields)),
                 tier="platform" if any(r.tier == "platform" for r in group) else group[0].tier,
             )
-        )  # fmt: skip
+        )
     return out

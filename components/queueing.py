@@ -49,10 +49,7 @@ def flavor_name(config: ClusterConfig, node_set: NodeSet) -> str:
 
 def flavor(config: ClusterConfig, node_set: NodeSet) -> dict[str, Any]:
     spec = _flavor_spec(config, node_set)
-    obj = managed(KUEUE_API, "ResourceFlavor", flavor_name(config, node_set))
-    if spec:
-        obj["spec"] = spec
-    return obj
+    return managed(KUEUE_API, "ResourceFlavor", flavor_name(config, node_set)) | ({"spec": spec} if spec else {})
 
 
 def cluster_queue(config: ClusterConfig) -> dict[str, Any]:

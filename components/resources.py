@@ -127,8 +127,7 @@ class Prerequisites(pulumi.ComponentResource):
 
 def _verified(req: Requirement, live: LiveObject, values: list[Any]) -> LiveObject:
     assert req.verify is not None
-    problem = req.verify(dict(zip(req.fields, values, strict=True)))
-    if problem:
+    if problem := req.verify(dict(zip(req.fields, values, strict=True))):
         raise pulumi.RunError(f"{req.kind} {req.object_id}: {problem} ({req.why}). Fix: {req.fix}")
     return live
 

@@ -32,8 +32,7 @@ def resource(kind: str, api_version: str = "v1") -> str:
 
 
 def tier_of(obj: dict[str, Any], config: ClusterConfig) -> str:
-    meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace")
+    namespace = (obj.get("metadata") or {}).get("namespace")
     if obj["kind"] in CLUSTER_SCOPED_KINDS or obj["kind"] in SRIOV_OPERATOR_KINDS or namespace not in config.namespaces:
         return PLATFORM
     scc_grant = obj["kind"] == "RoleBinding" and str((obj.get("roleRef") or {}).get("name", "")).startswith(SCC_USE_ROLE_PREFIX)

@@ -257,8 +257,7 @@ def headless_service(w: Workload, names: Names) -> dict[str, Any]:
 def network_policy(w: Workload) -> dict[str, Any]:
     """The rendezvous (an unauthenticated TCPStore) and NCCL admit the workload's own pods; routed ports the router."""
     ingress: list[dict[str, Any]] = [{"from": [{"podSelector": {"matchLabels": selector(w)}}]}]
-    routed = [p for p in w.ports if p.route]
-    if routed:
+    if routed := [p for p in w.ports if p.route]:
         router = [{"namespaceSelector": {"matchLabels": {INGRESS_POLICY_GROUP: ""}}}]
         ingress.append({"from": router, "ports": [{"protocol": "TCP", "port": p.port} for p in routed]})
     spec = {"podSelector": {"matchLabels": selector(w)}, "policyTypes": ["Ingress"], "ingress": ingress}

@@ -91,7 +91,6 @@ class SriovNodePolicy(Strict):
 
 
 def _operator_resource_problem(resource: str) -> str:
-    """Why the SR-IOV operator cannot offer `resource`, or ""."""
     prefix = openshift.SRIOV_RESOURCE_PREFIX
     if resource.startswith(prefix) and re.match(openshift.SRIOV_RESOURCE_NAME, resource.removeprefix(prefix)):
         return ""
@@ -270,35 +269,27 @@ class RdmaFabric(Strict):
                         f"nad_mode 'copy' copies the source NAD's config: set cni_config (`oc get net-attach-def {a.network} -n "
                         f"{self.nad_source_namespace} -o jsonpath='{{.spec.config}}'`), or use nad_mode 'reference'",
                     )
-        if self.nad_mode == "operator":
-            self._operator_can_serve()
-        return self
-
-    def _operator_can_serve(self) -> None:
-        """nad_mode operator: the operator admits the attachments' SriovNetworks, and its NADs carry their config."""
-        if self.device_access != "sriov":
-            raise FieldError(("nad_mode",), "nad_mode 'operator' makes SR-IOV networks: it needs device_access 'sriov'")
-        if self.link_layer == "infiniband":
-            raise FieldError(
-                ("nad_mode",),
-                "the SR-IOV operator makes InfiniBand networks from SriovIBNetwork objects (ib-sriov CNI), which this program "
-                "does not declare: use nad_mode 'copy' or 'reference' on an InfiniBand fabric",
-            )
-        for i, a in enumerate(self.attachments):
-            if resource_problem := _operator_resource_problem(a.resource):
-                raise FieldError(("attachments", i, "resource"), resource_problem)
-            if not a.cni_config:
+        if self.nad_mode == "operator":  # the operator admits the attachments' SriovNetworks, and its NADs carry their config
+            if self.device_access != "sriov":
+                raise FieldError(("nad_mode",), "nad_mode 'operator' makes SR-IOV networks: it needs device_access 'sriov'")
+            if self.link_layer == "infiniband":
                 raise FieldError(
-                    ("attachments", i, "cni_config"),
-                    "nad_mode 'operator' makes the SriovNetwork from the network's CNI config (its IPAM above all: RoCE v2 "
-                    "needs an address): set cni_config, as `oc get net-attach-def NAME -o jsonpath='{.spec.config}'` shows it",
+                    ("nad_mode",),
+                    "the SR-IOV operator makes InfiniBand networks from SriovIBNetwork objects (ib-sriov CNI), which this program "
+                    "does not declare: use nad_mode 'copy' or 'reference' on an InfiniBand fabric",
                 )
-            if problem := operator_config_problem(a.cni_config):
-                raise FieldError(("attachments", i, "cni_config"), problem)
-
-    def port_count(self) -> int:
-        """Ports a pod uses: one per attachment, or every live device where there are none."""
-        return len(self.attachments) or len(self.devices)
+            for i, a in enumerate(self.attachments):
+                if resource_problem := _operator_resource_problem(a.resource):
+                    raise FieldError(("attachments", i, "resource"), resource_problem)
+                if not a.cni_config:
+                    raise FieldError(
+                        ("attachments", i, "cni_config"),
+                        "nad_mode 'operator' makes the SriovNetwork from the network's CNI config (its IPAM above all: RoCE v2 "
+                        "needs an address): set cni_config, as `oc get net-attach-def NAME -o jsonpath='{.spec.config}'` shows it",
+                    )
+                if problem := operator_config_problem(a.cni_config):
+                    raise FieldError(("attachments", i, "cni_config"), problem)
+        return self
 
     def link_type(self) -> str:
         """The SR-IOV operator's linkType of the fabric's PFs."""

@@ -54,7 +54,7 @@ def located(loc: FieldPath, data: Any) -> str:
             continue  # pydantic's mark of a dict's key: the message says it is the key
         node = provenance.child(node, part)
         if isinstance(part, int):
-            name = node.get("name") if isinstance(node, dict) else getattr(node, "name", None)
+            name = provenance.child(node, "name")
             out += f"[{name}]" if isinstance(name, str) and name else f"[{part}]"
         else:
             # A dict key that is not a plain name (`..data`, `kubernetes.io/hostname`) is quoted, so the path stays readable.

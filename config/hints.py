@@ -6,6 +6,7 @@ from __future__ import annotations
 import difflib
 import linecache
 import re
+import traceback
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -44,12 +45,11 @@ def _text(err: BaseException) -> str:
 def failing_line(tb: TracebackType | None, path: Path) -> str:
     """The last line of a file of the module's folder on the traceback (with the stack's line that reached a helper)."""
     folder, own, last = path.parent.resolve(), None, None
-    while tb is not None:
-        file = Path(tb.tb_frame.f_code.co_filename).resolve()
+    for frame, lineno in traceback.walk_tb(tb):
+        file = Path(frame.f_code.co_filename).resolve()
         if file.parent == folder:
-            last = (str(file), tb.tb_lineno)
+            last = (str(file), lineno)
             own = last if file == path.resolve() else own
-        tb = tb.tb_next
     if last is None:
         return ""
     return provenance.shown(last) + (f" (from {provenance.shown(own)})" if own is not None and own != last else "")

@@ -5,10 +5,11 @@ line of each key. Kept beside the models, never in them: two configs with the sa
 from __future__ import annotations
 
 import ast
+import functools
 import sys
+import traceback
 import weakref
 from pathlib import Path
-from types import FrameType
 from typing import Any, NamedTuple
 
 from config import project
@@ -27,9 +28,7 @@ class Site(NamedTuple):
 
 def written_here() -> Site | None:
     """The innermost clusters/ frame, followed out through helpers to the module-level line; None outside user code."""
-    frame: FrameType | None = sys._getframe(1)
-    while frame is not None and not _user(frame.f_code.co_filename):
-        frame = frame.f_back
+    frame = next((f for f, _ in traceback.walk_stack(sys._getframe(1)) if _user(f.f_code.co_filename)), None)
     if frame is None:
         return None
     helpers = []
@@ -98,10 +97,7 @@ def child(node: Any, part: str | int) -> Any:
 
 
 def walk(root: Any, path: Path_) -> Any:
-    node = root
-    for part in path:
-        node = child(node, part)  # None once a part is missing
-    return node
+    return functools.reduce(child, path, root)  # None once a part is missing
 
 
 def origin(root: Any, path: Path_, call: tuple[Site, str] | None = None) -> tuple[str, int] | None:
@@ -111,9 +107,7 @@ def origin(root: Any, path: Path_, call: tuple[Site, str] | None = None) -> tupl
     if again := _known(_AGAIN, root):
         return origin(again[1], path, call)
     end, known = next(((end, k) for end in range(len(path), -1, -1) if (k := _known(_MODELS, walk(root, path[:end])))), (0, None))
-    site, name = (known[1], type(walk(root, path[:end])).__name__) if known else (None, "")
-    if site is None and call is not None:
-        site, name = call
+    site, name = (known[1], type(walk(root, path[:end])).__name__) if known else call or (None, "")
     if site is None:
         return None
     return field_line(site, name, path[end:]) or (site.file, site.line)

@@ -128,7 +128,28 @@ class ClusterConfig(Strict):
 
     @model_validator(mode="after")
     def _references(self) -> ClusterConfig:
-        _references(self)
+        """Checks across the whole config, by concern: every entry is checked, and the errors of all come together."""
+        _bounds(self)  # alone: past a bound, the checks below would be the slow part
+        k = _Checks(self)
+        _namespaces(k)
+        _node_sets(k)
+        _sriov_operator(k)
+        _declared(k)
+        for path, w in self.located_workloads():  # a TCP variant's fields are written in its source's entry (path[:2])
+            with k.collect():
+                _pod_refs(k, "workload", path[:2], path, w)
+                _workload(k, path[:2], path, w)
+        for i, chk in enumerate(self.bandwidth_checks):
+            with k.collect():
+                _pod_refs(k, "bandwidth check", ("bandwidth_checks", i), ("bandwidth_checks", i), chk)
+        for i, h in enumerate(self.hand_made):
+            with k.collect():
+                if h.namespace and h.namespace not in k.namespaces:  # one of namespaces: that entry's error says it
+                    k.untouchable(("hand_made", i, "namespace"), h.namespace)
+        with k.collect():
+            _derived_names(self)
+        _queueing(k)
+        raise_all(_one_per_line(self, k.found))
         return self
 
     def all_workloads(self) -> list[Workload]:
@@ -153,10 +174,8 @@ class ClusterConfig(Strict):
 
     def pod_requests(self, w: Workload | BandwidthCheck) -> dict[str, str]:
         """What each pod requests: cpu, memory, its GPUs, and one VF of each SR-IOV attachment for an RDMA pod."""
-        out = {"cpu": w.cpu, "memory": w.memory, GPU: str(w.gpus_per_node)}
-        if w.uses_rdma and self.fabric is not None:
-            out.update({a.resource: "1" for a in self.fabric.attachments})
-        return out
+        vfs = {a.resource: "1" for a in self.fabric.attachments} if w.uses_rdma and self.fabric is not None else {}
+        return {"cpu": w.cpu, "memory": w.memory, GPU: str(w.gpus_per_node), **vfs}
 
     def pod_specs(self) -> list[Workload | BandwidthCheck]:
         """Everything that runs pods: workloads (any state: a stopped one starts without an admin) and enabled checks."""
@@ -175,7 +194,8 @@ class ClusterConfig(Strict):
             return check.line_rate_gbps
         if not check.uses_rdma or self.fabric is None:
             return None
-        node = float(min(self.fabric.port_count(), check.gpus_per_node) * self.fabric.link_gbps)
+        ports = len(self.fabric.attachments) or len(self.fabric.devices)  # one per attachment, else every live device
+        node = float(min(ports, check.gpus_per_node) * self.fabric.link_gbps)
         return node if check.nodes > 1 else node / check.gpus_per_node
 
     def memlock_of(self, w: Workload | BandwidthCheck) -> MemlockStrategy:
@@ -216,19 +236,14 @@ class ClusterConfig(Strict):
             # A pod takes at least a GPU and a VF of each attachment: the GPUs bound the VFs a node can use.
             per_node = {"cpu": ns.allocatable_cpu, "memory": ns.allocatable_memory, "pods": str(KUBELET_MAX_PODS)}
             per_node |= {r: str(ns.gpus_per_node) for r in [GPU, *sriov]}
-            own = q.quota.get(ns.name, {})
-            out[ns.name] = {r: own.get(r) or _times(per_node.get(r) or "0", ns.size) for r in ["cpu", "memory", GPU, *sriov, *stated]}
+            total = {r: values.quantity_text(values.quantity_value(v or "0") * ns.size) for r, v in per_node.items()}  # 4 x 256Gi: 1Ti
+            out[ns.name] = {r: q.quota.get(ns.name, {}).get(r) or total.get(r, "0") for r in ["cpu", "memory", GPU, *sriov, *stated]}
         return out
 
     def unstated_quota(self, node_set: cluster.NodeSet) -> list[str]:
         """cpu and memory where neither `node_set` (allocatable_*) nor queueing.quota states a quota for them."""
         own = self.queueing.quota.get(node_set.name, {}) if self.queueing else {}
         return [r for r in ("cpu", "memory") if getattr(node_set, f"allocatable_{r}") is None and r not in own]
-
-
-def _times(quantity: str, n: int) -> str:
-    """`n` times a quantity, written as a Kubernetes quantity: `4 x 63500m` is `254`, `4 x 256Gi` is `1Ti`."""
-    return values.quantity_text(values.quantity_value(quantity) * n)
 
 
 def _bounds(c: ClusterConfig) -> None:
@@ -282,7 +297,6 @@ class _Checks:
         self.c = c
         self.namespaces = set(c.namespaces)
         self.node_sets = {s.name for s in c.node_sets}
-        self.nad_source = c.fabric.nad_source_namespace if c.fabric else None
         self.seen: dict[tuple[str, str, str], FieldPath] = {}
         self.declared: dict[str, dict[tuple[str, str], FieldPath]] = {}
 
@@ -317,7 +331,7 @@ class _Checks:
                 "owns, and its `pulumi destroy` deletes it from under the cluster (an import would adopt the platform's own "
                 "objects). Use the users' own projects",
             )
-        if namespace == self.nad_source:
+        if self.c.fabric is not None and namespace == self.c.fabric.nad_source_namespace:
             raise FieldError(
                 path,
                 f"{namespace!r} holds the SR-IOV operator's NADs (fabric.nad_source_namespace): a NAD copy there would adopt the "
@@ -341,31 +355,6 @@ class _Checks:
                 f"Declare it in {namespace!r} too, or name one declared there ({there})"
             )
         return f" ({kind}s declared there: {there})"
-
-
-def _references(c: ClusterConfig) -> None:
-    """Checks across the whole config, by concern: every entry is checked, and the errors of all come together."""
-    _bounds(c)  # alone: past a bound, the checks below would be the slow part
-    k = _Checks(c)
-    _namespaces(k)
-    _node_sets(k)
-    _sriov_operator(k)
-    _declared(k)
-    for path, w in c.located_workloads():  # a TCP variant's fields are written in its source's entry (path[:2])
-        with k.collect():
-            _pod_refs(k, "workload", path[:2], path, w)
-            _workload(k, path[:2], path, w)
-    for i, chk in enumerate(c.bandwidth_checks):
-        with k.collect():
-            _pod_refs(k, "bandwidth check", ("bandwidth_checks", i), ("bandwidth_checks", i), chk)
-    for i, h in enumerate(c.hand_made):
-        with k.collect():
-            if h.namespace and h.namespace not in k.namespaces:  # one of namespaces: that entry's error says it
-                k.untouchable(("hand_made", i, "namespace"), h.namespace)
-    with k.collect():
-        _derived_names(c)
-    _queueing(k)
-    raise_all(_one_per_line(c, k.found))
 
 
 def _one_per_line(c: ClusterConfig, found: list[FieldError]) -> list[FieldError]:

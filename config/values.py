@@ -8,7 +8,7 @@ import math
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Mapping
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field
@@ -155,13 +155,9 @@ _SUFFIX: dict[str, Decimal | int] = {
 
 
 def quantity_value(value: str) -> Decimal:
-    m = re.match(r"^([0-9.]+)([A-Za-z]*)$", value)
-    if not m or m.group(2) not in _SUFFIX:
+    if not (m := _QUANTITY.match(value)):
         raise ValueError(f"{value!r} is not a Kubernetes quantity")
-    try:
-        return Decimal(m.group(1)) * _SUFFIX[m.group(2)]
-    except InvalidOperation:
-        raise ValueError(f"{value!r} is not a Kubernetes quantity") from None
+    return Decimal(m.group(1)) * _SUFFIX[m.group(3) or ""]
 
 
 def quantity_text(value: Decimal | int) -> str:
@@ -227,16 +223,15 @@ def is_label_value(value: str) -> bool:
 def qualified_name_problem(value: str) -> str:
     """Why the API server refuses `value` as a qualified name (label, selector, taint keys: [subdomain '/'] name), or ""."""
     prefix, slash, name = value.rpartition("/")
-    problem = ""
     if slash and not prefix:
-        problem = "the prefix before '/' is empty"
-    elif prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
-        problem = f"the prefix {prefix[:64]!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
-    elif len(name) > 63:
-        problem = f"the name (after any prefix) has {len(name)} characters, at most 63 are allowed"
-    elif not _LABEL_KEY_NAME.match(name):
-        problem = "the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
-    return problem
+        return "the prefix before '/' is empty"
+    if prefix and (len(prefix) > 253 or not _DNS_SUBDOMAIN.match(prefix)):
+        return f"the prefix {prefix[:64]!r} is not a DNS subdomain (lowercase letters, digits, '-' and '.', at most 253 characters)"
+    if len(name) > 63:
+        return f"the name (after any prefix) has {len(name)} characters, at most 63 are allowed"
+    if not _LABEL_KEY_NAME.match(name):
+        return "the name must be letters, digits, '-', '_' and '.', starting and ending with a letter or digit"
+    return ""
 
 
 def _label_key(value: str) -> str:

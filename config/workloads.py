@@ -260,7 +260,21 @@ class Workload(RunsPods, Strict):
         if both := set(self.env) & set(self.secret_env):
             raise FieldError(("secret_env",), f"{', '.join(sorted(both))} set in env and in secret_env: keep one")
         check_name_lengths(self.name, self.kind, self.nodes, self.run_number, ("name",))
-        _check_pod_paths(self, ("mounts",))
+        # No mount takes the program's own paths, and nothing is mounted twice (one path twice: the stack-wide check).
+        for p in [m.mount_path for m in self.mounts if m.mount_path] + [s.mount_path for s in self.scripts]:
+            if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/"):
+                raise FieldError(("mounts",), f"{p} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
+        placed = [(("mounts", k, "mount_path"), m.mount_path) for k, m in enumerate(self.mounts) if m.mount_path]
+        placed += [(("scripts", k, "mount_path"), s.mount_path) for k, s in enumerate(self.scripts)]
+        for at, p in placed:
+            if problem := values.system_path_problem(p):
+                raise FieldError(at, problem)
+        volumes = [m.volume for m in self.mounts]
+        if len(set(volumes)) != len(volumes):
+            raise FieldError(("mounts",), "a volume is mounted twice")
+        maps = [s.config_map for s in self.scripts]
+        if len(set(maps)) != len(maps):
+            raise FieldError(("scripts",), "a ConfigMap is mounted twice")
         names = [p.name for p in self.ports]
         if len(set(names)) != len(names) or "rendezvous" in names:
             raise FieldError(("ports",), "port names must be unique and not 'rendezvous' (the program's own port)")
@@ -297,24 +311,6 @@ def check_name_lengths(name: str, kind: str, nodes: int, run_number: int, where:
         hostname = f"{name}-r{run_number}-{nodes - 1}"
         if len(hostname) > 63:
             raise FieldError(where, f"{name!r} is too long: the Job's pod hostname {hostname} would exceed 63 characters")
-
-
-def _check_pod_paths(w: Any, where: tuple[str | int, ...]) -> None:
-    """No mount takes the program's own paths, and nothing is mounted twice (one path twice: the stack-wide check)."""
-    for p in [m.mount_path for m in w.mounts if m.mount_path] + [s.mount_path for s in w.scripts]:
-        if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/"):
-            raise FieldError(where, f"{p} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
-    placed = [(("mounts", k, "mount_path"), m.mount_path) for k, m in enumerate(w.mounts) if m.mount_path]
-    placed += [(("scripts", k, "mount_path"), s.mount_path) for k, s in enumerate(w.scripts)]
-    for field, p in placed:
-        if problem := values.system_path_problem(p):
-            raise FieldError(field, problem)
-    volumes = [m.volume for m in w.mounts]
-    if len(set(volumes)) != len(volumes):
-        raise FieldError(where, "a volume is mounted twice")
-    maps = [s.config_map for s in w.scripts]
-    if len(set(maps)) != len(maps):
-        raise FieldError(("scripts",), "a ConfigMap is mounted twice")
 
 
 # Characters of the digest in a check's Job name (components/bandwidth.py).

@@ -46,21 +46,17 @@ class Finding:
             return f"{severity} {self.rule} {self.object} {self.field}"
         return f"{severity} {self.rule} {self.where}" + (f" ({self.origin})" if self.origin else "")
 
-    def _rendered(self) -> str:
-        return f"[on the cluster: {', '.join(self.affects or (self.object,))}: {self.field}]"
-
     def _on_the_cluster(self) -> bool:
         """Whether `object` is a Kubernetes object (not `Stack NAME`, `Workload NAME` or a config entry)."""
         return bool(self.where) and not self.object.startswith(("Stack ", "Workload ", "accepted_warnings["))
 
+    def _parts(self) -> list[str]:
+        parts = [f"{self._head()}: {self.message}", f"Fix: {self.fix}"] + [f"[accepted: {self.accepted}]"] * bool(self.accepted)
+        return parts + [f"[on the cluster: {', '.join(self.affects or (self.object,))}: {self.field}]"] * self._on_the_cluster()
+
     def line(self) -> str:
         """The finding on one line: head, message, fix, the stack's reason when accepted, the rendered objects."""
-        text = f"{self._head()}: {self.message} Fix: {self.fix}"
-        if self.accepted:
-            text += f" [accepted: {self.accepted}]"
-        if self._on_the_cluster():
-            text += f" {self._rendered()}"
-        return " ".join(text.split())  # reasons written in YAML may span lines; a finding never does
+        return " ".join(" ".join(self._parts()).split())  # reasons written in YAML may span lines; a finding never does
 
     def stated(self, prefix: str = "", width: int = WIDTH) -> list[str]:
         """What is wrong and where, without the fix (a warning `render` passes on), wrapped."""
@@ -71,9 +67,8 @@ class Finding:
         one = prefix + self.line()
         if len(one) <= width:
             return [one]
-        parts = [f"{prefix}{self._head()}: {self.message}", f"Fix: {self.fix}"]
-        parts += [f"[accepted: {self.accepted}]"] * bool(self.accepted) + [self._rendered()] * self._on_the_cluster()
-        return [line for i, part in enumerate(parts) for line in _wrap(part, width, INDENT if i else "")]
+        head, *rest = self._parts()
+        return [line for i, part in enumerate([prefix + head, *rest]) for line in _wrap(part, width, INDENT if i else "")]
 
 
 def _wrap(text: str, width: int, first: str = "") -> list[str]:
@@ -89,11 +84,7 @@ info = partial(Finding, "info")
 def explained(findings: list[Finding]) -> list[Finding]:
     """The findings less what an error of a missing thing (Finding.missing) explains at its field or inside it."""
     causes = {f.where for f in findings if f.missing and f.where}
-
-    def explained_by(f: Finding, cause: str) -> bool:
-        return not f.missing and (f.where == cause or f.where.startswith((cause + ".", cause + "[")))
-
-    return [f for f in findings if not any(explained_by(f, cause) for cause in causes)] if causes else findings
+    return [f for f in findings if f.missing or not any(f.where == c or f.where.startswith((c + ".", c + "[")) for c in causes)]
 
 
 @dataclass(frozen=True)
@@ -217,13 +208,8 @@ def amount(resources: dict[str, Any], kind: str, name: str) -> int:
 
 
 def pod_view(obj: dict[str, Any]) -> PodView | None:
-    kind = obj.get("kind")
-    spec = obj.get("spec") or {}
-    if kind == "StatefulSet":
-        return PodView(obj, int(spec.get("replicas", 1)))
-    if kind == "Job":  # a stopped Job is not declared: a Job runs
-        return PodView(obj, int(spec.get("parallelism", 1)))
-    return None
+    count = {"StatefulSet": "replicas", "Job": "parallelism"}.get(str(obj.get("kind")))  # a stopped Job is not declared: a Job runs
+    return PodView(obj, int((obj.get("spec") or {}).get(count, 1))) if count else None
 
 
 @dataclass(frozen=True)

@@ -97,11 +97,10 @@ def preflight(
 ) -> list[Finding]:
     """Log the warnings and infos; on any error stop the program, naming every error."""
     findings = check(config, objects, patches, others=stacks.others(config.name), sources=sources)
+    log = {"warning": pulumi.log.warn, "info": pulumi.log.info}
     for f in findings:
-        if f.severity == "warning":
-            pulumi.log.warn(f.line())
-        elif f.severity == "info":
-            pulumi.log.info(f.line())
+        if f.severity in log:
+            log[f.severity](f.line())
     if bad := errors(findings):
         lines = "\n".join(f.line() for f in bad)
         raise pulumi.RunError(

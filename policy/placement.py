@@ -78,20 +78,14 @@ class Placement:
 State = tuple[tuple[int, int], ...]  # sorted (node class, how many nodes of it)
 
 
-def _choices(counts: list[int], pods: int) -> Iterator[list[int]]:
-    """How many pods to put on the nodes of each usable class, at most one per node, the first classes first."""
-
-    def rec(i: int, left: int) -> Iterator[list[int]]:
-        if left == 0:
-            yield [0] * (len(counts) - i)
-            return
-        if i == len(counts):
-            return
-        for k in range(min(left, counts[i]), -1, -1):
-            for rest in rec(i + 1, left - k):
+def _choices(counts: list[int], pods: int, i: int = 0) -> Iterator[list[int]]:
+    """How many pods to put on the nodes of each usable class from the i-th on, at most one per node, the first classes first."""
+    if pods == 0:
+        yield [0] * (len(counts) - i)
+    elif i < len(counts):
+        for k in range(min(pods, counts[i]), -1, -1):
+            for rest in _choices(counts, pods - k, i + 1):
                 yield [k, *rest]
-
-    yield from rec(0, pods)
 
 
 def _may_use(order: Sequence[Group], nodes: Iterable[str]) -> dict[str, frozenset[int]]:
@@ -104,14 +98,9 @@ def _may_use(order: Sequence[Group], nodes: Iterable[str]) -> dict[str, frozense
     for k, candidates in enumerate(sharing):
         for n in dict.fromkeys(candidates):
             listed.setdefault(n, []).append(k)
-    by_lists: dict[tuple[int, ...], frozenset[int]] = {}  # the lists naming a node -> the groups that may use it
-    out = {}
-    for n in nodes:
-        naming = tuple(listed.get(n, ()))
-        if naming not in by_lists:
-            by_lists[naming] = frozenset(i for k in naming for i in lists[k])
-        out[n] = by_lists[naming]
-    return out
+    naming = {n: tuple(listed.get(n, ())) for n in nodes}
+    by_lists = {k: frozenset(i for j in k for i in lists[j]) for k in set(naming.values())}  # the lists naming a node -> its groups
+    return {n: by_lists[k] for n, k in naming.items()}
 
 
 def place(
@@ -137,10 +126,9 @@ def place(
 
     may_use = _may_use(order, nodes)
     start: dict[int, int] = {}
-    many = counts or {}
     for n, free in nodes.items():
         c = intern((may_use[n], free_of(free)))
-        start[c] = start.get(c, 0) + many.get(n, 1)
+        start[c] = start.get(c, 0) + (counts or {}).get(n, 1)
     hopeless: set[tuple[int, State]] = set()
     deepest = 0
 
@@ -168,11 +156,10 @@ def place(
         if (i, state) in hopeless:
             return False
         deepest = max(deepest, i)
-        g = order[i]
         usable = [(c, count) for c, count in state if i in keys[c][0] and fits(keys[c][1], needs[i])]
         # Tightest fit first: nodes the fewest later groups may use, then the fewest free GPUs.
         usable.sort(key=lambda cc: (sum(1 for j in keys[cc[0]][0] if j > i), keys[cc[0]][1], cc[0]))
-        for take in _choices([count for _, count in usable], g.pods):
+        for take in _choices([count for _, count in usable], order[i].pods):
             if not steps.take():
                 return None
             counts = dict(state)
@@ -184,11 +171,8 @@ def place(
             nxt = tuple(sorted((c, n) for c, n in counts.items() if n))
             if not _room(i + 1, nxt):
                 continue
-            found = solve(i + 1, nxt)
-            if found is None:
-                return None
-            if found:
-                return True
+            if (found := solve(i + 1, nxt)) is not False:
+                return found  # True, or None: the budget ran out
         hopeless.add((i, state))
         return False
 

@@ -136,17 +136,14 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
                 f"{path.name}: the stack name {name!r} differs from {twin!r} (Pulumi.{twin}.yaml) only by case: "
                 "give each stack a name of its own"
             )
-        data = _stack_file(path, read_text(path))
-        if not isinstance(data, dict):
+        if not isinstance(data := _stack_file(path, read_text(path)), dict):
             raise ConfigError(f"{path.name}: a stack file is a mapping with `config:` (kubernetes:context, {TIER_KEY}, ...)")
         if unknown := [k for k in data if k not in STACK_FILE_KEYS]:
             raise ConfigError(f"{path.name}: {unknown[0]!r} is not a key of a stack file (Pulumi reads {', '.join(STACK_FILE_KEYS)})")
-        config = data.get("config")
-        if not isinstance(config, dict):
+        if not isinstance(config := data.get("config"), dict):
             got = "missing" if config is None else type(config).__name__
             raise ConfigError(f"{path.name}: `config:` must be a mapping of settings (kubernetes:context, {TIER_KEY}, ...), not {got}")
-        tier = config.get(TIER_KEY, "all")
-        if tier not in TIERS:
+        if (tier := config.get(TIER_KEY, "all")) not in TIERS:
             raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)} (or no {TIER_KEY}: all)")
         cluster = config.get(CLUSTER_KEY, name)
         problem = _name_problem("cluster", cluster, modules) if isinstance(cluster, str) else f"{CLUSTER_KEY} is not a name: {cluster!r}"
@@ -265,11 +262,9 @@ def load_module(name: str, folder: Path | None = None) -> ClusterConfig:
     if not path.exists():
         raise ConfigError(f"{source}: no such module (the stacks are {', '.join(names()) or 'none'})")
     text = read_text(path)  # bounded, UTF-8: bytes that are not text are one message
-    cached = _LOADED.get(path)
-    if cached is not None and cached[0] == text:
+    if (cached := _LOADED.get(path)) is not None and cached[0] == text:
         return cached[1]
-    module = _import(name, path, source)
-    config = getattr(module, "CONFIG", None)
+    config = getattr(_import(name, path, source), "CONFIG", None)
     if not isinstance(config, ClusterConfig):
         raise ConfigError(f"{source}: defines no CONFIG = ClusterConfig(...) (every stack module does)")
     # Once more from its data: a model built around validation (model_construct, a list changed later) is checked too.

@@ -43,15 +43,14 @@ def import_entries(config: ClusterConfig, tier: str = "all") -> list[dict[str, A
 
 def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: list[str] | None = None) -> dict[str, Any]:
     """The import file: the tier's hand-made objects (of `kinds`), their parent components and the stack's provider."""
-    wanted = set(kinds) if kinds else None
-    if wanted:
+    if wanted := set(kinds or ()):
         known = {d.object["kind"] for d in layout(config, "all")}
         if unknown := sorted(wanted - known):
             raise stacks.ConfigError(f"--only: the stack declares no {', '.join(unknown)} (it declares {', '.join(sorted(known))})")
-    entries = [e for e in import_entries(config, tier) if e["hand_made"] and (wanted is None or e["kind"] in wanted)]
-    components = sorted({e["component"] for e in entries})
+    entries = [e for e in import_entries(config, tier) if e["hand_made"] and (not wanted or e["kind"] in wanted)]
     resources: list[dict[str, Any]] = [
-        {"type": ctype, "name": _handle(ctype, cname), "logicalName": cname, "component": True} for ctype, cname in components
+        {"type": ctype, "name": _handle(ctype, cname), "logicalName": cname, "component": True}
+        for ctype, cname in sorted({e["component"] for e in entries})
     ]
     keys = ("type", "name", "logicalName", "id", "parent")
     resources += [{**{k: e[k] for k in keys}, "provider": "kubernetes", "version": provider_version()} for e in entries]
@@ -199,11 +198,9 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
             f"{source}: not a Kubernetes object (expected the output of `oc get KIND NAME -o yaml`, or of `oc get KIND -o yaml`: a List)"
         )
     _check_object(source, live)
-    declared = _declared(config).get(_ref(live))
-    replaced = operator_replaces(config, *_ref(live))
-    if declared is None and replaced:
-        return escaped(f"{_label(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}") + "\n", True
-    if declared is None:
+    if (declared := _declared(config).get(_ref(live))) is None:
+        if replaced := operator_replaces(config, *_ref(live)):
+            return escaped(f"{_label(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}") + "\n", True
         raise stacks.ConfigError(f"{source}: stack {config.name} declares no {_label(live)}: nothing would adopt it")
     lines, narrows = _diff_one(config, live, declared, source)
     return "\n".join(lines) + "\n", narrows
@@ -235,8 +232,7 @@ def _adopt_diff_list(config: ClusterConfig, items: list[Any], source: str) -> tu
     adopted = f"declares {len(ours)}, diffed one by one." if ours else "adopts none of them."
     lines = [f"{source}: a List of {len(items)} object(s); stack {config.name} {adopted}"]
     diffs = [_diff_one(config, item, declared[_ref(item)], source) for item in ours]
-    for one, _ in diffs:
-        lines += ["", *one]
+    lines += [line for one, _ in diffs for line in ("", *one)]
     if replaced:
         lines += ["", "Delete first:", *(f"  {_label(item)}: {why}" for item, why in replaced)]
     if others:
@@ -285,9 +281,8 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
             continue
         if old == new:
             continue
-        narrowing = _narrowing(path, old, new)
         unset = DEFAULTED if path in defaulted else ""
-        if narrowing:
+        if narrowing := _narrowing(path, old, new):
             narrows.append(path)
             lines.append(f"  - {narrowing}{unset}")
         elif path not in before:
@@ -333,9 +328,7 @@ def rights_report(config: ClusterConfig, tier: str = "all", answer: Callable[[st
         lines += ["", f"{t} tier ({who}; Pulumi stack {runs or 'none: add Pulumi.' + config.name + '-' + t + '.yaml'}):"]
         for checks, objects in needs.items():
             label = objects[0] + "".join(", " + o.split(" ", 1)[1] for o in objects[1:])
-            for check in checks:
-                lines.append(shown(t, label, check))
-                label = ""
+            lines += [shown(t, "" if i else label, check) for i, check in enumerate(checks)]
     if reads := requirements(config, tier):
         lines += ["", "reads (`pulumi preview` fails, naming the object, when one is missing or wrong):"]
         for r in reads:

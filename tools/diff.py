@@ -158,8 +158,7 @@ def consequence(change: ObjectChange) -> str | None:
     if change.status != "changed" or change.patch:  # a patch changes fields of the object in place
         return None
     judges = (replacement, queued_replacement) if change.queued else (replacement,)
-    costs = sorted({cost for f in change.fields for judge in judges if (cost := judge(kind, f.path))})
-    if costs:
+    if costs := sorted({cost for f in change.fields for judge in judges if (cost := judge(kind, f.path))}):
         return "REPLACES the object: " + "; ".join(costs)
     if any(held(kind, f.path) for f in change.fields):
         return f"HELD: {HELD}"

@@ -84,9 +84,7 @@ def compare(declared: Any, live: Any, path: str = "") -> list[tuple[str, Any, An
         if not isinstance(live, list) or len(live) != len(declared):
             return [(path, declared, live)]
         return [c for i, (d, lv) in enumerate(zip(declared, live, strict=True)) for c in compare(d, lv, f"{path}[{i}]")]
-    if live is None and declared in ({}, [], "", None):
-        return []
-    return [] if _same(declared, live) else [(path, declared, live)]
+    return [] if (live is None and declared in ({}, [], "", None)) or _same(declared, live) else [(path, declared, live)]
 
 
 def _words(kind: str, path: str) -> str:
@@ -98,10 +96,9 @@ def _words(kind: str, path: str) -> str:
         return f"env {var}" + ("" if path.endswith("]") or path.endswith(".value") else path.split("]", 1)[1])
     if path.endswith(".image"):
         return "image"
-    if path.startswith("metadata.labels."):
-        return f"label {path.removeprefix('metadata.labels.')}"
-    if path.startswith("metadata.annotations."):
-        return f"annotation {path.removeprefix('metadata.annotations.')}"
+    for prefix, word in (("metadata.labels.", "label"), ("metadata.annotations.", "annotation")):
+        if path.startswith(prefix):
+            return f"{word} {path.removeprefix(prefix)}"
     return path
 
 

@@ -35,8 +35,7 @@ class Answer:
     @property
     def said(self) -> str:
         """The last lines of stderr (what the client says when it fails), as one escaped line."""
-        lines = [line.strip() for line in self.stderr.strip().splitlines()[-3:]]
-        return cut(" | ".join(line for line in lines if line), 400)
+        return cut(" | ".join(line.strip() for line in self.stderr.strip().splitlines()[-3:] if line.strip()), 400)
 
 
 def run(cmd: list[str], command: str) -> Answer:
@@ -57,13 +56,11 @@ def parse(text: str, source: str) -> list[dict[str, Any]]:
     """The objects of an `oc get -o json` answer (a List's items, or the one object), or one ConfigError naming `source`."""
     if not text.strip():
         return []
-    data = stacks.parse_json(text, source, OUTPUT_LIMITS)
-    if not isinstance(data, dict):
+    if not isinstance(data := stacks.parse_json(text, source, OUTPUT_LIMITS), dict):
         raise stacks.ConfigError(f"{source}: not a Kubernetes object or List (JSON {type(data).__name__})")
     if not str(data.get("kind", "")).endswith("List"):
         return [data]
-    items = data.get("items")
-    if not isinstance(items, list | None):
+    if not isinstance(items := data.get("items"), list | None):
         raise stacks.ConfigError(f"{source}: items of the List is {_type(items)}, not a list of objects")
     return items or []
 
@@ -173,9 +170,8 @@ def problem(value: Any, shape: Shape, path: str = "") -> str:
             if not isinstance(item, dict):
                 return f"{where} is {_type(item)}, not a mapping"
             todo += [(v, want.value, f"{where}[{k}]") for k, v in reversed(list(item.items()))]
-        else:
-            if said := want(item):
-                return f"{where} is {said}"
+        elif said := want(item):
+            return f"{where} is {said}"
     return ""
 
 

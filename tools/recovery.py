@@ -38,8 +38,7 @@ STATE_LIMITS = stacks.Limits("a stack export", max_bytes=kubectl.MAX_OUTPUT, max
 def exported(stack: str, state_file: str | None) -> dict[str, Any]:
     """The stack's state: a saved `pulumi stack export`, or the Pulumi CLI's export of `stack`."""
     if state_file:
-        text = stacks.read_text(Path(state_file), STATE_LIMITS)
-        where = escaped(state_file)
+        text, where = stacks.read_text(Path(state_file), STATE_LIMITS), escaped(state_file)
     else:
         cmd = ["pulumi", "stack", "export", "-s", stack]
         shown = shlex.join(cmd)
@@ -114,8 +113,7 @@ _NAME = re.compile(r"[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?")
 def pending(state: dict[str, Any]) -> list[Pending]:
     """The pending operations of an export, each with its object (None where the API server would not take its kind,
     apiVersion or names: cleared, never imported); an entry of the wrong type is one error naming it."""
-    ops = (state.get("deployment") or {}).get("pending_operations") or []
-    if not isinstance(ops, list):
+    if not isinstance(ops := (state.get("deployment") or {}).get("pending_operations") or [], list):
         raise stacks.ConfigError("the stack export: deployment.pending_operations is not a list: not a stack export")
     out = []
     for i, op in enumerate(ops):
@@ -123,8 +121,7 @@ def pending(state: dict[str, Any]) -> list[Pending]:
         resource = op.get("resource") if isinstance(op, dict) else None
         if not isinstance(resource, dict) or not isinstance(resource.get("urn"), str) or not isinstance(op.get("type"), str):
             raise stacks.ConfigError(f"{where}: not a pending operation (a type and a resource with its urn)")
-        urn = resource["urn"]
-        if not urn.isprintable():
+        if not (urn := resource["urn"]).isprintable():
             # The URN goes into the refresh command printed for a user to paste: it must be shown as it is.
             raise stacks.ConfigError(f"{where}: its urn {escaped(urn[:200])} holds control characters: no URN Pulumi writes")
         inputs = kubectl.mapping(resource.get("inputs"))

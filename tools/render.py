@@ -71,9 +71,7 @@ def normalize(value: Any) -> Any:
         return int(value)
     if isinstance(value, dict):
         return {k: normalize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [normalize(v) for v in value]
-    return value
+    return [normalize(v) for v in value] if isinstance(value, list) else value
 
 
 class DuplicateResource(Exception):
@@ -107,8 +105,7 @@ class Mocks(pulumi.runtime.Mocks):
             state = copy.deepcopy(state)
             self.reads.append(Recorded(args.typ, args.resource_id, state, urn_name=args.name))
             return args.resource_id, state
-        key = f"{args.typ}::{args.name}"
-        if key in self.resources:
+        if (key := f"{args.typ}::{args.name}") in self.resources:
             raise DuplicateResource(f"Duplicate resource URN: {args.typ} {args.name!r} is declared twice")
         if args.typ.startswith("kubernetes:") or args.typ == PROVIDER_TOKEN:
             self.resources[key] = Recorded(args.typ, args.name, copy.deepcopy(dict(args.inputs)))
@@ -192,8 +189,7 @@ def run(
     mocks = Mocks(config, tier, live or {})
     monitor = _OptionsMonitor(mocks)
     # The SDK walks the Python stack for every resource (a fifth of a render) for source positions the mocks discard.
-    stack_trace = pulumi_resource._get_stack_trace
-    pulumi_resource._get_stack_trace = source_pb2.StackTrace
+    stack_trace, pulumi_resource._get_stack_trace = pulumi_resource._get_stack_trace, source_pb2.StackTrace
     try:
         pulumi_settings.ROOT.set(None)
         # set_mocks does not reset these: a failed run would leave its pending RPCs for the next to await on a closed loop.

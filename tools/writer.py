@@ -34,9 +34,7 @@ def canonical(obj: Any, top: bool = False) -> Any:
         keys = [k for k in HEAD if k in obj] if top else []
         keys += sorted(k for k in obj if k not in keys)
         return {k: canonical(obj[k]) for k in keys}
-    if isinstance(obj, list):
-        return [canonical(v) for v in obj]
-    return obj
+    return [canonical(v) for v in obj] if isinstance(obj, list) else obj
 
 
 # libyaml's emitter where PyYAML has it (the same bytes; the pure-Python one spends most of a render on the launcher).
@@ -81,12 +79,8 @@ MAX_READ = stacks.RENDERED_LIMITS.max_bytes  # what the writer reads back of a f
 
 def read_manifest(text: str) -> dict[str, str | None]:
     """The files a manifest lists and their sha256 (None: a line without one, trusted by name)."""
-    listed: dict[str, str | None] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            hashed = _HASHED.fullmatch(line)
-            listed[hashed[2] if hashed else line] = hashed[1] if hashed else None
-    return listed
+    lines = [(line, _HASHED.fullmatch(line)) for line in text.splitlines() if line and not line.startswith("#")]
+    return {hashed[2] if hashed else line: hashed[1] if hashed else None for line, hashed in lines}
 
 
 def _read(path: Path) -> bytes | None:
@@ -194,8 +188,7 @@ def exchange(a: Path, b: Path) -> bool:
     at_fdcwd, rename_exchange = -100, 2
     if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
         return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+    if (err := ctypes.get_errno()) in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
         return False
     raise OSError(err, os.strerror(err), str(b))
 

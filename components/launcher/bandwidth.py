@@ -154,14 +154,12 @@ def parse_results(text: str) -> Results:
     for raw in log_lines(text):
         line = strip_prefix(raw).strip()
         if line.startswith("#"):
-            avg = _AVG_BUSBW.match(line)
-            if avg:
+            if avg := _AVG_BUSBW.match(line):
                 if _MEASURE.fullmatch(avg.group(1)) and math.isfinite(float(avg.group(1))):
                     out.avg_busbw.append(float(avg.group(1)))
                 if out.runs:
                     out.runs[-1].finished = True
-            bounds = _OUT_OF_BOUNDS.match(line)
-            if bounds and bounds.group(1).split() != ["0", "OK"]:
+            if (bounds := _OUT_OF_BOUNDS.match(line)) and bounds.group(1).split() != ["0", "OK"]:
                 out.out_of_bounds.append(shown(line))
             _read_header(line, header, out)
             names = line[1:].split()
@@ -198,13 +196,11 @@ def _read_header(line: str, header: Run, out: Results) -> None:  # the sizes ask
         header.min_bytes, header.max_bytes = int(sizes.group(1)), int(sizes.group(2))
         if sizes.group(3):
             header.step, header.step_kind = int(sizes.group(3)), sizes.group(4)
-    validation = _VALIDATION.search(line)
-    if validation:
+    if validation := _VALIDATION.search(line):
         header.validated = validation.group(1) != "0"
     if reduced:
         header.max_bytes = int(reduced.group(1))
-    rank = _RANK_ON.match(line)
-    if rank:
+    if rank := _RANK_ON.match(line):
         out.rank_hosts[int(rank.group(1))] = rank.group(2)
     if _TORCH_TITLE.match(line):
         world, nodes = _TORCH_WORLD.search(line), _TORCH_NODES.search(line)
@@ -255,10 +251,7 @@ class NcclNet:  # what NCCL's INIT and NET lines say about the network it used
 
 def parse_nccl(text: str) -> NcclNet:
     net = NcclNet()
-    for raw in log_lines(text):
-        info = _NCCL_INFO.search(raw)
-        if not info:
-            continue
+    for info in filter(None, (_NCCL_INFO.search(raw) for raw in log_lines(text))):
         msg = info.group(1).strip()
         if m := _USING_NETWORK.match(msg):
             net.networks[m.group(1)] = net.networks.get(m.group(1), 0) + 1
@@ -335,8 +328,7 @@ def judge(
     failures += result_failures(results)
     top = max((r.size for r in results.rows), default=None)
     largest = [r for r in results.rows if r.size == top]
-    values = [v for v in (r.best_busbw() for r in largest) if v is not None]
-    measured = min(values) if values else None
+    measured = min((v for r in largest if (v := r.best_busbw()) is not None), default=None)
     notes: List[str] = []
     if line_rate_gbps is None:
         notes.append("threshold: none (no line rate for this check), so the bandwidth is reported, not judged")
@@ -384,8 +376,7 @@ def result_failures(results: Results) -> List[str]:  # no number, no rows, wrong
         none = "no all-reduce results in the log: no nccl-tests table (a `# size count ... busbw` header and its rows)"
         failures.append(none + "; the benchmark did not get as far as the first message size")
     else:
-        wrong = sum(m.wrong or 0 for r in results.rows for m in r.measures)
-        if wrong:
+        if wrong := sum(m.wrong or 0 for r in results.rows for m in r.measures):
             failures.append(f"{wrong} wrong value(s) in the all-reduce results (#wrong): the data was corrupted")
         if results.unchecked:
             rows = f"{len(results.unchecked)} row(s) of a run whose header asks for validation (validation: 1) have no #wrong count"
@@ -427,12 +418,10 @@ def placement_failures(single: Optional[bool], where: str, net: NcclNet, nodes: 
             "shared memory, whose bandwidth says nothing about the NICs, so this result cannot gate the fabric; run the "
             "check on 2 or more nodes" + (" (or give --nodes 1 for a test of one node's NICs)" if nodes is None else "")
         ]
-    local = ", ".join(f"{n} channel(s) via {name}" for name, n in sorted(net.local_channels.items()))
-    if local:
-        fix = (
-            "a one-node check must send every hop through the NICs: set NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the rendered check does)"
-        )
-        return [f"intra-node: does not test the fabric ({where}), and NCCL connected ranks inside the node ({local}): {fix}"]
+    if local := ", ".join(f"{n} channel(s) via {name}" for name, n in sorted(net.local_channels.items())):
+        fix = "set NCCL_P2P_DISABLE=1 and NCCL_SHM_DISABLE=1 (the rendered check does)"
+        inside = f"NCCL connected ranks inside the node ({local}): a one-node check must send every hop through the NICs: {fix}"
+        return [f"intra-node: does not test the fabric ({where}), and {inside}"]
     nics = "no P2P or SHM channel, so every hop went through the node's NICs (a one-node NIC test)"
     notes.append(f"intra-node: does not test the fabric between nodes ({where}); {nics}")
     return []
@@ -459,18 +448,17 @@ def transport_failures(mode: str, families: Dict[str, List[str]], evidence: str,
 
 
 def benchmark_argv(tool: str, binary: str, environ: Dict[str, str], a: argparse.Namespace) -> List[str]:  # with the launcher's rendezvous
-    sizes = ["--min-bytes", str(a.min_bytes), "--max-bytes", str(a.max_bytes), "--iters", str(a.iters), "--warmup", str(a.warmup)]
     if tool == "nccl-tests":
         return [
             binary, "-b", str(a.min_bytes), "-e", str(a.max_bytes), "-f", "2", "-g", environ.get("NPROC_PER_NODE", "1"),
             "-n", str(a.iters), "-w", str(a.warmup), "-c", "1",
         ]  # fmt: skip
     return [
-        sys.executable, "-m", "torch.distributed.run",
-        "--nnodes", environ.get("NNODES", "1"), "--nproc_per_node", environ.get("NPROC_PER_NODE", "1"),
-        "--node_rank", environ.get("NODE_RANK", "0"), "--master_addr", environ.get("MASTER_ADDR", "127.0.0.1"),
-        "--master_port", environ.get("MASTER_PORT", "29500"),
-        os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce.py"), *sizes, "--backend", a.backend,
+        sys.executable, "-m", "torch.distributed.run", "--nnodes", environ.get("NNODES", "1"),
+        "--nproc_per_node", environ.get("NPROC_PER_NODE", "1"), "--node_rank", environ.get("NODE_RANK", "0"),
+        "--master_addr", environ.get("MASTER_ADDR", "127.0.0.1"), "--master_port", environ.get("MASTER_PORT", "29500"),
+        os.path.join(os.path.dirname(os.path.abspath(__file__)), "allreduce.py"), "--min-bytes", str(a.min_bytes),
+        "--max-bytes", str(a.max_bytes), "--iters", str(a.iters), "--warmup", str(a.warmup), "--backend", a.backend,
     ]  # fmt: skip
 
 
@@ -488,8 +476,7 @@ def run_and_echo(argv: Sequence[str], environ: Dict[str, str]) -> Tuple[int, str
         assert child.stdout is not None
         for chunk in iter(child.stdout.readline, b""):
             captured.append(chunk.decode("utf-8", errors="replace"))
-            sys.stdout.write(captured[-1])
-            sys.stdout.flush()
+            print(captured[-1], end="", flush=True)
         code = child.wait()
     finally:
         signal.signal(signal.SIGTERM, previous)
@@ -518,8 +505,7 @@ def cmd_check(a: argparse.Namespace) -> int:
     code, output = run_and_echo(argv, environ)
     gpus = int(environ.get("NPROC_PER_NODE", "0")) or None
     verdict = judge(output, a.mode, a.line_rate_gbps, a.min_fraction, exit_code=code, nodes=nnodes, gpus_per_node=gpus)
-    sys.stdout.write(verdict.render())
-    sys.stdout.flush()
+    print(verdict.render(), end="", flush=True)
     return EXIT_PASS if verdict.ok else EXIT_FAIL
 
 

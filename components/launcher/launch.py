@@ -9,6 +9,7 @@ import errno
 import json
 import os
 import shlex
+from contextlib import suppress
 from typing import Dict, List, Mapping, Optional, Sequence
 
 from .contract import (
@@ -59,15 +60,13 @@ def child_environment(environ: Mapping[str, str], plan: Plan) -> Dict[str, str]:
 
 def write_outputs(cli: argparse.Namespace, plan: Plan) -> None:
     """A missing hostfile would fail DeepSpeed later, far from the cause: it stops the pod; the rest is a convenience."""
-    problem = write_file(*plan.hostfile) if plan.hostfile else None
-    if plan.hostfile and problem:
+    if plan.hostfile and (problem := write_file(*plan.hostfile)):
         plan.errors.append(
             f"could not write the DeepSpeed hostfile {plan.hostfile[0]} (LAUNCHER_DEEPSPEED_HOSTFILE): {problem}; "
             "DeepSpeed would fail without it"
         )
         return
-    problem = write_file(*plan.bash_env) if plan.bash_env else None
-    if plan.bash_env and problem:  # BASH_ENV would name nothing: the image's own stays in force
+    if plan.bash_env and (problem := write_file(*plan.bash_env)):  # BASH_ENV would name nothing: the image's own stays in force
         plan.env.pop("BASH_ENV", None)
         plan.summary["bash_env"] = None
         stop = "a script's failing `ulimit -l` under `set -e` will stop the pod"
@@ -97,11 +96,9 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     try:
         return run(parser.parse_args(argv), os.environ if environ is None else environ, context)
     except OutputFailed as exc:
-        try:
+        with suppress(OutputFailed):
             line = f"launcher: {exc}" + "".join(f"; {c}" for c in context) + f"; exit {EXIT_OUTPUT_FAILED}\n"
             write_stream(1 if exc.stream == "stderr" else 2, line, "")
-        except OutputFailed:
-            pass
         return EXIT_OUTPUT_FAILED
 
 
@@ -138,8 +135,6 @@ def run(cli: argparse.Namespace, environ: Mapping[str, str], context: List[str])
         # exec, not a child: the command keeps PID 1, so the kubelet's SIGTERM reaches torchrun and its workers.
         os.execvpe(plan.argv[0], plan.argv, child_environment(environ, plan))
     except OSError as exc:
-        try:
+        with suppress(OutputFailed):
             write_stream(2, f"launcher: cannot execute {plan.argv[0]}: {exc}\n", "")
-        except OutputFailed:
-            pass
         return EXIT_EXEC_FAILED

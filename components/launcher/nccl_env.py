@@ -49,9 +49,9 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
     links = {link.interface: link for link in facts.links}
     mapping: Dict[str, List[str]] = {}
     lines: List[str] = []
-    unmapped: List[str] = []
     warnings: List[str] = []
-    for interface in [i for i in cfg.rdma_interfaces if i in facts.net_names]:
+    present = [i for i in cfg.rdma_interfaces if i in facts.net_names]
+    for interface in present:
         link = links.get(interface)
         behind = [d for d in (link.devices if link else ()) if d in known]
         claims = sorted({p.device for p in facts.ports if any(g.ndev == interface for g in p.gids)}, key=natural_key)
@@ -61,11 +61,10 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
         elif len(claims) == 1:
             mapping[interface] = claims
             lines.append(f"{interface} -> {claims[0]} (through its GID table entries (gid_attrs/ndevs))")
-        else:
-            unmapped.append(interface)
         if not behind and len(claims) > 1:
             why = f"{interface} has no PCI link to an RDMA device, and the GID tables of {', '.join(claims)} all name it "
             warnings.append(why + "(other pods' interfaces can have the same name); it is mapped to none of them")
+    unmapped = [i for i in present if i not in mapping]
     pod_devices = {d for devices in mapping.values() for d in devices}
     no_link = f"(no {cfg.sysfs_root}/class/net/IF/device/infiniband, no unique GID naming"
     if pod_devices:
@@ -122,8 +121,7 @@ def decide_network(cfg: Config, sel: DeviceSelection, net_names: Sequence[str]) 
         return no_active_port(cfg, sel, other_layer)
     # Exact-match form: without the leading '=', NCCL reads mlx5_1 as a prefix of mlx5_10.
     hca = ("the ACTIVE ports behind LAUNCHER_RDMA_INTERFACES" if sel.mapping else "the ACTIVE ports") + ", exact-match form"
-    down = [p.name for p in sel.pod_ports if not p.active]
-    if down:
+    if down := [p.name for p in sel.pod_ports if not p.active]:
         hca += f"; not ACTIVE, left out: {', '.join(down)}"
     if sel.host_ports:
         hca += f"; host devices not attached to this pod, left out: {', '.join(p.name for p in sel.host_ports)}"
@@ -140,9 +138,8 @@ def decide_network(cfg: Config, sel: DeviceSelection, net_names: Sequence[str]) 
         unmapped = "" if sel.mapping else ", and nothing ties them to the pod's interfaces, so a host's own NIC may be among them"
         mix = "; ".join(f"{layer}: " + ", ".join(names) for layer, names in layers.items())
         mix = f"the ACTIVE ports mix link layers ({mix}): NCCL_IB_HCA names all of them and the GID index is chosen from the "
-        d.warnings.append(
-            mix + f"Ethernet (RoCE) ones{unmapped}; set LAUNCHER_LINK_LAYER (the stack's fabric.link_layer) to use one fabric only"
-        )
+        fix = "set LAUNCHER_LINK_LAYER (the stack's fabric.link_layer) to use one fabric only"
+        d.warnings.append(mix + f"Ethernet (RoCE) ones{unmapped}; {fix}")
     if problem:
         (d.errors if socket is None else d.warnings).append(problem)
     return d
@@ -155,8 +152,7 @@ def no_active_port(cfg: Config, sel: DeviceSelection, other_layer: List[RdmaPort
     reason = f"no ACTIVE RDMA port {whose}{layer}under {cfg.sysfs_root}/class/infiniband (found: {found})"
     if other_layer:
         reason += f"; ACTIVE, but another link layer: {', '.join(f'{p.name} {p.link_layer}' for p in other_layer)}"
-    host_active = [p.name for p in sel.host_ports if p.active]
-    if host_active:
+    if host_active := [p.name for p in sel.host_ports if p.active]:
         reason += f"; ACTIVE, but host devices not attached to this pod: {', '.join(host_active)}"
     reason += "; check that the pod requests the SR-IOV RDMA resources and that the links are up"
     if other_layer:
@@ -178,8 +174,7 @@ def choose_gid_index(ports: Sequence[RdmaPort], ndevs: Optional[FrozenSet[str]] 
     counted = ""
     if any(p.roce_v2_ipv4(ndevs, ours=False) for p in roce):
         counted = f"counting only GIDs of the pod's interfaces ({', '.join(sorted(ndevs or (), key=natural_key))})"
-    common = set.intersection(*(set(v) for v in per_port.values()))
-    if common:
+    if common := set.intersection(*(set(v) for v in per_port.values())):
         return min(common), f"the RoCE v2 IPv4 GID is at index {min(common)} on every selected RoCE port" + (counted and f", {counted}")
     table = ", ".join(f"{name} -> {','.join(map(str, v)) or 'none'}" for name, v in per_port.items()) + (counted and f"; {counted}")
     return None, f"no single RoCE v2 IPv4 GID index holds on every port ({table}); left unset so NCCL >= 2.21.5 picks one per port itself"
@@ -212,8 +207,7 @@ def describe_port(p: RdmaPort, sel: DeviceSelection) -> str:
         ndevs = sel.gid_ndevs if p.device in sel.pod_devices else None
         indexes = p.roce_v2_ipv4_indexes(ndevs)
         text += f", RoCE v2 IPv4 GID index {','.join(map(str, indexes))}" if indexes else ", no RoCE v2 IPv4 GID"
-        foreign = ", ".join(f"{g.index} is {g.ndev}'s" for g in p.roce_v2_ipv4(ndevs, ours=False))
-        if foreign:
+        if foreign := ", ".join(f"{g.index} is {g.ndev}'s" for g in p.roce_v2_ipv4(ndevs, ours=False)):
             text += f" (index {foreign}, not this pod's)"
     if sel.mapping:
         behind = [i for i, devices in sel.mapping.items() if p.device in devices]
@@ -311,8 +305,7 @@ def hca_problems(spec: str, cfg: Config, facts: Facts, net: NetworkDecision) -> 
     # NCCL skips ports that are not ACTIVE; an empty list is no list: NCCL then takes every device.
     listed = entries or problems
     picked = [p for p in facts.ports if p.active and (not listed or any(hit(p, n, q) for n, q in entries) != exclude)]
-    host = [p.name for p in picked if p.device not in net.sel.pod_devices]
-    if host:
+    if host := [p.name for p in picked if p.device not in net.sel.pod_devices]:
         problems.append(NcclProblem(f"selects {', '.join(host)}: host devices not attached to this pod"))
     if cfg.link_layer:
         for layer, names in by_link_layer([p for p in picked if p.link_layer != cfg.link_layer]).items():
@@ -327,8 +320,7 @@ def hca_problems(spec: str, cfg: Config, facts: Facts, net: NetworkDecision) -> 
 def socket_problems(spec: str, net_names: Sequence[str], nnodes: int) -> List[NcclProblem]:
     if not spec or not net_names:  # empty: NCCL's own default; no interface list: nothing to judge by
         return []
-    invalid = parse_nccl_list(spec)[3]
-    if invalid:
+    if invalid := parse_nccl_list(spec)[3]:
         return invalid
     chosen = nccl_list_matches(spec, net_names)
     if not chosen:
@@ -357,8 +349,7 @@ def decide_nccl(cfg: Config, facts: Facts, net: NetworkDecision) -> NcclDecision
             d.lines.append(f"{key}={detected}  ({why})")
         elif why:
             d.lines.append(f"{key} unset: {why}")
-    unset = sorted(cfg.explicit_nccl - set(cfg.nccl))
-    if unset:
+    if unset := sorted(cfg.explicit_nccl - set(cfg.nccl)):
         d.lines.append(f"listed in LAUNCHER_EXPLICIT_NCCL but not set: {', '.join(unset)}")
     return d
 
@@ -409,9 +400,8 @@ def judge_value(
         if new is None and why:
             reason += f"; the launcher leaves it unset: {why}"
         d.overrides.append({"name": key, "inherited": value, "new": new, "reason": reason, "explicit": explicit})
-        if new is None:
-            d.lines.append(f"{key} REMOVED: {origin} {value!r} {reason}")
-        else:
+        if new is not None:
             d.env[key] = new
-            d.lines.append(f"{key}={new}  OVERRIDDEN: {origin} {value!r} {reason}")
+        was = f"{origin} {value!r} {reason}"
+        d.lines.append(f"{key} REMOVED: {was}" if new is None else f"{key}={new}  OVERRIDDEN: {was}")
         d.warnings.append(f"overrode {origin} {key}={value}: it {reason}; now " + (f"{key}={new}" if new is not None else "unset"))

@@ -166,10 +166,7 @@ def render_report(cfg: Optional[Config], plan: Optional[Plan], errors: Sequence[
     if plan and plan.warnings:
         out += ["warnings:", *("  WARNING: " + w.replace("\n", "\n  ") for w in plan.warnings)]
     errors = list(errors) + (plan.errors if plan else [])
-    if errors:
-        out += ["verdict: WOULD NOT START", *("  ERROR: " + e.replace("\n", "\n  ") for e in errors)]
-    else:
-        out.append("verdict: START")
+    out += ["verdict: WOULD NOT START", *("  ERROR: " + e.replace("\n", "\n  ") for e in errors)] if errors else ["verdict: START"]
     return "\n".join([*out, f"{BANNER} launcher report END {BANNER}"]) + "\n"
 
 

@@ -72,13 +72,11 @@ def sriov_resources(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         needed = Counter(nads[(r.namespace, r.name)] for r in pod.network_refs() if nads.get((r.namespace, r.name)))
         containers = list(pod.containers())
+        resources = [c.get("resources") or {} for _, c in containers]
         for resource, count in sorted(needed.items()):
             assert resource is not None
-            limit = sum(amount(c.get("resources") or {}, "limits", resource) for _, c in containers)
-            request = sum(
-                amount(c.get("resources") or {}, "requests", resource) or amount(c.get("resources") or {}, "limits", resource)
-                for _, c in containers
-            )
+            limit = sum(amount(r, "limits", resource) for r in resources)
+            request = sum(amount(r, "requests", resource) or amount(r, "limits", resource) for r in resources)
             if limit < count or request < count:
                 first = containers[0][0] if containers else pod.at("spec.containers[0]")
                 yield error(
@@ -92,10 +90,8 @@ def sriov_resources(stack: Stack) -> Iterator[Finding]:
 
 def _nccl_list(value: str) -> tuple[bool, bool, str, list[str]]:
     """(excludes, exact, the list, its names) of an NCCL device list: comma-separated prefixes, `=` exact, `^` excludes."""
-    exclude = value.startswith("^")
-    body = value[1:] if exclude else value
-    exact = body.startswith("=")
-    body = body[1:] if exact else body
+    exclude, exact = value.startswith("^"), value.removeprefix("^").startswith("=")
+    body = value.removeprefix("^").removeprefix("=")
     return exclude, exact, body, [n.strip() for n in body.split(",") if n.strip()]
 
 

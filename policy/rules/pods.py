@@ -73,8 +73,7 @@ def _mutable_image(pod: PodView, path: str, image: str, built: dict[tuple[str, s
     """A tag without a digest may move; an image the stack builds is left out (its digest is not known before the build)."""
     if "@" in image or _internal(image) in built:
         return  # pinned: IMAGE@sha256:<64 hex digits> (the model checks the digest's form)
-    last = image.rsplit("/", 1)[-1]
-    tag = last.split(":", 1)[1] if ":" in last else None
+    tag = image.rsplit("/", 1)[-1].partition(":")[2]
     shown = f"the tag {tag!r}" if tag and tag != "latest" else "`latest`" + ("" if tag else " (no tag means latest)")
     yield warning(
         pod.ref,
@@ -134,8 +133,7 @@ def secret_ref(stack: Stack) -> Iterator[Finding]:
 def route_port(stack: Stack) -> Iterator[Finding]:
     services = {((o.get("metadata") or {}).get("namespace"), (o.get("metadata") or {}).get("name")): o for o in stack.of_kind("Service")}
     for r in stack.of_kind("Route"):
-        meta = r.get("metadata") or {}
-        spec = r.get("spec") or {}
+        meta, spec = r.get("metadata") or {}, r.get("spec") or {}
         svc = services.get((meta.get("namespace"), (spec.get("to") or {}).get("name")))
         target = (spec.get("port") or {}).get("targetPort")
         if svc is None:

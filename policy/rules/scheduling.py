@@ -10,6 +10,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
 from typing import Any
 
+from config.cluster import Queueing
 from config.kube import GPU, HOSTNAME, ConfigPath
 from config.openshift import CONTROL_PLANE_ROLES
 from config.stack import ClusterConfig
@@ -204,7 +205,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
             changed[pod.ref] = how
         queued.append((pod, groups[-1]))
     if config.queueing is not None:
-        yield from _against_the_queue(stack, queued, nodes, counts)
+        yield from _against_the_queue(stack, config.queueing, queued, nodes, counts)
         return
     result = place(nodes, groups, counts=counts)
     if result.placed:
@@ -245,9 +246,10 @@ def _node_entries(config: ClusterConfig, per_pod_vfs: Mapping[str, int]) -> tupl
     nodes: dict[str, Free] = {}
     counts: dict[str, int] = {}
     for s in config.node_sets:
-        offered = (s.gpus_per_node, _quantity(s.allocatable_cpu, 1000), _quantity(s.allocatable_memory, 1), _vf_sets(s, per_pod_vfs))
-        for n in s.nodes:
-            nodes[n] = offered
+        vfs = s.vfs_per_node  # how many RDMA pods a node has VFs for (UNBOUNDED where its node_policies state none of the fabric's)
+        vf_sets = min((vfs[r] // n for r, n in per_pod_vfs.items() if r in vfs), default=UNBOUNDED)
+        offered = (s.gpus_per_node, _quantity(s.allocatable_cpu, 1000), _quantity(s.allocatable_memory, 1), vf_sets)
+        nodes.update(dict.fromkeys(s.nodes, offered))
         if not s.nodes:
             nodes[f"{s.name}#"] = offered  # `#` is in no node name (a label value)
             counts[f"{s.name}#"] = s.count or 0
@@ -255,12 +257,10 @@ def _node_entries(config: ClusterConfig, per_pod_vfs: Mapping[str, int]) -> tupl
 
 
 def _against_the_queue(
-    stack: Stack, queued: list[tuple[PodView, Group]], nodes: dict[str, Free], counts: dict[str, int]
+    stack: Stack, q: Queueing, queued: list[tuple[PodView, Group]], nodes: dict[str, Free], counts: dict[str, int]
 ) -> Iterator[Finding]:
     """Each queued workload against its set's quota (Kueue admits a pod set whole, on one flavor), then what it admits."""
     config = stack.config
-    q = config.queueing
-    assert q is not None
     quota = config.queue_quota()
     whole = {r: sum((quantity_value(q[r]) for q in quota.values()), Decimal(0)) for r in next(iter(quota.values()))}
     by_set: dict[str, list[tuple[PodView, Group, dict[str, Decimal]]]] = {}
@@ -307,7 +307,7 @@ def _against_the_queue(
         if q.topology_aware:
             yield from _topology_aware(node_set, runs, mine)
         else:
-            yield from _admitted_together(stack, node_set, runs, quota[name], mine, budget)
+            yield from _admitted_together(stack, q, node_set, runs, quota[name], mine, budget)
 
 
 QUEUE_BUDGET = 20_000  # steps of every queue search of one check (combinations looked at, placement steps)
@@ -321,10 +321,8 @@ def _topology_aware(
     where two pods of a multi-node run fit one node it may bind both there, and the scheduler refuses the second."""
     offer, sets = next(iter(mine[0].values())), [node_set]
     for pod, group, _ in runs:
-        if not group.spread or group.pods < 2:
-            continue
         gpus, cpu, memory, vfs = group.need
-        if not fits(offer, (2 * gpus, 2 * cpu, 2 * memory, 2 * vfs)):
+        if not group.spread or group.pods < 2 or not fits(offer, (2 * gpus, 2 * cpu, 2 * memory, 2 * vfs)):
             continue
         yield error(
             pod.ref,
@@ -351,15 +349,13 @@ def _names(runs: list[tuple[PodView, Group, dict[str, Decimal]]], chosen: tuple[
 
 
 def _admitted_together(
-    stack: Stack, node_set: Any, runs: list[tuple[PodView, Group, dict[str, Decimal]]], quota: dict[str, str],
+    stack: Stack, q: Queueing, node_set: Any, runs: list[tuple[PodView, Group, dict[str, Decimal]]], quota: dict[str, str],
     mine: tuple[dict[str, Free], dict[str, int]], budget: Budget,
 ) -> Iterator[Finding]:  # fmt: skip
     """Kueue admits by quota only, in any order: where a combination it admits does not fit the set's nodes, the run
     admitted last holds its quota and GPUs until the waitForPodsReady timeout."""
     if len(runs) < 2:
         return
-    q = stack.config.queueing
-    assert q is not None
     groups = [g for _, g, _ in runs]
     limit = {r: _units(r, quantity_value(v)) for r, v in quota.items()}
     charges = [  # what each run charges its flavor's quota: its pods' requests times its pods
@@ -435,13 +431,6 @@ def _lower_gpu_quota(admission: Admission, limit: dict[str, int], bad: tuple[int
     proved = bisect_left(values, True, key=lambda v: all(admission.finds_room({**limit, GPU: v})))
     best = bisect_left(values[:proved], True, key=lambda v: admission.check({**limit, GPU: v}, budget.part(FIX_STEPS)).fits)
     return [f"lower queueing.quota[{node_set}][{GPU}] to {values[best]}"] if best < len(values) else []
-
-
-def _vf_sets(node_set: Any, per_pod: Mapping[str, int]) -> int:
-    """How many RDMA pods a node has VFs for by its node_policies (UNBOUNDED where they state none of the fabric's)."""
-    offered = node_set.vfs_per_node
-    known = [offered[r] // n for r, n in per_pod.items() if r in offered]
-    return min(known) if known else UNBOUNDED
 
 
 @rule("queue-quota", "each queue quota lies between what a workload of the queue needs and what its node set holds")

@@ -182,7 +182,7 @@ def scc_seccomp(stack: Stack) -> Iterator[Finding]:
                 f"{', as OpenShift ships it' if scc.shipped else ''}), so admission refuses the pod ('seccomp may not be set')",
                 "run the pods under an SCC that allows runtime/default: restricted-v2 or nonroot-v2 as OpenShift ships "
                 "them, or the stack's own (security.create: true)",
-                config=_shipped_cause(stack, name) if scc.shipped else None,
+                config=_shipped_cause(stack, scc),
             )
 
 
@@ -199,7 +199,7 @@ def scc_user_namespace(stack: Stack) -> Iterator[Finding]:
             "refuses it ('Host Users must be set to false')",
             "run the pods under restricted-v2 (every user may use it) or the stack's own SCC (security.create: true): the "
             "program runs no pod in a user namespace (a capability added there does not reach the host's memlock limit)",
-            config=_shipped_cause(stack, name) if scc.shipped else None,
+            config=_shipped_cause(stack, scc),
         )
 
 
@@ -247,7 +247,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         f"memlock strategy {strategy!r} runs as uid 0, but SCC {scc.name!r} does not admit root "
                         f"({scc.where}): admission rejects the pod",
                         "run under an SCC with runAsUser RunAsAny (security.create: true makes one), or use memlock node-limit",
-                        config=_shipped_cause(stack, scc.name) if scc.shipped else None,
+                        config=_shipped_cause(stack, scc),
                     )
             elif strategy == "privileged":
                 if not _security(c).get("privileged"):
@@ -265,7 +265,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         f"({scc.where}): admission rejects the pod",
                         "use memlock root-ipc-lock under an SCC that allows IPC_LOCK (security.create: true), or an SCC "
                         "allowing privileged containers (with security.broad_grant_reason)",
-                        config=_shipped_cause(stack, scc.name) if scc.shipped else None,
+                        config=_shipped_cause(stack, scc),
                     )
             elif strategy == "node-limit" and mode == "rdma" and not node_limit_real:
                 yield warning(
@@ -295,12 +295,12 @@ def pin_bytes(stack: Stack) -> Iterator[Finding]:
             )
 
 
-def _shipped_cause(stack: Stack, scc: str) -> tuple[str | int, ...] | None:
+def _shipped_cause(stack: Stack, scc: SccView) -> tuple[str | int, ...] | None:
     """The config field that names a shipped SCC the pods run under (one cause for every pod under it), if one does."""
     sec = stack.config.security
-    if scc == sec.scc:
+    if scc.shipped and scc.name == sec.scc:
         return ("security", "scc")
-    return ("security", "unprivileged_scc") if scc == sec.unprivileged_scc else None
+    return ("security", "unprivileged_scc") if scc.shipped and scc.name == sec.unprivileged_scc else None
 
 
 def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:

@@ -110,11 +110,11 @@ def hidden_characters(stack: Stack) -> Iterator[Finding]:
         message = f"the text holds {names} (first at character {first + 1}): it displays otherwise than it " + (
             "runs, so a reviewer does not see what the pod runs" if runs else "reads, so a reviewer does not see what it says"
         )
-        retype = f"retype the text without them (`grep -nP '{GREP}'` finds them)"
-        if runs:
-            fix = f"{retype}; where one is meant, write it as an escape (Python's \\u202e, bash's $'\\u202e')"
-        else:
-            fix = f"{retype}; if they are meant (right-to-left text), accept the warning in accepted_warnings with the reason"
+        fix = f"retype the text without them (`grep -nP '{GREP}'` finds them); " + (
+            "where one is meant, write it as an escape (Python's \\u202e, bash's $'\\u202e')"
+            if runs
+            else "if they are meant (right-to-left text), accept the warning in accepted_warnings with the reason"
+        )
         yield (error if runs else warning)(f"Stack {stack.config.name}", located(path, stack.config), message, fix, config=path)
 
 
@@ -235,8 +235,10 @@ def orphaned_claims(stack: Stack) -> Iterator[Finding]:
     if not stack.previous:
         return
     before = {claim: name for name, w in (stack.previous.get("workloads") or {}).items() for claim in w.get("per_pod_claims") or []}
-    now = {c for p in stack.pods() for c in _claims_of(p, stack.pods_started(p))}
-    lost = sorted(c for c in before if c not in now and _ordinal_kept(c, before[c], stack))
+    now = {prefix + str(r) for p in stack.pods() for prefix in _claim_prefixes(p) for r in range(stack.pods_started(p))}
+    # Orphaned by a rename or a move, not by scaling the same workload down (scaling up reattaches it).
+    kept = {(p.name, prefix) for p in stack.pods() for prefix in _claim_prefixes(p)}
+    lost = sorted(c for c in before if c not in now and not any(w == before[c] and c.startswith(prefix) for w, prefix in kept))
     by_workload: dict[str, list[str]] = {}
     for c in lost:
         by_workload.setdefault(before[c], []).append(c)
@@ -273,22 +275,11 @@ def _orphaned_by(stack: Stack, name: str) -> tuple[ConfigPath | None, str]:
     return None, ""
 
 
-def _claims_of(pod: PodView, pods: int) -> list[str]:
-    """The per-pod claims of a StatefulSet's `pods` pods (they exist whether it runs or is stopped)."""
+def _claim_prefixes(pod: PodView) -> list[str]:
+    """`NAMESPACE/TEMPLATE-NAME-` of a StatefulSet's per-pod claims, less the ordinal (they exist whether it runs or is stopped)."""
     if pod.owner.get("kind") != "StatefulSet":
         return []
-    templates = (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []
-    return [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-{r}" for t in templates for r in range(pods)]
-
-
-def _ordinal_kept(claim: str, workload: str, stack: Stack) -> bool:
-    """A claim is orphaned by a rename or a move, not by scaling the same workload down (scaling up reattaches it)."""
-    return not any(
-        claim.startswith(f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-")
-        for pod in stack.pods()
-        if pod.owner.get("kind") == "StatefulSet" and pod.name == workload
-        for t in (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []
-    )
+    return [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-" for t in (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []]
 
 
 @rule("hand-made", "every object listed as made by hand (hand_made) is one the stack declares")
@@ -302,9 +293,8 @@ def hand_made(stack: Stack) -> Iterator[Finding]:
         yield _served_copies(stack, [entries[i] for i in served], [origins[i] for i in served])
         missing -= set(served)
     for i in sorted(missing):
-        h, origin = entries[i], origins[i]
+        h, at = entries[i], provenance.shown(origins[i])
         where = f"{h.namespace}/{h.name}" if h.namespace else h.name
-        at = provenance.shown(origin)
         because, temporary = _undeclared_because(stack, h)
         listed = f"listed as made by hand at {at} (HandMade)" if at else "listed as made by hand (hand_made)"
         yield warning(
@@ -423,8 +413,7 @@ def _names(kind: str, names: list[str]) -> str:
 
 def _without_rdma(stack: Stack, ns: str, what: str) -> tuple[str, bool]:
     """Why no pod in `ns` attaches the SR-IOV networks any more."""
-    specs = [w for w in stack.config.pod_specs() if w.namespace == ns]
-    tcp = sorted(w.name for w in specs if not w.uses_rdma)
+    tcp = sorted(w.name for w in stack.config.pod_specs() if w.namespace == ns and not w.uses_rdma)
     now = {w.name for w in stack.config.all_workloads()}
     was_rdma = _was(stack, ns, "mode", "rdma")
     if switched := [n for n in was_rdma if n in tcp]:
@@ -441,9 +430,8 @@ def _without_rdma(stack: Stack, ns: str, what: str) -> tuple[str, bool]:
 def _without_scc(stack: Stack, ns: str, scc: str) -> tuple[str, bool]:
     """Why no pod in `ns` runs under the stack's SCC any more."""
     specs = [w for w in stack.config.pod_specs() if w.namespace == ns]
-    was = _was(stack, ns, "scc", scc)
     tcp = {w.name for w in specs if not w.uses_rdma}
-    if switched := [n for n in was if n in tcp]:
+    if switched := [n for n in _was(stack, ns, "scc", scc) if n in tcp]:
         return f"the TCP switch of {_names('workload', switched)} no longer needs the grant of SCC {scc} in namespace {ns}", True
     if specs:
         under = sorted({stack.config.scc_of(w) for w in specs})

@@ -208,8 +208,7 @@ def read_cluster(
 
     def get(args: list[str], shown: str, what: str = "") -> list[Obj] | None:
         """The objects of one `get`, or None and `what` said unreadable (no `what`: the error)."""
-        answer = kubectl.run([tool, "get", *args, *where], "status")
-        if answer.returncode == 0:
+        if (answer := kubectl.run([tool, "get", *args, *where], "status")).returncode == 0:
             return kubectl.parse(answer.stdout, f"`{tool} get {shown}`")
         if not what:
             raise stacks.ConfigError(f"status: `{tool} get {shown}` failed: {answer.said or 'refused'}")

@@ -28,21 +28,19 @@ TOPOLOGY = (
     r"(?:\. Total nodes: (\d{1,9}); excluded: ([^;]*))?"
 )
 EXCLUDED = r'(resource|taint) "([^"]+)": (\d{1,9})|(nodeSelector|affinity|topologyDomain): (\d{1,9})'
+EXCLUSIONS = {  # the nodes of each kind EXCLUDED counts, in the stack's words
+    "resource": "{n} without the {name} one pod requests free",
+    "taint": "{n} with the taint {name}, which the pods do not tolerate (gpu_tolerations)",
+    "nodeSelector": "{n} without the labels the pods select (gpu_node_selector, node_sets[].labels)",
+    "affinity": "{n} outside the pods' node pins (node_sets[].nodes)",
+}
 
 
 def _topology_reason(config: ClusterConfig, match: re.Match[str]) -> str:
     fit, want = int(match.group(3) or 0), int(match.group(2) or match.group(4))
     sets = " or ".join(ns.name for ns in config.node_sets)
-    why = []
-    for kind, name, n, other, m in re.findall(EXCLUDED, match.group(6) or ""):
-        if kind == "resource":
-            why.append(f"{n} without the {name} one pod requests free")
-        elif kind == "taint":
-            why.append(f"{n} with the taint {name}, which the pods do not tolerate (gpu_tolerations)")
-        elif other == "nodeSelector":
-            why.append(f"{m} without the labels the pods select (gpu_node_selector, node_sets[].labels)")
-        elif other == "affinity":
-            why.append(f"{m} outside the pods' node pins (node_sets[].nodes)")
+    found = re.findall(EXCLUDED, match.group(6) or "")
+    why = [EXCLUSIONS[kind or other].format(n=n or m, name=name) for kind, name, n, other, m in found if (kind or other) in EXCLUSIONS]
     nodes = f" ({match.group(5)} nodes: {', '.join(why)})" if match.group(5) and why else ""
     # Kueue v0.17.0 looks again when a run of its queue ends or leaves or a node changes, not when another pod leaves.
     return (

@@ -183,13 +183,11 @@ def _capacity(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Clu
         gpu = resource == GPU
         what = f"{w.gpus_per_node} free GPUs" if gpu else f"{count(need)} free VF{'s' if need != 1 else ''} of {resource}"
         entry = where(config, view.path if gpu else ("fabric", "attachments", attachments.index(resource)))
-        total = sum(_allocatable(n, resource) for n in view.nodes.values()) if view.nodes else view.size * view.gpus_per_node
-        size = len(view.nodes) if view.nodes else view.size
-        counted = (
-            f"{view.name}: {size} nodes, {count(total)} {'GPUs' if gpu else 'VFs'}, {held}"
-            if view.nodes or gpu
-            else f"{held}; the nodes are not readable"
-        )
+        counted = f"{held}; the nodes are not readable"
+        if view.nodes or gpu:
+            total = sum(_allocatable(n, resource) for n in view.nodes.values()) if view.nodes else view.size * view.gpus_per_node
+            size = len(view.nodes) if view.nodes else view.size
+            counted = f"{view.name}: {size} nodes, {count(total)} {'GPUs' if gpu else 'VFs'}, {held}"
         return f"no node of {view.name} has {what} ({counted}; {entry})"
     amounts = {"cpu": f"{count(need)} free CPUs", "memory": f"{w.memory} of free memory"}
     entry = s.entry(config, resource if resource in amounts else None)
@@ -394,8 +392,7 @@ def relaunched(pod: Mapping[str, Any]) -> bool:
 
 def pod_reason(config: ClusterConfig, s: Subject, pod: Mapping[str, Any], cluster: Cluster) -> tuple[str, str]:
     name, namespace, uid = str(meta(pod).get("name")), namespace_of(pod), meta(pod).get("uid")
-    scheduled = condition(pod, "PodScheduled")
-    if scheduled.get("status") == "False":
+    if (scheduled := condition(pod, "PodScheduled")).get("status") == "False":
         message = str(scheduled.get("message") or "")
         if not message:  # the condition without its message: the last FailedScheduling event has it
             message = (cluster.said("Pod", namespace, name, uid, reason="FailedScheduling") or ("", ""))[1]

@@ -236,9 +236,8 @@ def verdict_of(log: str) -> str | None:
 def check_status(config: ClusterConfig, index: int, check: BandwidthCheck, cluster: Cluster) -> CheckStatus:
     name = job_name(config, check)
     run = workload_status(config, Subject(("bandwidth_checks", index), check_workload(config, check), name), cluster)
-    log = cluster.logs.get(f"{check.namespace}/{name}")
     states: dict[str, CheckState] = {"succeeded": "passed", "failed": "failed", "running": "running", "missing": "missing"}
-    state, verdict = states.get(run.state, "pending"), verdict_of(log) if log is not None else None
+    state, verdict = states.get(run.state, "pending"), verdict_of(cluster.logs.get(f"{check.namespace}/{name}") or "")
     return CheckStatus(
         config=run.config, location=run.location, namespace=check.namespace, job=name, state=state, verdict=verdict, reasons=run.reasons,
         ok=state in ("passed", "running"),
