@@ -295,31 +295,37 @@ class ControlPlane:
             if c.get("provisioner") == PROVISIONER
         }
         for claim in claims:
-            spec, meta = claim["spec"], claim["metadata"]
-            sc = classes.get(spec.get("storageClassName") or "")
-            if sc is None or spec.get("volumeName") or claim.get("status", {}).get("phase") == "Bound":
-                continue
-            if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and "volume.kubernetes.io/selected-node" not in meta.get(
-                "annotations", {}
-            ):
-                continue  # provisioned once the scheduler has picked the node of a pod that uses it, as a CSI driver does
-            pv_name = f"pvc-{meta['uid']}"
-            if self.volume_root != "/live":  # real nodes mount it: made as an NFS CSI driver makes its folders, any uid may write
-                folder = Path(self.volume_root) / meta["namespace"] / meta["name"]
-                folder.mkdir(parents=True, exist_ok=True)
-                folder.chmod(0o777)
-            self.request("POST", "/api/v1/persistentvolumes", {
-                "apiVersion": "v1", "kind": "PersistentVolume",
-                "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
-                "spec": {
-                    "capacity": {"storage": spec["resources"]["requests"]["storage"]},
-                    "accessModes": spec["accessModes"],
-                    "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
-                    "storageClassName": sc["metadata"]["name"],
-                    "hostPath": {"path": f"{self.volume_root}/{meta['namespace']}/{meta['name']}"},
-                    "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
-                },
-            })  # fmt: skip
+            try:
+                self._provision(claim, classes)
+            except (OSError, urllib.error.URLError, KeyError, TypeError):
+                continue  # tried again next round; a claim that cannot be served never holds up the claims after it
+
+    def _provision(self, claim: dict[str, Any], classes: dict[str, dict[str, Any]]) -> None:
+        spec, meta = claim["spec"], claim["metadata"]
+        sc = classes.get(spec.get("storageClassName") or "")
+        if sc is None or spec.get("volumeName") or claim.get("status", {}).get("phase") == "Bound":
+            return
+        if sc.get("volumeBindingMode") == "WaitForFirstConsumer" and "volume.kubernetes.io/selected-node" not in meta.get(
+            "annotations", {}
+        ):
+            return  # provisioned once the scheduler has picked the node of a pod that uses it, as a CSI driver does
+        pv_name = f"pvc-{meta['uid']}"
+        if self.volume_root != "/live":  # real nodes mount it: made as an NFS CSI driver makes its folders, any uid may write
+            folder = Path(self.volume_root) / meta["namespace"] / meta["name"]
+            folder.mkdir(parents=True, exist_ok=True)
+            folder.chmod(0o777)
+        self.request("POST", "/api/v1/persistentvolumes", {
+            "apiVersion": "v1", "kind": "PersistentVolume",
+            "metadata": {"name": pv_name, "annotations": {"pv.kubernetes.io/provisioned-by": PROVISIONER}},
+            "spec": {
+                "capacity": {"storage": spec["resources"]["requests"]["storage"]},
+                "accessModes": spec["accessModes"],
+                "persistentVolumeReclaimPolicy": sc.get("reclaimPolicy", "Delete"),
+                "storageClassName": sc["metadata"]["name"],
+                "hostPath": {"path": f"{self.volume_root}/{meta['namespace']}/{meta['name']}"},
+                "claimRef": {"namespace": meta["namespace"], "name": meta["name"], "uid": meta["uid"]},
+            },
+        })  # fmt: skip
 
     def stop(self) -> None:
         """Each process in the reverse order of its start, and each gone before the next is asked: a kube-apiserver
