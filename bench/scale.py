@@ -82,43 +82,7 @@ def data(workloads: int, nodes: int, named: bool = False, variants: int | None =
         sets = [[""] * nodes]
         node_sets = [{"name": "pool", "count": nodes, "gpus_per_node": GPUS_PER_NODE}]
     namespaces = [f"team-{k}" for k in range(4)]
-    free = [[GPUS_PER_NODE] * len(names) for names in sets]  # the free GPUs of each node of each set, as placed so far
-    out = []
-    made = 0  # TCP variants so far
-    for i in range(workloads):
-        pods, gpus = SHAPES[i % len(SHAPES)]
-        where = free[i % len(free)]
-        pods = min(pods, len(where))
-        # Placed first fit, one pod per node, on the nodes with the most free GPUs: a workload runs where that finds room,
-        # so a placement of every running pod exists and the preflight's capacity rule passes.
-        room = sorted(range(len(where)), key=lambda n: -where[n])[:pods]
-        running = all(where[n] >= gpus for n in room)
-        for n in room if running else ():
-            where[n] -= gpus
-        ns = namespaces[i % len(namespaces)]
-        job = i % 5 == 4
-        w: dict[str, Any] = {
-            "name": f"w-{i:03d}",
-            "namespace": ns,
-            "user": f"user-{i % 17}",
-            "kind": "job" if job else "statefulset",
-            "state": "running" if running else "stopped",
-            "image": IMAGE,
-            "service_account": "trainer",
-            "nodes": pods,
-            "gpus_per_node": gpus,
-            "transport": "rdma",
-            "memory": "64Gi",
-            "mounts": [{"volume": "datasets"}] if job else [{"volume": "workspace"}, {"volume": "datasets"}],
-            "env": {"NCCL_DEBUG": "WARN"},
-        }
-        if named:
-            w["node_set"] = f"set-{i % NAMED_SETS}"
-        wanted = (i % 4 == 0) if variants is None else made < variants
-        if wanted and not job:
-            w["tcp_variants"] = [{"name": f"w-{i:03d}-tcp"}]
-            made += 1
-        out.append(w)
+    out = _workloads(workloads, sets, namespaces, named, variants)
     return {
         "name": f"scale-{workloads}-{nodes}" + ("-named" if named else "") + ("" if variants is None else f"-v{variants}"),
         "description": "a generated stack (bench/scale.py)",
@@ -161,6 +125,48 @@ def data(workloads: int, nodes: int, named: bool = False, variants: int | None =
     }
 
 
+def _workloads(workloads: int, sets: list[list[str]], namespaces: list[str], named: bool, variants: int | None) -> list[dict[str, Any]]:
+    """The workloads of `data`, each running only where a first-fit placement on the nodes of `sets` finds it room."""
+    free = [[GPUS_PER_NODE] * len(names) for names in sets]  # the free GPUs of each node of each set, as placed so far
+    out = []
+    made = 0  # TCP variants so far
+    for i in range(workloads):
+        pods, gpus = SHAPES[i % len(SHAPES)]
+        where = free[i % len(free)]
+        pods = min(pods, len(where))
+        # Placed first fit, one pod per node, on the nodes with the most free GPUs: a workload runs where that finds room,
+        # so a placement of every running pod exists and the preflight's capacity rule passes.
+        room = sorted(range(len(where)), key=lambda n: -where[n])[:pods]
+        running = all(where[n] >= gpus for n in room)
+        for n in room if running else ():
+            where[n] -= gpus
+        ns = namespaces[i % len(namespaces)]
+        job = i % 5 == 4
+        w: dict[str, Any] = {
+            "name": f"w-{i:03d}",
+            "namespace": ns,
+            "user": f"user-{i % 17}",
+            "kind": "job" if job else "statefulset",
+            "state": "running" if running else "stopped",
+            "image": IMAGE,
+            "service_account": "trainer",
+            "nodes": pods,
+            "gpus_per_node": gpus,
+            "transport": "rdma",
+            "memory": "64Gi",
+            "mounts": [{"volume": "datasets"}] if job else [{"volume": "workspace"}, {"volume": "datasets"}],
+            "env": {"NCCL_DEBUG": "WARN"},
+        }
+        if named:
+            w["node_set"] = f"set-{i % NAMED_SETS}"
+        wanted = (i % 4 == 0) if variants is None else made < variants
+        if wanted and not job:
+            w["tcp_variants"] = [{"name": f"w-{i:03d}-tcp"}]
+            made += 1
+        out.append(w)
+    return out
+
+
 def config(workloads: int, nodes: int, named: bool = False, variants: int | None = None) -> ClusterConfig:
     return validate(data(workloads, nodes, named, variants), "bench/scale.py")
 
@@ -178,6 +184,22 @@ def largest() -> dict[str, Any]:
     namespaces = [f"team-{k}" for k in range(MAX_NAMESPACES)]
     used = stack["namespaces"]  # the workloads' (4), the others empty
     stack["namespaces"] = namespaces
+    _largest_cluster(stack)
+    _largest_lists(stack, used)
+    stack["defaults"] = {
+        "nccl_env_rdma": {f"NCCL_RDMA_{k}": "1" for k in range(MAX_ENV)},
+        "nccl_env_tcp": {f"NCCL_TCP_{k}": "1" for k in range(MAX_ENV)},
+    }
+    env = {f"VAR_{k}": "1" for k in range(MAX_ENV)}
+    _largest_workloads(stack["workloads"], used, variants, env)
+    stack["bandwidth_checks"] = _largest_bandwidth_checks(used, env)
+    _largest_records(stack)
+    fresh: dict[str, Any] = json.loads(json.dumps(stack))  # no value shared between entries: a YAML dump holds no aliases
+    return fresh
+
+
+def _largest_cluster(stack: dict[str, Any]) -> None:
+    """The cluster side of `largest`: node sets, tolerations, selector, fabric, storage classes and claim fixes at their bounds."""
     # Node sets: the count set of the workloads first, then the named nodes, one set holding what the others do not.
     names = [f"gpu-{i:04d}" for i in range(MAX_NAMED_NODES)]
     first = MAX_NAMED_NODES - (MAX_NODE_SETS - 2)
@@ -204,6 +226,10 @@ def largest() -> dict[str, Any]:
     served = [c["name"] for c in stack["storage_classes"]]
     fix = {"namespace": "nfs", "storage_class": "ceph-rbd", "reason": "made without a class", "serves_storage_classes": served}
     stack["pvc_fixes"] = [{**fix, "pvc": f"root-{k}"} for k in range(MAX_PVC_FIXES)]
+
+
+def _largest_lists(stack: dict[str, Any], used: list[str]) -> None:
+    """The stack's lists of `largest`, spread over the namespaces in `used`: accounts, existing objects, volumes, scripts, images."""
     per = MAX_SERVICE_ACCOUNTS // len(used)
     security = stack["security"]
     security["service_accounts"] = [{"name": "trainer" if k == 0 else f"sa-{k}", "namespace": ns} for ns in used for k in range(per)]
@@ -227,14 +253,13 @@ def largest() -> dict[str, Any]:
     stack["scripts"] = [{"name": f"scripts-{k}", "namespace": ns, "files": files} for ns in used for k in range(per)]
     per = MAX_IMAGES // len(used)
     stack["images"] = [{"name": f"image-{k}", "namespace": ns, "dockerfile": f"FROM {IMAGE}\n"} for ns in used for k in range(per)]
-    stack["defaults"] = {
-        "nccl_env_rdma": {f"NCCL_RDMA_{k}": "1" for k in range(MAX_ENV)},
-        "nccl_env_tcp": {f"NCCL_TCP_{k}": "1" for k in range(MAX_ENV)},
-    }
-    env = {f"VAR_{k}": "1" for k in range(MAX_ENV)}
+
+
+def _largest_workloads(workloads: list[dict[str, Any]], used: list[str], variants: int, env: dict[str, str]) -> None:
+    """Each workload of `largest` at its bounds, and `variants` TCP variants on the first StatefulSets."""
     args = ["sleep", "infinity"] + [f"--arg-{k}" for k in range(MAX_ARGS - 2)]
     made = 0
-    for w in stack["workloads"]:
+    for w in workloads:
         ns = w["namespace"]
         own = [m["volume"] for m in w["mounts"]]
         w["mounts"] = [{"volume": v} for v in own + [f"data-{k}" for k in range(MAX_MOUNTS - len(own))]]
@@ -249,7 +274,10 @@ def largest() -> dict[str, Any]:
             w["tcp_variants"] = [{"name": f"{w['name']}-tcp{k}"} for k in range(min(MAX_TCP_VARIANTS, variants - made))]
             made += len(w["tcp_variants"])
         assert ns in used
-    stack["bandwidth_checks"] = [
+
+
+def _largest_bandwidth_checks(used: list[str], env: dict[str, str]) -> list[dict[str, Any]]:
+    return [
         {
             "name": f"check-{k}",
             "namespace": used[k % len(used)],
@@ -263,6 +291,10 @@ def largest() -> dict[str, Any]:
         }
         for k in range(MAX_BANDWIDTH_CHECKS)
     ]
+
+
+def _largest_records(stack: dict[str, Any]) -> None:
+    """The hand-made objects, accepted warnings and notes of `largest`, each at its bound."""
     declared = [
         {"kind": "StatefulSet", "name": w["name"], "namespace": w["namespace"]} for w in stack["workloads"] if w["kind"] == "statefulset"
     ]
@@ -272,8 +304,6 @@ def largest() -> dict[str, Any]:
         for w in stack["workloads"][:MAX_ACCEPTED_WARNINGS]
     ]
     stack["notes"] = [f"note {k}" for k in range(MAX_NOTES)]
-    fresh: dict[str, Any] = json.loads(json.dumps(stack))  # no value shared between entries: a YAML dump holds no aliases
-    return fresh
 
 
 def check(stack: dict[str, Any]) -> tuple[float, float, int]:

@@ -39,7 +39,14 @@ def parser() -> argparse.ArgumentParser:
     """The command line, built once per process (its 90 arguments cost more than parsing): no default may vary."""
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    _stack_commands(sub)
+    _result_commands(sub)
+    _cluster_commands(sub)
+    return p
 
+
+def _stack_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that read a stack: list, config, schema, render, check, diff."""
     ls = sub.add_parser("list", help="print the stack names")
     ls.add_argument(
         "--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead (header line, then stack, cluster, tier, context)"
@@ -69,6 +76,9 @@ def parser() -> argparse.ArgumentParser:
     _stacks(d, "compare this YAML config's render with the committed render of its stack")
     d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
 
+
+def _result_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands about what a stack produces: its outputs' schema, a bandwidth check's verdict."""
     sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
 
     b = sub.add_parser(
@@ -86,6 +96,9 @@ def parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node (default: the check's): a world that size is one node")
 
+
+def _cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The commands that work with a cluster: import, adopt, drift, recover, rights, status."""
     i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")
     i.add_argument(
         "pulumi_stack",
@@ -119,7 +132,6 @@ def parser() -> argparse.ArgumentParser:
     st.add_argument("--live", metavar="FILE", help="read these objects (`oc get ... -o json`, a List) instead of the cluster")
 
     sub.add_parser("status-schema", help="print the JSON Schema of `status --json` (schemas/status.v1.json)")
-    return p
 
 
 def main(argv: list[str] | None = None) -> int:

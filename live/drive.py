@@ -27,9 +27,10 @@ import runpy
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent import futures
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc  # type: ignore[import-untyped]
 import yaml
@@ -42,19 +43,7 @@ PROJECT = "gpu-training"
 
 
 def main(argv: list[str]) -> int:
-    p = argparse.ArgumentParser(prog="python -m live.drive")
-    p.add_argument("stack")
-    p.add_argument("op", choices=["preview", "up", "refresh", "destroy", "import"])
-    p.add_argument("--file", type=Path)
-    p.add_argument("--diff", action="store_true")
-    p.add_argument("--expect-no-changes", action="store_true")
-    p.add_argument("--target", action="append", default=[])
-    p.add_argument("--exclude-protected", action="store_true")
-    p.add_argument("--report", type=Path)
-    p.add_argument("--refresh", action="store_true", help="up: refresh first (pulumi up --refresh)")
-    p.add_argument("--events", type=Path, help="append one JSON line per engine event as it happens (a test kills the run by them)")
-    args = p.parse_args(argv)
-
+    args = _arguments(argv)
     root = Path.cwd()
     program_time: list[float] = []
 
@@ -67,6 +56,53 @@ def main(argv: list[str]) -> int:
     diagnostics: list[str] = []
 
     events = args.events.open("a", buffering=1) if args.events else None
+
+    # The project folder as the workspace (its Pulumi.yaml and stack files); `work_dir=` would make a local
+    # program instead, and an inline program without these options gets a temporary project with no config.
+    workspace = auto.LocalWorkspaceOptions(work_dir=str(root))
+    output: list[str] = []
+    started = time.monotonic()
+    result: dict[str, Any] = {"stack": args.stack, "op": args.op, "ok": True}
+    on_event = _recorder(events, started, steps, diagnostics)
+    try:  # selecting the stack reads its state: a state a killed run left unreadable fails here, and is reported too
+        stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, opts=workspace)
+        common: dict[str, Any] = {"on_output": output.append, "on_event": on_event, "color": "never"}
+        _operate(args, stack, common, root, program, output, result)
+    except auto.CommandError as err:
+        result["ok"] = False
+        result["error"] = str(err)
+    result["wall_seconds"] = round(time.monotonic() - started, 2)
+    result["program_seconds"] = round(program_time[-1], 2) if program_time else None
+    result["steps"] = steps
+    result["diagnostics"] = diagnostics
+    result["output"] = "".join(output)
+    if args.report:
+        args.report.write_text(json.dumps(result, indent=1))
+    print("".join(output)[-4000:])
+    if not result["ok"]:
+        print(result["error"][-4000:], file=sys.stderr)
+    return 0 if result["ok"] else 1
+
+
+def _arguments(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m live.drive")
+    p.add_argument("stack")
+    p.add_argument("op", choices=["preview", "up", "refresh", "destroy", "import"])
+    p.add_argument("--file", type=Path)
+    p.add_argument("--diff", action="store_true")
+    p.add_argument("--expect-no-changes", action="store_true")
+    p.add_argument("--target", action="append", default=[])
+    p.add_argument("--exclude-protected", action="store_true")
+    p.add_argument("--report", type=Path)
+    p.add_argument("--refresh", action="store_true", help="up: refresh first (pulumi up --refresh)")
+    p.add_argument("--events", type=Path, help="append one JSON line per engine event as it happens (a test kills the run by them)")
+    return p.parse_args(argv)
+
+
+def _recorder(
+    events: IO[str] | None, started: float, steps: list[dict[str, Any]], diagnostics: list[str]
+) -> Callable[[auto.EngineEvent], None]:
+    """The engine-event callback: each step and diagnostic for the report, and (--events) each event's line as it happens."""
 
     def on_event(event: auto.EngineEvent) -> None:
         pre = event.resource_pre_event
@@ -83,50 +119,38 @@ def main(argv: list[str]) -> int:
         if diag is not None and diag.severity in ("error", "warning"):
             diagnostics.append(f"{diag.severity}: {diag.message.strip()}")
 
-    # The project folder as the workspace (its Pulumi.yaml and stack files); `work_dir=` would make a local
-    # program instead, and an inline program without these options gets a temporary project with no config.
-    workspace = auto.LocalWorkspaceOptions(work_dir=str(root))
-    output: list[str] = []
-    started = time.monotonic()
-    result: dict[str, Any] = {"stack": args.stack, "op": args.op, "ok": True}
-    try:  # selecting the stack reads its state: a state a killed run left unreadable fails here, and is reported too
-        stack = auto.create_or_select_stack(stack_name=args.stack, project_name=PROJECT, program=program, opts=workspace)
-        common: dict[str, Any] = {"on_output": output.append, "on_event": on_event, "color": "never"}
-        if args.op == "preview":
-            r = stack.preview(
-                diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None, **common
-            )
-            result["change_summary"] = dict(r.change_summary)
-        elif args.op == "up":
-            up = stack.up(
-                diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None,
-                refresh=args.refresh or None, **common,
-            )  # fmt: skip
-            result["change_summary"] = dict(up.summary.resource_changes or {})
-        elif args.op == "import":
-            assert args.file is not None, "import needs --file PLAN"
-            result["change_summary"] = {}
-            output.append(_import(root, args.stack, args.file, program))
-        elif args.op == "refresh":
-            rr = stack.refresh(expect_no_changes=args.expect_no_changes or None, **common)
-            result["change_summary"] = dict(rr.summary.resource_changes or {})
-        else:
-            dr = stack.destroy(exclude_protected=args.exclude_protected or None, **common)
-            result["change_summary"] = dict(dr.summary.resource_changes or {})
-    except auto.CommandError as err:
-        result["ok"] = False
-        result["error"] = str(err)
-    result["wall_seconds"] = round(time.monotonic() - started, 2)
-    result["program_seconds"] = round(program_time[-1], 2) if program_time else None
-    result["steps"] = steps
-    result["diagnostics"] = diagnostics
-    result["output"] = "".join(output)
-    if args.report:
-        args.report.write_text(json.dumps(result, indent=1))
-    print("".join(output)[-4000:])
-    if not result["ok"]:
-        print(result["error"][-4000:], file=sys.stderr)
-    return 0 if result["ok"] else 1
+    return on_event
+
+
+def _operate(
+    args: argparse.Namespace,
+    stack: auto.Stack,
+    common: dict[str, Any],
+    root: Path,
+    program: Callable[[], None],
+    output: list[str],
+    result: dict[str, Any],
+) -> None:
+    """Runs the chosen operation on the selected stack; its change summary goes in `result`."""
+    if args.op == "preview":
+        r = stack.preview(diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None, **common)
+        result["change_summary"] = dict(r.change_summary)
+    elif args.op == "up":
+        up = stack.up(
+            diff=args.diff or None, expect_no_changes=args.expect_no_changes or None, target=args.target or None,
+            refresh=args.refresh or None, **common,
+        )  # fmt: skip
+        result["change_summary"] = dict(up.summary.resource_changes or {})
+    elif args.op == "import":
+        assert args.file is not None, "import needs --file PLAN"
+        result["change_summary"] = {}
+        output.append(_import(root, args.stack, args.file, program))
+    elif args.op == "refresh":
+        rr = stack.refresh(expect_no_changes=args.expect_no_changes or None, **common)
+        result["change_summary"] = dict(rr.summary.resource_changes or {})
+    else:
+        dr = stack.destroy(exclude_protected=args.exclude_protected or None, **common)
+        result["change_summary"] = dict(dr.summary.resource_changes or {})
 
 
 def _import(root: Path, stack: str, plan: Path, program: Any) -> str:

@@ -84,56 +84,7 @@ def roce() -> Data:
                 "dockerfile": "FROM nvcr.io/nvidia/pytorch:25.08-py3\nRUN apt-get install -y rdma-core libibverbs1\n",
             }
         ],
-        "workloads": [
-            {
-                "name": "dev",
-                "namespace": "team-a",
-                "user": "ada",
-                "kind": "statefulset",
-                "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
-                "service_account": "trainer",
-                "nodes": 2,
-                "gpus_per_node": 4,
-                "transport": "rdma",
-                "memory": "64Gi",
-                "mounts": [{"volume": "workspace"}, {"volume": "datasets"}],
-                "ports": [{"name": "jupyter", "port": 8888, "route": True}, {"name": "debugpy", "port": 5678}],
-                "deepspeed_hostfile": "/workspace/.deepspeed/hostfile",
-                "tcp_variants": [{"name": "dev-tcp"}],
-            },
-            {
-                "name": "train",
-                "namespace": "team-a",
-                "user": "ada",
-                "kind": "job",
-                "node_set": "spare",
-                "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
-                "service_account": "trainer",
-                "nodes": 2,
-                "gpus_per_node": 4,
-                "transport": "rdma",
-                "memory": "64Gi",
-                "mounts": [{"volume": "datasets"}],
-                "scripts": [{"config_map": "train-script"}],
-                "run": "command",
-                "args": ["bash", "/scripts/train.sh", "train.py"],
-                "secret_env": {"HF_TOKEN": {"secret": "hf-secret", "key": "token"}},
-            },
-            {
-                "name": "solo",
-                "namespace": "team-b",
-                "user": "bob",
-                "image": PYTORCH,
-                "service_account": "trainer",
-                "nodes": 1,
-                "gpus_per_node": 2,
-                "node_set": "spare",
-                "transport": "tcp",
-                "cpu": "4",
-                "memory": "16Gi",
-                "shm_size": "4Gi",
-            },
-        ],
+        "workloads": _roce_workloads(),
         "bandwidth_checks": [
             {
                 "name": "fabric",
@@ -147,6 +98,60 @@ def roce() -> Data:
             }
         ],
     }
+
+
+def _roce_workloads() -> list[Data]:
+    """The RoCE fixture's workloads: an RDMA StatefulSet with a TCP variant, an RDMA Job, and a small TCP one."""
+    return [
+        {
+            "name": "dev",
+            "namespace": "team-a",
+            "user": "ada",
+            "kind": "statefulset",
+            "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
+            "service_account": "trainer",
+            "nodes": 2,
+            "gpus_per_node": 4,
+            "transport": "rdma",
+            "memory": "64Gi",
+            "mounts": [{"volume": "workspace"}, {"volume": "datasets"}],
+            "ports": [{"name": "jupyter", "port": 8888, "route": True}, {"name": "debugpy", "port": 5678}],
+            "deepspeed_hostfile": "/workspace/.deepspeed/hostfile",
+            "tcp_variants": [{"name": "dev-tcp"}],
+        },
+        {
+            "name": "train",
+            "namespace": "team-a",
+            "user": "ada",
+            "kind": "job",
+            "node_set": "spare",
+            "image": "image-registry.openshift-image-registry.svc:5000/team-a/trainer:latest",
+            "service_account": "trainer",
+            "nodes": 2,
+            "gpus_per_node": 4,
+            "transport": "rdma",
+            "memory": "64Gi",
+            "mounts": [{"volume": "datasets"}],
+            "scripts": [{"config_map": "train-script"}],
+            "run": "command",
+            "args": ["bash", "/scripts/train.sh", "train.py"],
+            "secret_env": {"HF_TOKEN": {"secret": "hf-secret", "key": "token"}},
+        },
+        {
+            "name": "solo",
+            "namespace": "team-b",
+            "user": "bob",
+            "image": PYTORCH,
+            "service_account": "trainer",
+            "nodes": 1,
+            "gpus_per_node": 2,
+            "node_set": "spare",
+            "transport": "tcp",
+            "cpu": "4",
+            "memory": "16Gi",
+            "shm_size": "4Gi",
+        },
+    ]
 
 
 def infiniband() -> Data:

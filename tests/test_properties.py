@@ -32,13 +32,7 @@ IMAGE = "registry.example.com/team/pytorch:2.9"
 @st.composite
 def configs(draw: st.DrawFn) -> dict[str, Any]:
     fabric_kind = draw(st.sampled_from(["none", "roce", "ib"]))
-    sets = []
-    for i in range(draw(st.integers(1, 3))):
-        gpus = draw(st.sampled_from([1, 2, 4, 8]))
-        if i == 0 and draw(st.booleans()):
-            sets.append({"name": f"set{i}", "count": draw(st.integers(1, 4)), "gpus_per_node": gpus})
-        else:
-            sets.append({"name": f"set{i}", "nodes": [f"node-{i}-{k}" for k in range(draw(st.integers(1, 4)))], "gpus_per_node": gpus})
+    sets = _node_sets(draw)
     namespaces = draw(st.lists(st.sampled_from(NAMESPACES), min_size=1, max_size=3, unique=True))
     data: dict[str, Any] = {
         "name": "generated",
@@ -54,6 +48,27 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
     }
     if draw(st.booleans()):
         data["gpu_tolerations"] = [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]
+    _fabric(draw, fabric_kind, data)
+    volumes = _volumes(draw, namespaces)
+    data["volumes"] = volumes
+    names = draw(st.lists(st.sampled_from(WORKLOAD_NAMES), min_size=1, max_size=4, unique=True))
+    data["workloads"] = [_workload(draw, name, sets, namespaces, volumes, fabric_kind) for name in names]
+    return data
+
+
+def _node_sets(draw: st.DrawFn) -> list[dict[str, Any]]:
+    sets: list[dict[str, Any]] = []
+    for i in range(draw(st.integers(1, 3))):
+        gpus = draw(st.sampled_from([1, 2, 4, 8]))
+        if i == 0 and draw(st.booleans()):
+            sets.append({"name": f"set{i}", "count": draw(st.integers(1, 4)), "gpus_per_node": gpus})
+        else:
+            sets.append({"name": f"set{i}", "nodes": [f"node-{i}-{k}" for k in range(draw(st.integers(1, 4)))], "gpus_per_node": gpus})
+    return sets
+
+
+def _fabric(draw: st.DrawFn, fabric_kind: str, data: dict[str, Any]) -> None:
+    """The fabric of `fabric_kind` (none, roce, ib) into `data`, with the security and defaults it needs."""
     if fabric_kind == "roce":
         ports = draw(st.integers(1, 4))
         data["fabric"] = {
@@ -72,7 +87,10 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
         data["fabric"] = {"link_layer": "infiniband", "nic": "HDR", "link_gbps": 200, "devices": ["mlx5_0"], "device_access": "privileged"}
         data["security"].update(scc="privileged", existing_allows_privileged=True, broad_grant_reason="no device plugin")
         data["defaults"] = {"memlock_rdma": "privileged"}
-    volumes = []
+
+
+def _volumes(draw: st.DrawFn, namespaces: list[str]) -> list[dict[str, Any]]:
+    volumes: list[dict[str, Any]] = []
     for ns in namespaces:
         if draw(st.booleans()):
             volumes.append({"name": "shared", "namespace": ns, "mount_path": "/shared", "size": "10Gi", "storage_class": RWX})
@@ -80,46 +98,47 @@ def configs(draw: st.DrawFn) -> dict[str, Any]:
             volumes.append(
                 {"name": "scratch", "namespace": ns, "mount_path": "/scratch", "size": "5Gi", "storage_class": RWO, "shared": False}
             )
-    data["volumes"] = volumes
-    workloads = []
-    for name in draw(st.lists(st.sampled_from(WORKLOAD_NAMES), min_size=1, max_size=4, unique=True)):
-        node_set = draw(st.sampled_from(sets))
-        size = len(node_set.get("nodes", [])) or node_set["count"]
-        kind = draw(st.sampled_from(["statefulset", "job"]))
-        ns = draw(st.sampled_from(namespaces))
-        transport = "rdma" if fabric_kind != "none" and draw(st.booleans()) else "tcp"
-        mounts = [
-            {"volume": v["name"]}
-            for v in volumes
-            if v["namespace"] == ns and (v.get("shared", True) or kind == "statefulset") and draw(st.booleans())
-        ]
-        w: dict[str, Any] = {
-            "name": name,
-            "namespace": ns,
-            "user": "someone",
-            "kind": kind,
-            "state": draw(st.sampled_from(["running", "stopped"])),
-            "image": IMAGE,
-            "service_account": "sa",
-            "nodes": draw(st.integers(1, min(size, 3))),
-            "gpus_per_node": draw(st.integers(1, node_set["gpus_per_node"])),
-            "node_set": node_set["name"],
-            "transport": transport,
-            "memory": "64Gi",
-            "shm_size": "8Gi",
-            "mounts": mounts,
-        }
-        if draw(st.booleans()):
-            w["ports"] = [{"name": "jupyter", "port": 8888, "route": draw(st.booleans())}]
-        if draw(st.booleans()):
-            w["env"] = {"NCCL_DEBUG": "INFO", "HF_HOME": "/tmp/hf"}
-        if transport == "rdma" and fabric_kind == "ib":
-            w["privileged_reason"] = "no device plugin"
-        if transport == "rdma" and draw(st.booleans()):
-            w["tcp_variants"] = [{"name": f"{name}-tcp"}]
-        workloads.append(w)
-    data["workloads"] = workloads
-    return data
+    return volumes
+
+
+def _workload(
+    draw: st.DrawFn, name: str, sets: list[dict[str, Any]], namespaces: list[str], volumes: list[dict[str, Any]], fabric_kind: str
+) -> dict[str, Any]:
+    node_set = draw(st.sampled_from(sets))
+    size = len(node_set.get("nodes", [])) or node_set["count"]
+    kind = draw(st.sampled_from(["statefulset", "job"]))
+    ns = draw(st.sampled_from(namespaces))
+    transport = "rdma" if fabric_kind != "none" and draw(st.booleans()) else "tcp"
+    mounts = [
+        {"volume": v["name"]}
+        for v in volumes
+        if v["namespace"] == ns and (v.get("shared", True) or kind == "statefulset") and draw(st.booleans())
+    ]
+    w: dict[str, Any] = {
+        "name": name,
+        "namespace": ns,
+        "user": "someone",
+        "kind": kind,
+        "state": draw(st.sampled_from(["running", "stopped"])),
+        "image": IMAGE,
+        "service_account": "sa",
+        "nodes": draw(st.integers(1, min(size, 3))),
+        "gpus_per_node": draw(st.integers(1, node_set["gpus_per_node"])),
+        "node_set": node_set["name"],
+        "transport": transport,
+        "memory": "64Gi",
+        "shm_size": "8Gi",
+        "mounts": mounts,
+    }
+    if draw(st.booleans()):
+        w["ports"] = [{"name": "jupyter", "port": 8888, "route": draw(st.booleans())}]
+    if draw(st.booleans()):
+        w["env"] = {"NCCL_DEBUG": "INFO", "HF_HOME": "/tmp/hf"}
+    if transport == "rdma" and fabric_kind == "ib":
+        w["privileged_reason"] = "no device plugin"
+    if transport == "rdma" and draw(st.booleans()):
+        w["tcp_variants"] = [{"name": f"{name}-tcp"}]
+    return w
 
 
 def _validated(data: dict[str, Any]) -> Any:

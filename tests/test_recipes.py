@@ -214,7 +214,14 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
     """Apply the four recipes to the copy as the README writes them; returns what was done and the new cluster."""
     readme = (project / "README.md").read_text(encoding="utf-8")
     log = Replay(sha, [], [], set())
+    add_users_workload(project, readme, log)
+    switched = switch_workload_to_tcp(project, readme, log)
+    stop_workload(project, readme, log, switched)
+    return log, add_cluster(project, readme, log)
 
+
+def add_users_workload(project: Path, readme: str, log: Replay) -> None:
+    """README "Add a user's workload.": its service account and workload blocks, into clusters/barcelona.py."""
     title = "Add a user's workload."
     stack = project / stacks.CLUSTERS / "barcelona.py"
     add = blocks(recipe(readme, title), "python")
@@ -232,6 +239,9 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
         log.added, log.image = user, re.search(r'image="([^"]+)"', add[1]).group(1)  # type: ignore[union-attr]
         log.done.append(f"{title} clusters/barcelona.py: service account {user}-sa, workload {user} (the README's blocks)")
 
+
+def switch_workload_to_tcp(project: Path, readme: str, log: Replay) -> tuple[Path, str] | None:
+    """README "Switch a workload to TCP.": the file and name of the workload switched, None if none was."""
     title = "Switch a workload to TCP."
     how = recipe(readme, title)
     assert 'replace `transport="rdma",` with `transport="tcp",`' in how and "drop its `tcp_variants`" in how, (
@@ -259,7 +269,11 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
         log.done.append(f'{title} {rel}: workload {call.name}, transport="tcp"' + (", its tcp_variants dropped" if dropped else ""))
     else:
         log.not_replayed.append(f'{title} no committed workload writes `transport="rdma",`')
+    return switched
 
+
+def stop_workload(project: Path, readme: str, log: Replay, switched: tuple[Path, str] | None) -> None:
+    """README "Stop a workload.": a running one, not the one just switched to TCP."""
     title = "Stop a workload."
     assert 'Add `state="stopped",` to its `Workload(...)`' in recipe(readme, title), (
         f"README {title!r} no longer says what tests/test_recipes.py replays: update the test with the README"
@@ -284,6 +298,9 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
     else:
         log.not_replayed.append(f"{title} every committed workload is stopped already")
 
+
+def add_cluster(project: Path, readme: str, log: Replay) -> str:
+    """README "Add a cluster.": the README's commands, run in the copy; returns the new cluster, "" when not replayed."""
     title = "Add a cluster."
     cluster = next(c for c in ["mylab"] + [f"mylab{i}" for i in range(2, 100)] if not (project / stacks.CLUSTERS / f"{c}.py").exists())
     (script,) = blocks(recipe(readme, title), "sh")
@@ -292,7 +309,7 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
     assert source, f"README {title!r}: no `cp clusters/NAME.py` in\n{script}"
     if f'name="{source.group(1)}"' not in (project / stacks.CLUSTERS / f"{source.group(1)}.py").read_text("utf-8"):
         log.not_replayed.append(f'{title} HEAD\'s clusters/{source.group(1)}.py writes no `name="{source.group(1)}"` for its sed to change')
-        return log, ""
+        return ""
     for line in commands:
         done = subprocess.run(["bash", "-c", line.replace("mylab", cluster)], cwd=project, capture_output=True, text=True)
         assert done.returncode == 0, f"{log}\n{title} `{line}` failed: {done.stderr}"
@@ -305,7 +322,7 @@ def replay(project: Path, sha: str) -> tuple[Replay, str]:
         tier.write_text(other.read_text(encoding="utf-8").replace(f": {source.group(1)}\n", f": {cluster}\n"), encoding="utf-8")
         log.edited.add(tier.name)
         log.done.append(f"{title} {tier.name}, from {other.name} (the README's table: the copy's other tiers)")
-    return log, cluster
+    return cluster
 
 
 # --- the tests that read the committed stacks ---------------------------------------------------------------------
