@@ -20,7 +20,6 @@ import yaml
 from pulumi.runtime import settings as pulumi_settings
 from pulumi.runtime.rpc_manager import RPCManager
 from pulumi.runtime.stack import run_pulumi_func
-from pulumi.runtime.sync_await import _sync_await
 
 import policy
 import stacks
@@ -571,7 +570,7 @@ def run_main(
         pulumi_settings.SETTINGS.outputs = set()
         pulumi.runtime.set_all_config(config)
         try:
-            _sync_await(run_pulumi_func(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__pulumi__")))
+            loop.run_until_complete(run_pulumi_func(lambda: runpy.run_path(str(ROOT / "__main__.py"), run_name="__pulumi__")))
         except Exception as err:  # noqa: BLE001 (the test asserts on it)
             raised = err
     finally:
