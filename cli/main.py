@@ -11,6 +11,7 @@ import importlib
 import os
 import signal
 import sys
+from collections.abc import Callable
 
 import stacks
 from cli import process
@@ -25,6 +26,7 @@ GROUPS = {
     "cluster": ("rights", "import-plan", "adopt-diff", "drift", "recover"),
     "status": ("status", "status-schema"),
 }
+AddParser = Callable[..., argparse.ArgumentParser]  # a subcommand's parser, added by name (add_subparsers().add_parser)
 COMMANDS = {command: (group, "cmd_" + command.replace("-", "_")) for group, commands in GROUPS.items() for command in commands}
 
 
@@ -39,51 +41,48 @@ def parser() -> argparse.ArgumentParser:
     """The command line, built once per process (its 90 arguments cost more than parsing): no default may vary."""
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    _stack_commands(sub)
-    _result_commands(sub)
-    _cluster_commands(sub)
+    for commands in (_stack_commands, _result_commands, _cluster_commands):
+        commands(sub.add_parser)
     return p
 
 
-def _stack_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _stack_commands(add: AddParser) -> None:
     """The commands that read a stack: list, config, schema, render, check, diff."""
-    ls = sub.add_parser("list", help="print the stack names")
+    ls = add("list", help="print the stack names")
     ls.add_argument(
         "--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead (header line, then stack, cluster, tier, context)"
     )
     ls.add_argument("--json", action="store_true", help="as JSON (the pull-request workflow's preview matrix reads it)")
 
-    c = sub.add_parser("config", help="print a stack's validated config as YAML (also an input: --config FILE)")
+    c = add("config", help="print a stack's validated config as YAML (also an input: --config FILE)")
     c.add_argument("stack", nargs="?", metavar="STACK", help="the stack to print (python -m stacks list)")
     c.add_argument("--config", metavar="FILE", help="validate and print this YAML file instead")
 
-    sc = sub.add_parser("schema", help="describe each field of the config: its type, bounds, default and what it is")
+    sc = add("schema", help="describe each field of the config: its type, bounds, default and what it is")
     sc.add_argument("--json", action="store_true", help="the config's JSON Schema instead, every field described")
 
-    r = sub.add_parser("render", help="write every object the program would create, and the stack outputs")
+    r = add("render", help="write every object the program would create, and the stack outputs")
     _stacks(r, "render this YAML config instead of a named stack")
     r.add_argument("--out", metavar="DIR", help="output folder (default: rendered/)")
     r.add_argument("--tier", choices=stacks.TIERS, default="all", help="render one tier only (default: all)")
 
-    k = sub.add_parser("check", help="run the preflight policy: one finding per line; exit 1 on any error")
+    k = add("check", help="run the preflight policy: one finding per line; exit 1 on any error")
     _stacks(k, "check this YAML config instead of a named stack")
     k.add_argument(
         "--against", metavar="GIT_REF", help="compare with the stack and render committed at this ref: what is new, claims (default: HEAD)"
     )
     k.add_argument("-v", "--verbose", action="store_true", help="print the warnings the stack accepts too, each with its reason")
 
-    d = sub.add_parser("diff", help="what changed, object by object, between the render committed at a git ref and now")
+    d = add("diff", help="what changed, object by object, between the render committed at a git ref and now")
     _stacks(d, "compare this YAML config's render with the committed render of its stack")
     d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
 
 
-def _result_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _result_commands(add: AddParser) -> None:
     """The commands about what a stack produces: its outputs' schema, a bandwidth check's verdict."""
-    sub.add_parser("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
+    add("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
 
-    b = sub.add_parser(
-        "bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails"
-    )
+    b = add("bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails")
     b.add_argument("log", metavar="LOG", help="the saved log, or - for stdin")
     b.add_argument("--stack", help="take mode, line rate and fraction from this stack's check")
     b.add_argument("--config", metavar="FILE", help="... or from a check of this YAML config")
@@ -97,9 +96,9 @@ def _result_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     b.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node (default: the check's): a world that size is one node")
 
 
-def _cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+def _cluster_commands(add: AddParser) -> None:
     """The commands that work with a cluster: import, adopt, drift, recover, rights, status."""
-    i = sub.add_parser("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")
+    i = add("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")
     i.add_argument(
         "pulumi_stack",
         metavar="PULUMI_STACK",
@@ -108,30 +107,30 @@ def _cluster_commands(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     i.add_argument("--only", metavar="KIND,...", help="only objects of these kinds (e.g. ServiceAccount,PersistentVolumeClaim)")
     i.add_argument("--out", metavar="FILE", help="write the plan here (default: stdout)")
 
-    a = sub.add_parser("adopt-diff", help="what adopting a live object (oc get -o yaml) would change or remove; exit 1 when it narrows it")
+    a = add("adopt-diff", help="what adopting a live object (oc get -o yaml) would change or remove; exit 1 when it narrows it")
     a.add_argument("stack", metavar="STACK", help="the stack that declares the object")
     a.add_argument("live", metavar="LIVE.yaml", help="the live object as `oc get KIND NAME -o yaml` prints it")
 
-    dr = sub.add_parser("drift", help="what was changed by hand on the cluster, in the stack file's words; exit 1 on drift")
+    dr = add("drift", help="what was changed by hand on the cluster, in the stack file's words; exit 1 on drift")
     dr.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
     dr.add_argument("--live", metavar="FILE", help="compare with these objects (`oc get ... -o yaml`) instead of the cluster")
 
-    rc = sub.add_parser("recover", help="after a killed `pulumi up`: the refresh that settles its pending operations (reads the cluster)")
+    rc = add("recover", help="after a killed `pulumi up`: the refresh that settles its pending operations (reads the cluster)")
     rc.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack whose run was killed")
     rc.add_argument("--state", metavar="FILE", help="a saved `pulumi stack export` (default: run it)")
     rc.add_argument("--live", metavar="FILE", help="the objects on the cluster (`oc get ... -o yaml`) instead of reading it")
 
-    g = sub.add_parser("rights", help="per object: its tier and the `oc auth can-i` line that checks you may declare it")
+    g = add("rights", help="per object: its tier and the `oc auth can-i` line that checks you may declare it")
     g.add_argument("stack", metavar="STACK", help="the stack to list")
     g.add_argument("--tier", choices=stacks.TIERS, default="all", help="list one tier only (default: all)")
     g.add_argument("--run", action="store_true", help="run each line (oc, the stack files' contexts) and say its answer; exit 1 on a no")
 
-    st = sub.add_parser("status", help="per workload: running, or why not, in the stack file's words (reads the cluster); exit 1 when not")
+    st = add("status", help="per workload: running, or why not, in the stack file's words (reads the cluster); exit 1 when not")
     st.add_argument("pulumi_stack", metavar="PULUMI_STACK", help="the Pulumi stack (its file names the cluster, tier and kube context)")
     st.add_argument("--json", action="store_true", help="as JSON (schemas/status.v1.json)")
     st.add_argument("--live", metavar="FILE", help="read these objects (`oc get ... -o json`, a List) instead of the cluster")
 
-    sub.add_parser("status-schema", help="print the JSON Schema of `status --json` (schemas/status.v1.json)")
+    add("status-schema", help="print the JSON Schema of `status --json` (schemas/status.v1.json)")
 
 
 def main(argv: list[str] | None = None) -> int:
