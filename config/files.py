@@ -36,18 +36,20 @@ RENDERED_LIMITS = Limits("a rendered file")  # a launcher ConfigMap is its sourc
 LIVE_LIMITS = Limits("a live object")
 
 
-def read_text(path: Path, limits: Limits = CONFIG_LIMITS) -> str:
-    """A regular file's text, bounded: a FIFO or a device is refused, never read forever."""
+def read_text(path: Path, limits: Limits = CONFIG_LIMITS, source: str | None = None) -> str:
+    """A regular file's text, bounded: a FIFO or a device is refused, never read forever. `source`: the file as messages
+    name it (default: `path`)."""
+    source = source or str(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
         if not stat.S_ISREG(os.fstat(fd).st_mode):
             os.close(fd)
-            raise ConfigError(f"{path}: not a regular file (a directory, device or FIFO): {limits.what} is a file")
+            raise ConfigError(f"{source}: not a regular file (a directory, device or FIFO): {limits.what} is a file")
         with os.fdopen(fd, "rb") as handle:
             raw = handle.read(limits.max_bytes + 1)
     except OSError as err:
-        raise ConfigError(f"{path}: cannot read the file: {err.strerror or err}") from None
-    return decode_text(raw, str(path), limits)
+        raise ConfigError(f"{source}: cannot read the file: {err.strerror or err}") from None
+    return decode_text(raw, source, limits)
 
 
 def _bounded(data: bytes | str, source: str, limits: Limits) -> None:
@@ -61,7 +63,8 @@ def decode_text(raw: bytes, source: str, limits: Limits = CONFIG_LIMITS) -> str:
     try:
         return raw.decode("utf-8")
     except UnicodeDecodeError as err:
-        raise ConfigError(f"{source}: not a UTF-8 text file (byte {err.start}): {limits.what} is text") from None
+        line = raw.count(b"\n", 0, err.start) + 1
+        raise ConfigError(f"{source}:{line}: not a UTF-8 text file (byte {err.start}): {limits.what} is text") from None
 
 
 class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: ignore[misc]

@@ -261,7 +261,7 @@ def load_module(name: str, folder: Path | None = None) -> ClusterConfig:
     source = module_file(name)
     if not path.exists():
         raise ConfigError(f"{source}: no such module (the stacks are {', '.join(names()) or 'none'})")
-    text = read_text(path)  # bounded, UTF-8: bytes that are not text are one message
+    text = read_text(path, source=source)  # bounded, UTF-8: bytes that are not text are one message
     if (cached := _LOADED.get(path)) is not None and cached[0] == text:
         return cached[1]
     config = getattr(_import(name, path, source), "CONFIG", None)

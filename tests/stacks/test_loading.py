@@ -110,7 +110,8 @@ def test_a_mistake_is_one_line_at_its_line_and_never_a_pass(
 def test_bytes_that_are_not_text_and_a_bad_time_limit_are_said(project: Callable[..., Path], monkeypatch: pytest.MonkeyPatch) -> None:
     root = project(scratch=module())
     (root / stacks.CLUSTERS / "scratch.py").write_bytes(module().encode() + b"# \xff\n")
-    assert "not a UTF-8 text file" in load_error()
+    line = module().count("\n") + 1  # the module's file and the line of the byte, as the other mistakes are named
+    assert f"clusters/scratch.py:{line}: not a UTF-8 text file" in load_error()
     project(scratch=module())
     monkeypatch.setenv(stacks.TIME_LIMIT_KEY, "soon")
     assert "GPU_TRAINING_MODULE_TIME_LIMIT is 'soon': give a number of seconds above 0" in load_error()
