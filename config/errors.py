@@ -3,6 +3,7 @@ comes from a stack module or a YAML file; `Strict`, every model's base."""
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
@@ -100,9 +101,23 @@ def _messages(e: Any) -> list[tuple[FieldPath, str]]:
     return [(loc, msg)]
 
 
+def _misspelt(errors: list[Any]) -> list[Any]:
+    """A required field written with a typo is one problem, not two: the unknown key, naming the field it is close to."""
+    missing = [tuple(e["loc"]) for e in errors if e["type"] == "missing" and e["loc"] and isinstance(e["loc"][-1], str)]
+    out, meant = [], set()
+    for e in errors:
+        loc = tuple(e["loc"])
+        near = [m[-1] for m in missing if m[:-1] == loc[:-1] and m not in meant]
+        if e["type"] == "extra_forbidden" and loc and (close := difflib.get_close_matches(str(loc[-1]), near, n=1)):
+            meant.add((*loc[:-1], close[0]))
+            e = {**e, "type": "misspelt", "msg": f"unknown field: did you mean {close[0]}, a required field?"}
+        out.append(e)
+    return [e for e in out if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
+
+
 def _entries(err: ValidationError, data: Any, prefix: str, line_of: LineOf, constant_of: ConstantOf) -> list[Entry]:
     out = []
-    for e in err.errors():
+    for e in _misspelt(err.errors()):
         for at, text in _messages(e):
             where = located(at, data)
             where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"

@@ -98,6 +98,12 @@ BAD_FIELDS = [
     ("zero size", _set("volumes.1.size", "0Gi"), "volumes[datasets].size", "greater than zero"),
     ("limit below request", _set("workloads.0.memory_limit", "1Gi"), "workloads[dev].memory_limit", "below the request"),
     ("missing required field", lambda d: d.pop("node_sets"), "node_sets", "Field required"),
+    (
+        "misspelt required field",
+        lambda d: d["workloads"][0].update(gpus_per_nod=d["workloads"][0].pop("gpus_per_node")),
+        "workloads[dev].gpus_per_nod",
+        "unknown field: did you mean gpus_per_node, a required field?",
+    ),
     ("dangling volume", _set("workloads.0.mounts.0.volume", "scratch"), "workloads[dev].mounts[0].volume", "not a volume"),
     ("duplicate volume", _set("volumes.1.name", "workspace"), "volumes[workspace].name", "duplicate volume name"),
     ("duplicate workload", _append("workloads", lambda d: {**d["workloads"][2]}), "workloads[solo].name", "duplicate workload name 'solo'"),
@@ -168,6 +174,19 @@ def test_bad_field_names_file_object_and_field(
     assert f"  {field}" in err and phrase in err, err
     assert "Traceback" not in err
     assert not (tmp_path / "out").exists()
+
+
+def test_a_misspelt_required_field_is_one_problem(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Not the unknown key and, as a consequence, the required field missing: the typo, with the field it stands for."""
+    data = fixtures.roce()
+    data["workloads"][0]["gpu_per_node"] = data["workloads"][0].pop("gpus_per_node")
+    data["gpu_modle"] = data.pop("gpu_model")
+    code, _, err = run(["check", "--config", str(write(tmp_path, data))], capsys)
+    assert code == 2 and "Field required" not in err, err
+    lines = sorted(err.splitlines()[1:])
+    assert len(lines) == 2, err
+    assert lines[0].startswith("  gpu_modle (") and lines[0].endswith("unknown field: did you mean gpu_model, a required field?")
+    assert lines[1].startswith("  workloads[dev].gpu_per_node (") and lines[1].endswith("did you mean gpus_per_node, a required field?")
 
 
 # --- the Python route names the object too -----------------------------------------------------------
