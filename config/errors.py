@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import re
+import typing
 from collections.abc import Callable
 from typing import Any, ClassVar, NamedTuple
 
@@ -101,23 +102,41 @@ def _messages(e: Any) -> list[tuple[FieldPath, str]]:
     return [(loc, msg)]
 
 
-def _misspelt(errors: list[Any]) -> list[Any]:
-    """A required field written with a typo is one problem, not two: the unknown key, naming the field it is close to."""
+def _model_in(annotation: Any) -> Any:
+    """The model a field's type holds (X, X | None, list[X], dict[str, X], Annotated[X, ...]), or None."""
+    if hasattr(annotation, "model_fields"):
+        return annotation
+    return next((m for m in map(_model_in, typing.get_args(annotation)) if m is not None), None)
+
+
+def _fields_at(model: Any, loc: FieldPath) -> list[str]:
+    """The fields of the model at `loc` under `model`: a list index or a dict key stays on the model its items are."""
+    for part in loc:
+        if model is not None and part in model.model_fields:
+            model = _model_in(model.model_fields[part].annotation)
+    return list(model.model_fields) if model is not None else []
+
+
+def _misspelt(errors: list[Any], model: Any) -> list[Any]:
+    """An unknown key close to a field is named with it; close to a required field missing beside it, it is one problem."""
     missing = [tuple(e["loc"]) for e in errors if e["type"] == "missing" and e["loc"] and isinstance(e["loc"][-1], str)]
     out, meant = [], set()
     for e in errors:
         loc = tuple(e["loc"])
-        near = [m[-1] for m in missing if m[:-1] == loc[:-1] and m not in meant]
-        if e["type"] == "extra_forbidden" and loc and (close := difflib.get_close_matches(str(loc[-1]), near, n=1)):
-            meant.add((*loc[:-1], close[0]))
-            e = {**e, "type": "misspelt", "msg": f"unknown field: did you mean {close[0]}, a required field?"}
+        if e["type"] == "extra_forbidden" and loc:
+            near = [m[-1] for m in missing if m[:-1] == loc[:-1] and m not in meant]
+            if close := difflib.get_close_matches(str(loc[-1]), near, n=1):
+                meant.add((*loc[:-1], close[0]))
+                e = {**e, "type": "misspelt", "msg": f"unknown field: did you mean {close[0]}, a required field?"}
+            elif close := difflib.get_close_matches(str(loc[-1]), _fields_at(model, loc[:-1]), n=1):
+                e = {**e, "type": "misspelt", "msg": f"unknown field: did you mean {close[0]}?"}
         out.append(e)
     return [e for e in out if not (e["type"] == "missing" and tuple(e["loc"]) in meant)]
 
 
-def _entries(err: ValidationError, data: Any, prefix: str, line_of: LineOf, constant_of: ConstantOf) -> list[Entry]:
+def _entries(err: ValidationError, data: Any, prefix: str, line_of: LineOf, constant_of: ConstantOf, model: Any) -> list[Entry]:
     out = []
-    for e in _misspelt(err.errors()):
+    for e in _misspelt(err.errors(), model):
         for at, text in _messages(e):
             where = located(at, data)
             where = f"{prefix}.{where}" if prefix and where and not where.startswith("[") else f"{prefix}{where}"
@@ -125,9 +144,9 @@ def _entries(err: ValidationError, data: Any, prefix: str, line_of: LineOf, cons
     return out
 
 
-def describe_errors(err: ValidationError, data: Any, line_of: LineOf | None = None) -> list[str]:
+def describe_errors(err: ValidationError, data: Any, model: type[BaseModel], line_of: LineOf | None = None) -> list[str]:
     """One `field: message` line per problem, with the line that writes it (`volumes[data] (clusters/nerc.py:95): ...`)."""
-    return [entry.line() for entry in _entries(err, data, "", line_of or (lambda _: ""), lambda _: None)]
+    return [entry.line() for entry in _entries(err, data, "", line_of or (lambda _: ""), lambda _: None, model)]
 
 
 SHOWN_USES = 3  # the fields a bad constant fills that an error lists by name (the rest are counted)
@@ -177,7 +196,7 @@ class ModelError(ValueError):
             found = provenance.constant(here, model.__name__, loc, provenance.walk(data, loc))
             return (found[0], provenance.shown(found[1])) if found is not None else None
 
-        self.lines = _grouped(_entries(err, data, prefix, line_of, constant_of))
+        self.lines = _grouped(_entries(err, data, prefix, line_of, constant_of, model))
         super().__init__("\n".join(self.lines))
 
 

@@ -244,7 +244,7 @@ def validate(
     try:
         config = ClusterConfig.model_validate(data)
     except ValidationError as err:
-        found = describe_errors(err, data, line_of=line_of if lines else None)
+        found = describe_errors(err, data, ClusterConfig, line_of=line_of if lines else None)
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in found)) from None
     if lines:
         provenance.register_yaml(config, source, lines)
@@ -271,7 +271,7 @@ def load_module(name: str, folder: Path | None = None) -> ClusterConfig:
     try:
         again = ClusterConfig.model_validate(config.model_dump(warnings=False))
     except ValidationError as err:
-        found = describe_errors(err, config, line_of=lambda loc: provenance.shown(provenance.origin(config, loc)))
+        found = describe_errors(err, config, ClusterConfig, line_of=lambda loc: provenance.shown(provenance.origin(config, loc)))
         raise ConfigError(f"{source}: invalid configuration\n" + "\n".join(f"  {e}" for e in found)) from None
     provenance.register(again, config)
     _LOADED[path] = (text, again)

@@ -98,6 +98,7 @@ BAD_FIELDS = [
     ("zero size", _set("volumes.1.size", "0Gi"), "volumes[datasets].size", "greater than zero"),
     ("limit below request", _set("workloads.0.memory_limit", "1Gi"), "workloads[dev].memory_limit", "below the request"),
     ("missing required field", lambda d: d.pop("node_sets"), "node_sets", "Field required"),
+    ("misspelt optional field", _set("workloads.1.tcp_variant", []), "workloads[train].tcp_variant", "did you mean tcp_variants?"),
     (
         "misspelt required field",
         lambda d: d["workloads"][0].update(gpus_per_nod=d["workloads"][0].pop("gpus_per_node")),
@@ -227,6 +228,18 @@ def test_a_stack_module_error_names_the_workload_field_and_line(
     assert f"error: clusters/{name}.py: invalid configuration" in err
     # The line of the field itself (`nodes=0`, line 11), not of the Workload( it is an argument of (line 10).
     assert f"  workloads[h-kim].nodes (clusters/{name}.py:11): Input should be greater than or equal to 1" in err
+
+
+def test_a_misspelt_field_in_a_module_is_named_with_the_field_meant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=1, extra=', stat="stopped"'))
+    code, _, err = run(["check", name], capsys)
+    assert code == 2 and f"  workloads[h-kim].stat (clusters/{name}.py:11): unknown field: did you mean state?" in err, err
+    name = stack_module(tmp_path, monkeypatch, MODULE.format(nodes=1, extra="").replace("transport=", "transprt="), "other")
+    code, _, err = run(["check", name], capsys)
+    assert code == 2 and "Field required" not in err, err
+    assert f"  workloads[h-kim].transprt (clusters/{name}.py:11): unknown field: did you mean transport, a required field?" in err, err
 
 
 def test_an_error_in_a_part_of_a_workload_names_the_part(
