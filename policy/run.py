@@ -88,8 +88,10 @@ def _in_config_terms(findings: list[Finding], config: ClusterConfig, sources: Ma
         # Located by names (`volumes[data]`), not indexes: the findings do not depend on the order of the config's lists.
         f = replace(f, where=located(path, config), origin=provenance.shown(provenance.origin(config, path)), config=None, setting="")
         key = (f.severity, f.rule, f.where, f.message, f.fix, f.accepted)
-        # One line that writes a field of several entries (a helper's) is one finding there, however many entries it fills.
-        line = (f.severity, f.rule, f.origin, f.object, tuple(p for p in path if isinstance(p, str)), f.message, f.fix, f.accepted)
+        # One line that writes a field of several entries (a helper's) is one error there, however many entries it fills. A
+        # warning stays one per object: each is accepted by its object (accepted_warnings), and counted so.
+        each = f.object if f.severity != "error" else ""
+        line = (f.severity, f.rule, f.origin, each, tuple(p for p in path if isinstance(p, str)), f.message, f.fix, f.accepted)
         at = merged.get(key, merged.get(line) if f.origin else None)
         if at is not None:
             first = out[at]

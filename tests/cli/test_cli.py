@@ -307,6 +307,20 @@ def test_every_cross_field_error_is_reported_at_the_line_of_its_own_workload(
     ], err
 
 
+def test_a_helper_line_that_makes_several_workloads_fail_is_one_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """nodes=3 written once, in the helper, for two workloads on a set of 2 nodes: one error at that line, naming both."""
+    body = HELPERS.replace("gpus_per_node=4, nodes=1)", "gpus_per_node=4, nodes=3)")
+    body = body[: body.index("        user_workload(")] + '        user_workload("a"),\n        user_workload("b"),\n    ],\n)\n'
+    name = stack_module(tmp_path, monkeypatch, body)
+    code, out, _ = run(["check", name], capsys)
+    errors = [line for line in out.splitlines() if line.startswith(f"{name}: error")]
+    assert code == 1 and len(errors) == 1, out
+    assert errors[0].startswith(f"{name}: error node-fit workloads[a].nodes (clusters/{name}.py:5): 3 pods, one per node"), out
+    assert "[on the cluster: StatefulSet ns/a, StatefulSet ns/b: spec.replicas]" in out and f"{name}: FAIL: 1 error" in out, out
+
+
 def test_the_first_invalid_model_of_a_module_is_reported_and_nothing_it_causes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
