@@ -18,6 +18,7 @@ if sys.argv[:1] == ["-m"]:  # `python -m stacks` importing the program: Ctrl-C a
 
 import contextlib
 import ctypes
+import difflib
 import functools
 import importlib.util
 import re
@@ -60,6 +61,16 @@ CLUSTER_KEY = f"{PROJECT}:cluster"
 TIER_KEY = f"{PROJECT}:tier"
 TIERS = ("all", "platform", "project")
 STACK_FILE_KEYS = ("config", "secretsprovider", "encryptedkey", "encryptionsalt", "environment")  # what Pulumi reads there
+# The settings of this project's and the provider's namespaces that are read (policy/gate.py): the default provider is
+# off, so any other `kubernetes:` setting, or a misspelt one, would be ignored without a word.
+READ_SETTINGS = (
+    CONFIG_FILE_KEY,
+    CLUSTER_KEY,
+    TIER_KEY,
+    "kubernetes:context",
+    "kubernetes:upsertExistingObjects",
+    "kubernetes:enablePatchForce",
+)
 
 # Pulumi's grammar of a stack name (sdk/go/common/tokens/stack_name.go): held to it where it is read.
 STACK_NAME = re.compile(r"[A-Za-z0-9_.-]{1,100}")
@@ -143,6 +154,12 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
         if not isinstance(config := data.get("config"), dict):
             got = "missing" if config is None else type(config).__name__
             raise ConfigError(f"{path.name}: `config:` must be a mapping of settings (kubernetes:context, {TIER_KEY}, ...), not {got}")
+        if unread := [k for k in config if _unread(str(k))]:
+            meant = difflib.get_close_matches(str(unread[0]), READ_SETTINGS, n=1, cutoff=0.85)
+            raise ConfigError(
+                f"{path.name}: {unread[0]!r} is a setting nothing reads: "
+                + (f"did you mean {meant[0]}?" if meant else f"the program (its provider too) reads {', '.join(READ_SETTINGS)} only")
+            )
         if (tier := config.get(TIER_KEY, "all")) not in TIERS:
             raise ConfigError(f"{path.name}: {TIER_KEY} is {tier!r}; expected one of {', '.join(TIERS)} (or no {TIER_KEY}: all)")
         cluster = config.get(CLUSTER_KEY, name)
@@ -155,6 +172,11 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
         file, context = strings.get(CONFIG_FILE_KEY), strings.get("kubernetes:context")
         out.append(PulumiStack(name, cluster, str(tier), file, context, [str(d) for d in off] if isinstance(off, list) else [], path))
     return out
+
+
+def _unread(key: str) -> bool:  # a setting of this project's or the provider's namespace (or a typo of one) never read
+    owner = key.partition(":")[0]
+    return key not in READ_SETTINGS and bool(difflib.get_close_matches(owner, (PROJECT, "kubernetes"), cutoff=0.75))
 
 
 @functools.cache

@@ -47,7 +47,15 @@ REFUSED = [
     ("lab-platform", {"gpu-training:tier": "platfrom"}, "gpu-training:tier is 'platfrom'; expected one of all, platform, project"),
     ("lab-platform", {"gpu-training:cluster": "lab;touch PWNED"}, "lowercase letters, digits and '-'"),
     ("lab-platform", {"gpu-training:cluster": ""}, "gpu-training:cluster is empty"),
+    ("lab", {"kubernets:context": "lab"}, "'kubernets:context' is a setting nothing reads: did you mean kubernetes:context?"),
+    ("lab", {"gpu-training:teir": "project"}, "'gpu-training:teir' is a setting nothing reads: did you mean gpu-training:tier?"),
+    ("lab", {"kubernetes:namespace": "x"}, "'kubernetes:namespace' is a setting nothing reads: the program (its provider too) reads"),
 ]
+
+
+def test_settings_of_other_namespaces_are_left_to_pulumi(lab: Path) -> None:
+    stack_file(lab, "lab", {"pulumi:tags": {"team": "ml"}, "aws:region": "us-east-1"})
+    assert [s.name for s in stacks.pulumi_stacks()] == ["lab"]
 
 
 @pytest.mark.parametrize("name,settings,said", REFUSED)
