@@ -98,7 +98,11 @@ def cmd_drift(args: argparse.Namespace) -> int:
 def live_objects(file: str) -> list[dict[str, Any]]:
     """The objects of a saved `oc get ... -o yaml` (or json), each of the shape the tools read (tools/kubectl.py)."""
     data = stacks.read_yaml(Path(file))
-    live = data.get("items", []) if isinstance(data, dict) and str(data.get("kind", "")).endswith("List") else [data]
+    # A List (`oc get ... -o yaml`), its items alone (`jq .items`), or one object (`oc get KIND NAME -o yaml`).
+    if isinstance(data, dict) and str(data.get("kind", "")).endswith("List"):
+        live = data.get("items", [])
+    else:
+        live = data if isinstance(data, list) else [data]
     if not isinstance(live, list):
         raise stacks.ConfigError(f"{escaped(file)}: items of the List is not a list: not the output of `oc get ... -o yaml`")
     kubectl.check(live, escaped(file))

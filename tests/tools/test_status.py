@@ -631,6 +631,15 @@ class TestCommand:
             assert "  workloads[dev] (lab.yaml:" in out and "): running, 2/2 pods ready\n" in out
         assert "  bandwidth_checks[fabric] (lab.yaml:" in out and ": passed (Job fabric-" in out
 
+    def test_the_items_of_a_list_alone_read_as_the_list(self, lab: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        """`oc get ... -o json | jq .items` saved: the objects, not one object that is a list."""
+        objects = lab_cluster(False)
+        assert main(["status", "lab", "--live", save(lab, objects)]) == 0
+        listed = capsys.readouterr().out
+        (lab / "items.json").write_text(json.dumps(objects), encoding="utf-8")
+        assert main(["status", "lab", "--live", str(lab / "items.json")]) == 0
+        assert capsys.readouterr().out == listed
+
     @pytest.mark.parametrize(("args", "said"), [
         (["status", "nope"], "no Pulumi.nope.yaml"),
         (["status", "lab-platform"], "deploys the platform tier, which runs no pods"),
