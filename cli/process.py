@@ -22,10 +22,8 @@ ESCAPE = "stacks.escape"
 
 def _escape(err: UnicodeError) -> tuple[str | bytes, int]:
     if isinstance(err, UnicodeEncodeError):
-        try:
+        with contextlib.suppress(UnicodeError):
             return codecs.lookup_error("surrogateescape")(err)
-        except UnicodeError:
-            pass
     return codecs.lookup_error("backslashreplace")(err)
 
 

@@ -99,7 +99,7 @@ def diff_values(old: Any, new: Any, path: str = "") -> list[FieldChange]:
         return _diff_keyed(old, new, lambda key: key_path(path, str(key)))
     if isinstance(old, list) and isinstance(new, list):
         old_named, new_named = _named(old), _named(new)
-        if old_named is not None and new_named is not None and (old or new):
+        if old_named is not None and new_named is not None:
             out = _diff_keyed(old_named, new_named, lambda name: f"{path}[{name}]")
             kept_old = [n for n in old_named if n in new_named]
             kept_new = [n for n in new_named if n in old_named]

@@ -113,8 +113,7 @@ def _shown(value: Any) -> str:
     """A value as the report shows it: one escaped line of at most 120 characters."""
     if value is None:
         return "nothing"
-    text = json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value)
-    return escaped(text if len(text) <= 120 else text[:117] + "...")
+    return kubectl.cut(json.dumps(value, sort_keys=True) if isinstance(value, (dict, list)) else str(value), 120)
 
 
 def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, Any]]) -> list[Drift]:

@@ -145,9 +145,8 @@ class Cluster:
         """The pods `owner` (None: any of that name) controls or, a Job's, carry its uid label, that its selector matches."""
         uid = str(meta(owner).get("uid") or "")
         found = [p for p in self._owned.get((kind, namespace, name), []) if same_uid((controller(p) or {}).get("uid"), uid)]
-        if kind == "Job" and uid:
-            seen = {id(p) for p in found}
-            found += [p for p in self._job_uid.get(uid, []) if id(p) not in seen and namespace_of(p) == namespace and controller(p) is None]
+        if kind == "Job" and uid:  # a pod with no controller: never among the owned ones above
+            found += [p for p in self._job_uid.get(uid, []) if namespace_of(p) == namespace and controller(p) is None]
         match = (((owner or {}).get("spec") or {}).get("selector") or {}).get("matchLabels") or {}
         return [p for p in found if all(labels(p).get(k) == v for k, v in match.items())]
 
