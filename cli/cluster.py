@@ -1,6 +1,7 @@
 """The commands about a cluster's objects: what you may declare (`rights`), adopting what was made by hand
-(`import-plan`, `adopt-diff`), what was changed by hand since (`drift`), and the way back after a killed `pulumi up`
-(`recover`). Most name a Pulumi stack and read the cluster unless given its objects as a file."""
+(`import-plan`, `adopt-diff`), what was changed by hand since (`drift`), the way back after a killed `pulumi up`
+(`recover`), and per workload whether it runs and, if not, why (`status`, tools/status/). Most name a Pulumi stack and
+read the cluster unless given its objects as a file."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from typing import Any
 import stacks
 from config.text import escaped, escaped_lines
 from tools import adoption, drift, kubectl, recovery
+from tools.status import report as status
+from tools.status.cluster import read_cluster
 
 
 def cmd_import_plan(args: argparse.Namespace) -> int:
@@ -180,3 +183,32 @@ def can_i(tool: str, asked: list[str], context: str | None) -> str:
     if (out := proc.stdout.strip()) in ("yes", "no"):
         return out
     return "not answered: " + ((proc.stderr.strip().splitlines() or [f"exit {proc.returncode}"])[0])[:200]
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    target = pulumi_stack(args.pulumi_stack)
+    if target.tier == "platform":
+        raise stacks.ConfigError(
+            f"{target.name} deploys the platform tier, which runs no pods: name the Pulumi stack of its projects "
+            f"(python -m stacks list --pulumi-stacks)"
+        )
+    config = stacks.load(target.cluster)
+    if not args.live:
+        offline = (
+            f"`python -m stacks status {shlex.quote(target.name)} --live FILE`, FILE saved by `oc get "
+            "statefulsets,jobs,pods,events,nodes -o json -n NAMESPACE > FILE`"
+        )
+        require_context("status", target, config.api_host, offline)
+        objects, logs, unreadable = read_cluster(config, target.context)
+    else:
+        objects, logs, unreadable = live_objects(args.live), {}, []
+    # Either way the commands it prints name the stack's kube context, so a pasted one acts on the stack's cluster.
+    source = args.live or "the objects read from the cluster"
+    result = status.stack_status(config, target.name, target.context, objects, logs, unreadable, source, saved=bool(args.live))
+    sys.stdout.write(result.model_dump_json(indent=2) + "\n" if args.json else status.report(result))
+    return 0 if result.ok else 1
+
+
+def cmd_status_schema(args: argparse.Namespace) -> int:
+    sys.stdout.write(status.schema_json())
+    return 0

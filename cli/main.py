@@ -23,8 +23,7 @@ GROUPS = {
     "checking": ("check",),
     "rendering": ("render", "diff"),
     "results": ("outputs-schema", "bandwidth-report"),
-    "cluster": ("rights", "import-plan", "adopt-diff", "drift", "recover"),
-    "status": ("status", "status-schema"),
+    "cluster": ("rights", "import-plan", "adopt-diff", "drift", "recover", "status", "status-schema"),
 }
 AddParser = Callable[..., argparse.ArgumentParser]  # a subcommand's parser, added by name (add_subparsers().add_parser)
 COMMANDS = {command: (group, "cmd_" + command.replace("-", "_")) for group, commands in GROUPS.items() for command in commands}
