@@ -351,22 +351,17 @@ def _time_limit(source: str) -> Iterator[None]:
     def stop(*_: Any) -> None:
         raise ModuleTimeout(f"did not finish within {limit:g} s")
 
-    if threading.current_thread() is threading.main_thread():
-        before = signal.signal(signal.SIGALRM, stop)
-        signal.setitimer(signal.ITIMER_REAL, limit)
-        try:
-            yield
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-            signal.signal(signal.SIGALRM, before)
-        return
-    me = ctypes.c_ulong(threading.get_ident())
-    timer = threading.Timer(limit, lambda: ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(ModuleTimeout)))
-    timer.start()
-    try:
+    with contextlib.ExitStack() as undo:  # run last to first: the timer stops before the handler is put back
+        if threading.current_thread() is threading.main_thread():
+            undo.callback(signal.signal, signal.SIGALRM, signal.signal(signal.SIGALRM, stop))
+            signal.setitimer(signal.ITIMER_REAL, limit)
+            undo.callback(signal.setitimer, signal.ITIMER_REAL, 0)
+        else:
+            me = ctypes.c_ulong(threading.get_ident())
+            timer = threading.Timer(limit, lambda: ctypes.pythonapi.PyThreadState_SetAsyncExc(me, ctypes.py_object(ModuleTimeout)))
+            timer.start()
+            undo.callback(timer.cancel)
         yield
-    finally:
-        timer.cancel()
 
 
 def committed_names(ref: str) -> list[str]:  # a ConfigError outside git or for an unknown ref
