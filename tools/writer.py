@@ -90,11 +90,6 @@ def _read(path: Path) -> bytes | None:
     return data if len(data) <= MAX_READ else None
 
 
-def _entries(folder: Path) -> dict[str, int]:
-    """Every path under folder (relative POSIX path: its lstat mode), sorted; rglob never follows a symlinked folder."""
-    return {p.relative_to(folder).as_posix(): os.lstat(p).st_mode for p in sorted(folder.rglob("*"))}
-
-
 def _not_written(target: Path, shown: Path, entries: dict[str, int]) -> tuple[list[str], list[str]]:
     """(the files changed since the render wrote them, the paths it did not write), by its manifest."""
     if (text := _read(target / MANIFEST)) is None:
@@ -128,7 +123,8 @@ def _check(target: Path, shown: Path | None = None) -> None:
         raise WriteError(_link(shown))
     if not stat.S_ISDIR(mode):
         raise WriteError(f"{shown} is not a folder: give --out a folder (the stack's files go to DIR/{shown.name}/)")
-    entries = _entries(target)
+    # Every path under it (relative POSIX path: its lstat mode), sorted; rglob never follows a symlinked folder.
+    entries = {p.relative_to(target).as_posix(): os.lstat(p).st_mode for p in sorted(target.rglob("*"))}
     if links := [rel for rel, mode in entries.items() if stat.S_ISLNK(mode)]:
         raise WriteError(_link(shown / links[0], len(links) - 1))
     if not stat.S_ISREG(entries.get(MANIFEST, 0)):
