@@ -76,16 +76,12 @@ def scheduler_reasons(message: str) -> tuple[Counter[str], str]:
 
 
 def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
-    key, value = taint.get("key"), taint.get("value") or ""
-    return any(
-        t.get("effect") in (None, "", taint.get("effect"))
-        and (
-            not t.get("key") or t.get("key") == key
-            if t.get("operator") == "Exists"
-            else t.get("key") == key and (t.get("value") or "") == value
-        )
-        for t in tolerations
-    )
+    def matches(t: Mapping[str, Any]) -> bool:  # the toleration's key and value (Exists: its key, or none: any)
+        if t.get("operator") == "Exists":
+            return not t.get("key") or t.get("key") == taint.get("key")
+        return t.get("key") == taint.get("key") and (t.get("value") or "") == (taint.get("value") or "")
+
+    return any(t.get("effect") in (None, "", taint.get("effect")) and matches(t) for t in tolerations)
 
 
 def _labels_text(wanted: Mapping[str, str]) -> str:
