@@ -177,9 +177,8 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     pods = cluster.pods(s.kind, w.namespace, s.object, obj)
     live = [p for p in pods if active(p) and not meta(p).get("deletionTimestamp")]
     ready = sum(1 for p in live if holds(p, "Ready") and not relaunched(p))
-    location = provenance.shown(provenance.origin(config, s.path))
-    base: dict[str, Any] = dict(config=located(s.path, config), location=location, namespace=w.namespace, kind=w.kind, object=s.object)
-    base["declared"] = w.state
+    base: dict[str, Any] = dict(config=located(s.path, config), location=provenance.shown(provenance.origin(config, s.path)))
+    base |= dict(namespace=w.namespace, kind=w.kind, object=s.object, declared=w.state)
     if w.state == "stopped":
         left, ok = _stopped(config, s, cluster, obj, pods)
         return WorkloadStatus(**base, state="stopped", ready=ready, wanted=0, reasons=left, ok=ok)
@@ -215,10 +214,9 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
         head = [broken_admission(config, unplaced, wanted)]
     found = _causes(config, s, cluster, pods, live, wanted - succeeded)
     reasons = head + reasons + _grouped(found, wanted)
-    if ready >= wanted:
-        return WorkloadStatus(**base, state="running", ready=ready, wanted=wanted, reasons=reasons, ok=True)
-    state: WorkloadState = "failed" if any(verb in ("failing", "failed") for verb, _ in found) else "pending"
-    return WorkloadStatus(**base, state=state, ready=ready, wanted=wanted, reasons=reasons, ok=False)
+    failing = any(verb in ("failing", "failed") for verb, _ in found)
+    state: WorkloadState = "running" if ready >= wanted else "failed" if failing else "pending"
+    return WorkloadStatus(**base, state=state, ready=ready, wanted=wanted, reasons=reasons, ok=state == "running")
 
 
 def verdict_of(log: str) -> str | None:
