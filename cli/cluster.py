@@ -165,9 +165,8 @@ def cmd_rights(args: argparse.Namespace) -> int:
             said[context, line] = can_i(tool, shlex.split(line)[3:], context)
         return said[context, line]
 
-    report = adoption.rights_report(config, args.tier, answer)
+    sys.stdout.write(escaped_lines(adoption.rights_report(config, args.tier, answer)))
     no = [line for line in said.items() if line[1] != "yes"]
-    sys.stdout.write(escaped_lines(report))
     where = ", ".join(f"context {c}" for c in sorted({c or "(current)" for c, _ in said}))
     print(f"{config.name}: {len(said) - len(no)} of {len(said)} answered yes ({where})" + (f"; {len(no)} did not: above" if no else ""))
     return 1 if no else 0

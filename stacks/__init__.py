@@ -210,7 +210,7 @@ def load_deployed(cluster: str, config_file: str | None, stack_file: str) -> Clu
                 f"{CLUSTER_KEY} in {stack_file or 'its Pulumi stack file'} to the cluster this stack deploys"
             )
         return checked_name(load_module(cluster), cluster, module_file(cluster))
-    file = Path(config_file) if Path(config_file).is_absolute() else project.ROOT / config_file
+    file = project.ROOT / config_file  # an absolute config_file stays itself
     if not file.exists():
         raise ConfigError(
             f"{stack_file}: {CONFIG_FILE_KEY} names {config_file}, which does not exist ({file}): fix the path "
