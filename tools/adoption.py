@@ -19,6 +19,7 @@ from components.tiers import PLATFORM, PROJECT, can_i, can_i_read, tier_of
 from config.kube import operator_network_name
 from config.stack import ClusterConfig
 from config.text import escaped
+from policy.core import ref
 
 
 def _handle(component_type: str, name: str) -> str:  # unique in the import file, distinct from every object's
@@ -185,10 +186,6 @@ def _check_object(source: str, obj: dict[str, Any], where: str = "") -> None:
     raise stacks.ConfigError(f"{source}: {where}{named}: {problem} ({expected})")
 
 
-def _label(obj: dict[str, Any]) -> str:  # what a live file names it, escaped
-    return escaped(f"{obj['kind']} {logical_name(obj)}")
-
-
 def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool]:
     """(report, whether adopting narrows the live object or any object of a List, typed or not)."""
     if isinstance(live, dict) and str(live.get("kind", "")).endswith("List") and isinstance(live.get("items"), list):
@@ -200,8 +197,8 @@ def adopt_diff(config: ClusterConfig, live: Any, source: str) -> tuple[str, bool
     _check_object(source, live)
     if (declared := _declared(config).get(_ref(live))) is None:
         if replaced := operator_replaces(config, *_ref(live)):
-            return escaped(f"{_label(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}") + "\n", True
-        raise stacks.ConfigError(f"{source}: stack {config.name} declares no {_label(live)}: nothing would adopt it")
+            return escaped(f"{ref(live)}: live ({source}): stack {config.name} does not adopt it: {replaced}") + "\n", True
+        raise stacks.ConfigError(f"{source}: stack {config.name} declares no {escaped(ref(live))}: nothing would adopt it")
     lines, narrows = _diff_one(config, live, declared, source)
     return "\n".join(lines) + "\n", narrows
 
@@ -223,7 +220,7 @@ def _adopt_diff_list(config: ClusterConfig, items: list[Any], source: str) -> tu
     served = operator_namespaces(config)
     ours = [item for item in items if _ref(item) in declared]
     replaced = [(item, why) for item in items if _ref(item) not in declared and (why := operator_replaces(config, *_ref(item), served))]
-    others = [_label(item) for item in items if _ref(item) not in declared and item not in [r for r, _ in replaced]]
+    others = [escaped(ref(item)) for item in items if _ref(item) not in declared and item not in [r for r, _ in replaced]]
     if not ours and not replaced:
         named = ", ".join(others)
         raise stacks.ConfigError(
@@ -234,7 +231,7 @@ def _adopt_diff_list(config: ClusterConfig, items: list[Any], source: str) -> tu
     diffs = [_diff_one(config, item, declared[_ref(item)], source) for item in ours]
     lines += [line for one, _ in diffs for line in ("", *one)]
     if replaced:
-        lines += ["", "Delete first:", *(f"  {_label(item)}: {why}" for item, why in replaced)]
+        lines += ["", "Delete first:", *(f"  {ref(item)}: {why}" for item, why in replaced)]
     if others:
         lines += ["", f"Not declared by stack {config.name} (nothing adopts them; `pulumi up` leaves them as they are):"]
         lines += [f"  {label}" for label in others]
@@ -272,7 +269,7 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
     # A field the live object leaves out holds the API's default, where the stack declares it.
     defaulted = {path for path in API_DEFAULTS.get(kind, {}) if path in after and path not in before}
     before.update({path: API_DEFAULTS[kind][path] for path in defaulted})
-    lines = [f"{_label(live)}: live ({source}) -> what stack {config.name} declares"]
+    lines = [f"{ref(live)}: live ({source}) -> what stack {config.name} declares"]
     narrows: list[str] = []
     for path in sorted(before.keys() | after.keys()):
         old, new = before.get(path), after.get(path)

@@ -15,9 +15,9 @@ from pathlib import Path
 from typing import Any
 
 import stacks
-from components.kube import logical_name
 from components.lifecycle import HELD, PATCH_REMOVED, QUEUED_START, REMOVES, RESTART, held, queued_replacement, replacement, restarts
 from config.kube import QUEUE_NAME
+from policy.core import ref
 from tools.writer import MANIFEST, write
 
 OUTPUTS = "outputs.json"
@@ -128,7 +128,7 @@ def _diff_keyed(old: dict[Any, Any], new: dict[Any, Any], path_of: Callable[[Any
 def label(path: str, obj: Any) -> str:
     """`StatefulSet nccl-test/h-kim` for an object (parse holds its name text), the file name for anything else."""
     if isinstance(obj, dict) and isinstance(obj.get("kind"), str) and isinstance(obj.get("metadata"), dict):
-        return f"{obj['kind']} {logical_name(obj)}" + (" (patch)" if Path(path).name.startswith("patch-") else "")
+        return ref(obj) + (" (patch)" if Path(path).name.startswith("patch-") else "")
     return path
 
 

@@ -9,13 +9,14 @@ from dataclasses import dataclass
 from typing import Any
 
 import stacks
-from components.kube import Declared, logical_name
+from components.kube import Declared
 from components.program import layout
 from config import provenance
 from config.errors import located
 from config.stack import ClusterConfig
 from config.text import escaped
 from config.values import quantity_value
+from policy.core import ref
 from tools import kubectl
 
 # Set by the provider for its own bookkeeping, or by the API server: never declared drift.
@@ -121,7 +122,7 @@ def drift(config: ClusterConfig, declared: list[Declared], live: list[dict[str, 
     on_cluster = {key_of(o): o for o in live if isinstance(o, dict)}
     out: list[Drift] = []
     for obj, source in ((d.object, d.source) for d in declared if not d.patch):
-        label = f"{obj['kind']} {logical_name(obj)}"
+        label = ref(obj)
         line = provenance.shown(provenance.origin(config, source)) if source else ""
         where = (located(source, config) if source else label) + (f" ({line})" if line else "")
         if (current := on_cluster.get(key_of(obj))) is None:

@@ -16,6 +16,7 @@ import stacks
 from components.kube import Declared, logical_name
 from config import project
 from config.text import escaped
+from policy.core import ref
 from tools import drift, kubectl
 
 
@@ -29,7 +30,7 @@ class Pending:
 
     @property
     def label(self) -> str:
-        return f"{self.obj['kind']} {logical_name(self.obj)}" if self.obj else self.urn.rsplit("::", 1)[-1]
+        return ref(self.obj) if self.obj else self.urn.rsplit("::", 1)[-1]
 
 
 STATE_LIMITS = stacks.Limits("a stack export", max_bytes=kubectl.MAX_OUTPUT, max_depth=64)  # objects nest a dozen levels
