@@ -28,8 +28,7 @@ QUOTA_FIELDS = {GPU: "gpus_per_node", "cpu": "cpu", "memory": "memory", "pods": 
 
 
 def _asked(resources: Mapping[str, Any], resource: str) -> float:  # a container's request, else its limit
-    value = (resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource))
-    return amount(value) if value is not None else 0.0
+    return amount((resources.get("requests") or {}).get(resource, (resources.get("limits") or {}).get(resource)))  # None: 0
 
 
 def _allocatable(node: Mapping[str, Any], resource: str) -> float:
