@@ -23,8 +23,7 @@ def from_args(args: argparse.Namespace) -> list[ClusterConfig]:
         return [stacks.load_file(args.config)]
     if args.all and args.stacks:
         raise stacks.ConfigError(f"give either stack names ({' '.join(args.stacks)}) or --all, not both")
-    names = args.stacks or stacks.names()
-    return [stacks.load(n) for n in dict.fromkeys(names)]  # a name given twice is one stack (rendered once)
+    return [stacks.load(n) for n in dict.fromkeys(args.stacks or stacks.names())]  # a name given twice is one stack (rendered once)
 
 
 def each_from_args(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]:

@@ -175,8 +175,7 @@ def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
 
 
 def _unread(key: str) -> bool:  # a setting of this project's or the provider's namespace (or a typo of one) never read
-    owner = key.partition(":")[0]
-    return key not in READ_SETTINGS and bool(difflib.get_close_matches(owner, (PROJECT, "kubernetes"), cutoff=0.75))
+    return key not in READ_SETTINGS and bool(difflib.get_close_matches(key.partition(":")[0], (PROJECT, "kubernetes"), cutoff=0.75))
 
 
 @functools.cache

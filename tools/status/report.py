@@ -254,10 +254,9 @@ def stack_status(
     missing = list(unreadable)
     if not cluster.nodes and not any("nodes" in u for u in missing):
         missing.append("nodes: none in what was read, so the reasons count capacity from the config")
-    ok = all(w.ok for w in workloads) and all(c.ok for c in checks)
     return StackStatus(
         schema_version="1", stack=stack, cluster=config.name, context=None if saved else context, workloads=workloads, checks=checks,
-        unreadable=missing, ok=ok,
+        unreadable=missing, ok=all(w.ok for w in workloads) and all(c.ok for c in checks),
     )  # fmt: skip
 
 
