@@ -95,9 +95,9 @@ def check_stack_name(name: str, what: str = "PULUMI_STACK") -> None:  # a stack 
         raise ConfigError(f"{what}: {problem}")
 
 
-def names(root: Path | None = None) -> list[str]:
+def names() -> list[str]:
     """The stacks: every module clusters/NAME.py (NAME not starting with '_', which a shared helper may use)."""
-    found = sorted(p.stem for p in ((root or project.ROOT) / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
+    found = sorted(p.stem for p in (project.ROOT / CLUSTERS).glob("*.py") if not p.stem.startswith("_"))
     for name in found:
         if problem := stack_name_problem(name):
             raise ConfigError(f"{CLUSTERS}/{escaped(name)}.py: {problem}: name the module clusters/CLUSTER.py, CLUSTER its config's name")
@@ -134,11 +134,11 @@ def _name_problem(kind: str, name: str, known: list[str]) -> str:
     return stack_name_problem(name)
 
 
-def pulumi_stacks(root: Path | None = None) -> list[PulumiStack]:
+def pulumi_stacks() -> list[PulumiStack]:
     """Every Pulumi stack file of the project, parsed; a name or setting that would deploy another thing is an error."""
     out: list[PulumiStack] = []
-    modules = names(root)
-    for path in sorted((root or project.ROOT).glob("Pulumi.*.yaml")):
+    modules = names()
+    for path in sorted(project.ROOT.glob("Pulumi.*.yaml")):
         name = path.name[len("Pulumi.") : -len(".yaml")]
         if problem := _name_problem("stack", name, modules):
             raise ConfigError(f"{escaped(path.name)}: {problem}: name the file Pulumi.STACK.yaml, STACK being the cluster or CLUSTER-TIER")
@@ -183,9 +183,9 @@ def _stack_file(path: Path, text: str) -> Any:  # parsed once per text (every lo
     return read_yaml_lines(path, text)[0]
 
 
-def config_file_of(cluster: str, root: Path | None = None) -> tuple[str | None, str]:
+def config_file_of(cluster: str) -> tuple[str | None, str]:
     """(the YAML config the cluster's stacks deploy instead of its module, or None; the stack file that says so)."""
-    found = [s for s in pulumi_stacks(root) if s.cluster == cluster]
+    found = [s for s in pulumi_stacks() if s.cluster == cluster]
     if len({s.config_file for s in found}) > 1:
         shown = ", ".join(f"{s.path.name}: {s.config_file or '(the module)'}" for s in found)
         raise ConfigError(f"the Pulumi stack files of {cluster!r} name different configs ({shown}): make them name one")
