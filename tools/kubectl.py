@@ -151,9 +151,9 @@ def _shown(value: Any) -> str:
     return cut(shown, 40) if len(shown) <= 60 else f"{cut(shown, 24)} ({len(shown)} characters)"
 
 
-def problem(value: Any, shape: Shape, path: str = "") -> str:
+def problem(value: Any, shape: Shape) -> str:
     """`PATH is WHAT` for the first value that does not have its shape, or "" (a loop: no recursion limit to reach)."""
-    todo: list[tuple[Any, Shape, str]] = [(value, shape, path)]
+    todo: list[tuple[Any, Shape, str]] = [(value, shape, "")]
     while todo:
         item, want, where = todo.pop()
         if item is None:
