@@ -181,9 +181,8 @@ class Cluster:
 
     def said(self, kind: str, namespace: str, name: str, uid: str | None, **fields: str) -> tuple[str, str] | None:
         """The reason and message of the newest event about an object (of its uid) with `fields`."""
-        about = self._events.get((kind, namespace, name), [])
-        found = [e for e in about if same_uid((e.get("involvedObject") or e.get("regarding") or {}).get("uid"), uid)]
-        found = [e for e in found if all(e.get(k) == v for k, v in fields.items())]
+        found = [e for e in self._events.get((kind, namespace, name), []) if all(e.get(k) == v for k, v in fields.items())]
+        found = [e for e in found if same_uid((e.get("involvedObject") or e.get("regarding") or {}).get("uid"), uid)]
         found.sort(key=lambda e: str(e.get("lastTimestamp") or e.get("eventTime") or meta(e).get("creationTimestamp") or ""))
         return (str(found[-1].get("reason")), str(found[-1].get("message") or found[-1].get("note") or "")) if found else None
 

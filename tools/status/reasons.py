@@ -266,8 +266,7 @@ def refused(config: ClusterConfig, s: Subject, message: str, cluster: Cluster) -
         if (m := re.search(r"exceeded quota: ([^,\s]+), requested: (\S+), used: (\S+), limited: (\S+)", message)) is None:
             return f"a quota of namespace {w.namespace} refuses the pods: {cut(message)}"
         name, requested, used, limited = m.groups()
-        resource = requested.split("=", 1)[0]
-        resource = resource.split(".", 1)[-1] if resource.startswith(("requests.", "limits.")) else resource
+        resource = re.sub(r"^(?:requests|limits)\.", "", requested.split("=", 1)[0])
         asks = s.entry(config, QUOTA_FIELDS.get(resource))
         return (
             f"the quota {name} of namespace {w.namespace} is full: requested {requested}, used {used}, limited {limited} (asked by {asks})"
