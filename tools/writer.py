@@ -218,9 +218,7 @@ def _remove(path: Path) -> None:
 def _remove_stale(out: Path, name: str) -> None:
     """Remove the temporary folders of this stack that earlier interrupted runs left (their process is gone)."""
     prefix = f".{name}{TEMP}"
-    with os.scandir(out) as it:
-        stale = [Path(e.path) for e in it if e.name.startswith(prefix)]
-    for path in stale:
+    for path in list(out.glob(f"{prefix}*")):  # a stack name holds no glob character
         pid = path.name[len(prefix) :].split("-")[0]
         if not (pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid))):
             _remove(path)
