@@ -100,13 +100,12 @@ def replacement(kind: str, path: str) -> str | None:
     return cost if _under(path, fields) else None
 
 
-# A StatefulSet's pod template updates in place, but its pods are then replaced one by one: a restart of the run.
-RESTARTS = {"StatefulSet": ("spec.template",)}
 RESTART = "its pods are replaced one by one: a running training run is interrupted and starts again"
 
 
 def restarts(kind: str, path: str) -> bool:
-    return _under(path, RESTARTS.get(kind, ()))
+    # A StatefulSet's pod template updates in place, but its pods are then replaced one by one: a restart of the run.
+    return kind == "StatefulSet" and _under(path, ("spec.template",))
 
 
 def held(kind: str, path: str) -> bool:

@@ -24,9 +24,7 @@ def copy_namespaces(config: ClusterConfig) -> list[str]:
     return _served(config, "copy")
 
 
-def nad_copy(config: ClusterConfig, network: str, namespace: str) -> dict[str, Any]:
-    assert config.fabric is not None
-    att = next(a for a in config.fabric.attachments if a.network == network)
+def nad_copy(att: SriovAttachment, namespace: str) -> dict[str, Any]:
     # The annotation before the labels: the order `drift` reports their changes in.
     meta = {"name": att.network, "namespace": namespace, "annotations": {RESOURCE_NAME: att.resource}, "labels": dict(MANAGED_BY)}
     return {"apiVersion": NAD_API, "kind": NAD_KIND, "metadata": meta, "spec": {"config": att.cni_config or "{}"}}
@@ -56,7 +54,7 @@ def network_objects(config: ClusterConfig) -> list[Sourced]:
     fabric = config.fabric
     attachments = list(enumerate(fabric.attachments if fabric else []))
     copies, served = copy_namespaces(config), operator_namespaces(config)
-    return [(("fabric", "attachments", k), nad_copy(config, a.network, ns)) for k, a in attachments for ns in copies] + [
+    return [(("fabric", "attachments", k), nad_copy(a, ns)) for k, a in attachments for ns in copies] + [
         (("fabric", "attachments", k), sriov_network(config, a, ns)) for k, a in attachments for ns in served
     ]
 

@@ -76,7 +76,6 @@ def _scc(config: ClusterConfig) -> Requirement:
     stated = sec.stated_facts()
     assert stated is not None
     needs = config.scc_needs(sec.scc)
-    shipped = sec.scc in BUILTIN_SCCS
 
     def verify(state: dict[str, Any]) -> str | None:
         live = SccFacts.from_object(state)
@@ -86,7 +85,7 @@ def _scc(config: ClusterConfig) -> Requirement:
             refused.setdefault(fact, []).append(need)
         problems = [f"it does not admit {', '.join(what)} (its {live.said(fact)})" for fact, what in refused.items()]
         for fact in verdict.unstated:
-            said = f"OpenShift ships it with {stated.said(fact)} (security.scc)" if shipped else sec.says(fact)
+            said = f"OpenShift ships it with {stated.said(fact)} (security.scc)" if sec.scc in BUILTIN_SCCS else sec.says(fact)
             problems.append(f"it has {live.said(fact)}, where {said}")
         return "; ".join(problems) or None
 

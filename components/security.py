@@ -22,13 +22,10 @@ def use_role_name(scc: str) -> str:
 def granted_accounts(config: ClusterConfig) -> dict[str, list[str]]:
     """namespace -> service accounts whose pods run under the stack's SCC (those need its grant)."""
     sec = config.security
-    out: dict[str, set[str]] = {}
     if sec.scc is None or not sec.grant:
         return {}
-    for w in config.pod_specs():
-        if config.scc_of(w) == sec.scc:
-            out.setdefault(w.namespace, set()).add(w.service_account)
-    return {ns: sorted(accounts) for ns, accounts in sorted(out.items())}
+    pods = [w for w in config.pod_specs() if config.scc_of(w) == sec.scc]
+    return {ns: sorted({w.service_account for w in pods if w.namespace == ns}) for ns in sorted({w.namespace for w in pods})}
 
 
 def scc_object(config: ClusterConfig) -> dict[str, Any]:
@@ -71,19 +68,9 @@ def use_role(scc: str) -> dict[str, Any]:
 
 def use_binding(scc: str, namespace: str, accounts: list[str]) -> dict[str, Any]:
     """What `oc adm policy add-scc-to-user SCC -z SA -n NS` creates: a RoleBinding in NS."""
-    return managed(
-        RBAC_API,
-        "RoleBinding",
-        use_role_name(scc),
-        namespace,
-        roleRef={"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": use_role_name(scc)},
-        subjects=[{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in accounts],
-    )
-
-
-def service_account(namespace: str, name: str) -> dict[str, Any]:
-    # Pods mount a token only where a workload asks for one (Workload.service_account_token).
-    return managed("v1", "ServiceAccount", name, namespace, automountServiceAccountToken=False)
+    role = {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": use_role_name(scc)}
+    subjects = [{"kind": "ServiceAccount", "name": sa, "namespace": namespace} for sa in accounts]
+    return managed(RBAC_API, "RoleBinding", use_role_name(scc), namespace, roleRef=role, subjects=subjects)
 
 
 def security_objects(config: ClusterConfig) -> list[Sourced]:
@@ -92,7 +79,9 @@ def security_objects(config: ClusterConfig) -> list[Sourced]:
     if sec.create and sec.scc:
         # An existing SCC's use-role exists already (OpenShift ships one per default SCC).
         objs += [(("security", "scc"), scc_object(config)), (("security", "scc"), use_role(sec.scc))]
-    objs += [(("security", "service_accounts", i), service_account(sa.namespace, sa.name)) for i, sa in enumerate(sec.service_accounts)]
+    # Pods mount a token only where a workload asks for one (Workload.service_account_token).
+    made = [managed("v1", "ServiceAccount", sa.name, sa.namespace, automountServiceAccountToken=False) for sa in sec.service_accounts]
+    objs += [(("security", "service_accounts", i), sa) for i, sa in enumerate(made)]
     if sec.scc:
         objs += [(("security", "scc"), use_binding(sec.scc, ns, accounts)) for ns, accounts in granted_accounts(config).items()]
     return objs

@@ -376,20 +376,16 @@ def judge_value(
         d.lines.append(f"{key}={value}  kept: {kept}{would}")
         if problems:  # harmless here, and the workload meant it
             d.warnings.append(f"explicit {key}={value} {text}")
-    elif explicit and not covered:
+    elif harmful and not covered and (explicit or cfg.strict):  # explicit, or inherited under LAUNCHER_STRICT: stop the pod
         d.env[key] = value
-        d.lines.append(f"{key}={value}  set explicitly by the workload, and wrong here{would}")
-        d.errors.append(
-            f"explicit {key}={value} {text}. The workload sets it on purpose (LAUNCHER_EXPLICIT_NCCL), so the launcher "
-            f"does not override it: fix it in the workload's env, or leave it out and let the launcher choose{would}"
-        )
-    elif not explicit and cfg.strict and harmful and not covered:
-        d.env[key] = value
-        d.lines.append(f"{key}={value}  inherited, and wrong here{would}")
-        d.errors.append(
-            f"inherited {key}={value} {text}. It is not in LAUNCHER_EXPLICIT_NCCL, so it comes from the image, and LAUNCHER_STRICT=true "
-            f"stops the pod instead of overriding it: remove it from the image's ENV, or set the right value in the workload's env{would}"
-        )
+        d.lines.append(f"{key}={value}  {'set explicitly by the workload' if explicit else 'inherited'}, and wrong here{would}")
+        if explicit:
+            fix = "The workload sets it on purpose (LAUNCHER_EXPLICIT_NCCL), so the launcher does not override it: fix it in the "
+            fix += "workload's env, or leave it out and let the launcher choose"
+        else:
+            fix = "It is not in LAUNCHER_EXPLICIT_NCCL, so it comes from the image, and LAUNCHER_STRICT=true stops the pod instead of "
+            fix += "overriding it: remove it from the image's ENV, or set the right value in the workload's env"
+        d.errors.append(f"{origin} {key}={value} {text}. {fix}{would}")
     else:
         new, reason = detected if managed else None, text
         if explicit:
