@@ -64,21 +64,17 @@ class Names:
 
 def nccl_env(config: ClusterConfig, w: Workload) -> dict[str, str]:
     """The transport's, the stack's tuning, the workload's; the launcher adds what it detects unless these pin it."""
-    env: dict[str, str] = {}
     fabric = config.fabric
     if w.uses_rdma and fabric is not None:
-        env["NCCL_IB_DISABLE"] = "0"
-        env["NCCL_NET_GDR_LEVEL"] = fabric.gdr_level
+        env = {"NCCL_IB_DISABLE": "0", "NCCL_NET_GDR_LEVEL": fabric.gdr_level}
         if fabric.static_hca:
             env["NCCL_IB_HCA"] = "=" + ",".join(fabric.devices)  # '=': exact names, not prefixes
         if fabric.gid_index is not None and fabric.link_layer == "roce-v2":
             env["NCCL_IB_GID_INDEX"] = str(fabric.gid_index)
         env.update(config.defaults.nccl_env_rdma)
     else:
-        env["NCCL_IB_DISABLE"] = "1"
-        env.update(config.defaults.nccl_env_tcp)
-    env.update({k: v for k, v in w.env.items() if k.startswith("NCCL_")})
-    return env
+        env = {"NCCL_IB_DISABLE": "1", **config.defaults.nccl_env_tcp}
+    return env | {k: v for k, v in w.env.items() if k.startswith("NCCL_")}
 
 
 def launcher_env(config: ClusterConfig, w: Workload, names: Names) -> dict[str, str]:

@@ -16,9 +16,8 @@ Half = Optional[Tuple[float, float, float, int]]  # time (us), algbw, busbw (GB/
 def message_sizes(min_bytes: int, max_bytes: int) -> List[int]:  # doubling (all_reduce_perf -f 2), whole float32 elements
     sizes: List[int] = []
     size = max(min_bytes, FLOAT_BYTES)
-    while size <= max_bytes:
-        if size - size % FLOAT_BYTES not in sizes:
-            sizes.append(size - size % FLOAT_BYTES)
+    while size <= max_bytes:  # from FLOAT_BYTES up, doubling always reaches the next whole element: no size twice
+        sizes.append(size - size % FLOAT_BYTES)
         size *= 2
     return sizes
 
@@ -71,8 +70,7 @@ def benchmark(sizes: Sequence[int], iters: int, warmup: int, backend: str = "ncc
         title = f"torch.distributed all_reduce (allreduce.py): backend {backend} world size {world} {placed}"
         title += f"minBytes {sizes[0] if sizes else 0} maxBytes {sizes[-1] if sizes else 0} step: 2(factor) "
         title += f"warmup iters: {warmup} iters: {iters}; all_reduce works in place: out-of-place is N/A"
-        for line in table_header(title):
-            say(line)
+        say("\n".join(table_header(title)))
         busbw: List[float] = []
         total_wrong = 0
         for size in sizes:
@@ -94,8 +92,7 @@ def benchmark(sizes: Sequence[int], iters: int, warmup: int, backend: str = "ncc
             busbw.append(algbw * 2.0 * (world - 1) / world)  # nccl-tests' busbw: what each rank's link carries in a ring
             total_wrong += int(agreed[1].item())
             say(table_row(size, size // FLOAT_BYTES, [None, (seconds * 1e6, algbw, busbw[-1], int(agreed[1].item()))]))
-        for line in table_trailer(busbw, total_wrong):
-            say(line)
+        say("\n".join(table_trailer(busbw, total_wrong)))
     finally:
         dist.destroy_process_group()
 

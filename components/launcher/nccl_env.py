@@ -102,10 +102,7 @@ def tcp_settings(cfg: Config, sel: DeviceSelection, reason: str) -> NetworkDecis
 
 
 def by_link_layer(ports: Sequence[RdmaPort]) -> Dict[str, List[str]]:
-    groups: Dict[str, List[str]] = {}
-    for p in sorted(ports, key=lambda p: p.link_layer):
-        groups.setdefault(p.link_layer, []).append(p.name)
-    return groups
+    return {layer: [p.name for p in ports if p.link_layer == layer] for layer in sorted({p.link_layer for p in ports})}
 
 
 def decide_network(cfg: Config, sel: DeviceSelection, net_names: Sequence[str]) -> NetworkDecision:

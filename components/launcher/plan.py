@@ -76,10 +76,8 @@ def rendezvous(cfg: Config, plan: Plan) -> None:
 
 
 def describe_python(python_env: Mapping[str, str], isolated: bool, plan: Plan) -> None:
-    if isolated:
-        lines = ["launcher: isolated (python3 -I): no PYTHON* variable, user site-packages or script directory reaches it"]
-    else:
-        lines = ["launcher: NOT isolated (started without python3 -I, as the pod's command does it)"]
+    isolation = "isolated (python3 -I): no PYTHON* variable, user site-packages or script directory reaches it"
+    lines = ["launcher: " + (isolation if isolated else "NOT isolated (started without python3 -I, as the pod's command does it)")]
     for key, value in python_env.items():
         note = PYTHON_NOTES.get(key, "")
         lines.append(f"{key}={shown(value)}: passed on to the command" + (f"; {note}" if note else ""))
