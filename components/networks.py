@@ -34,20 +34,15 @@ def operator_namespaces(config: ClusterConfig) -> list[str]:
     return _served(config, "operator")
 
 
-def sriov_network_spec(att: SriovAttachment, namespace: str) -> dict[str, Any]:
-    """The SriovNetwork spec whose NAD carries the attachment's CNI config (config.cluster checks the operator renders it)."""
+def sriov_network(config: ClusterConfig, att: SriovAttachment, namespace: str) -> dict[str, Any]:
+    """The SriovNetwork whose NAD carries the attachment's CNI config (config.cluster checks the operator renders it)."""
+    assert config.fabric is not None
     cni = bounded_json(att.cni_config or "{}", MAX_CNI_DEPTH)
     spec: dict[str, Any] = {"networkNamespace": namespace, "resourceName": att.resource.removeprefix(SRIOV_RESOURCE_PREFIX)}
     spec |= {field: cni[key] for key, (field, _) in SRIOV_NETWORK_FIELDS.items() if key in cni}
     # The spec holds these as JSON text; compact, as the operator strips every blank from ipam anyway.
     spec |= {key: json.dumps(cni[key], separators=(",", ":")) for key in ("ipam", "capabilities") if key in cni}
-    return spec
-
-
-def sriov_network(config: ClusterConfig, att: SriovAttachment, namespace: str) -> dict[str, Any]:
-    assert config.fabric is not None
-    name = operator_network_name(namespace, att.network)
-    return managed(SRIOV_API, "SriovNetwork", name, config.fabric.operator_namespace, spec=sriov_network_spec(att, namespace))
+    return managed(SRIOV_API, "SriovNetwork", operator_network_name(namespace, att.network), config.fabric.operator_namespace, spec=spec)
 
 
 def network_objects(config: ClusterConfig) -> list[Sourced]:

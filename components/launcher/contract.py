@@ -31,7 +31,7 @@ import json
 import os
 import re
 import sys
-from typing import Dict, List, Mapping, Optional, Sequence, Tuple
+from typing import List, Mapping, Optional, Sequence, Tuple
 
 EXIT_OK = 0
 EXIT_WOULD_NOT_START = 2
@@ -71,11 +71,8 @@ def reference_problems(environ: Mapping[str, str]) -> List[str]:
     """`PATH=/opt/venv/bin:$PATH` replaces the image's PATH. Another name may be a template a script expands."""
     problems = []
     for key, value in sorted(environ.items()):
-        refs: Dict[str, str] = {}  # the text as written -> the name it references
-        for match in REFERENCE.finditer(value if key != "LAUNCHER_ARGS" else ""):
-            name = match.group(1) or match.group(2) or match.group(3)
-            if name in ("PATH", key):
-                refs.setdefault(match.group(0), name)
+        found = ((m.group(0), m.group(1) or m.group(2) or m.group(3)) for m in REFERENCE.finditer(value if key != "LAUNCHER_ARGS" else ""))
+        refs = {text: name for text, name in found if name in ("PATH", key)}  # the text as written -> the name it references
         if refs:
             names = " and ".join(sorted(set(refs.values()), key=lambda n: (n != key, n)))
             problems.append(
