@@ -94,8 +94,7 @@ class Queueing(Component):
         for d in declared:
             # The CRD makes a LocalQueue's clusterQueue immutable, which the provider cannot know: replace, deleting first.
             fields = list(REPLACES[LOCAL_QUEUE][0]) if d.object["kind"] == LOCAL_QUEUE else None
-            options = Options(parent=self, replace_on_changes=fields, delete_before_replace=bool(fields))
-            KubernetesObject(d.object, options, patch=d.patch)
+            KubernetesObject(d.object, Options(parent=self, replace_on_changes=fields, delete_before_replace=bool(fields)), patch=d.patch)
 
 
 STACK_WIDE: dict[str, type[Component]] = {program.SECURITY: ClusterSecurity, program.STORAGE: SharedStorage, program.QUEUEING: Queueing}

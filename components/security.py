@@ -81,7 +81,7 @@ def security_objects(config: ClusterConfig) -> list[Sourced]:
         objs += [(("security", "scc"), scc_object(config)), (("security", "scc"), use_role(sec.scc))]
     # Pods mount a token only where a workload asks for one (Workload.service_account_token).
     made = [managed("v1", "ServiceAccount", sa.name, sa.namespace, automountServiceAccountToken=False) for sa in sec.service_accounts]
-    objs += [(("security", "service_accounts", i), sa) for i, sa in enumerate(made)]
+    objs += [(("security", "service_accounts", i), account) for i, account in enumerate(made)]
     if sec.scc:
         objs += [(("security", "scc"), use_binding(sec.scc, ns, accounts)) for ns, accounts in granted_accounts(config).items()]
     return objs
