@@ -128,22 +128,21 @@ def _number(token: str) -> Optional[float]:
     return value
 
 
+def _count(token: str) -> int:  # a size, a count or #wrong: anything but digits is no count
+    if not _COUNT.fullmatch(token):
+        raise Malformed(token)
+    return int(token)
+
+
 def _row(tokens: List[str], columns: List[str]) -> Row:
-    for token in tokens[:2]:
-        if not _COUNT.fullmatch(token):
-            raise Malformed(token)
+    size, count = _count(tokens[0]), _count(tokens[1])
     measures = []
     for at in range(columns.index("time"), len(columns), 4):
-        wrong_col, wrong_raw = columns[at + 3], tokens[at + 3]
-        wrong = None
-        if wrong_col == "#wrong" and wrong_raw != "N/A":  # a count: anything but digits is no count
-            if not _COUNT.fullmatch(wrong_raw):
-                raise Malformed(wrong_raw)
-            wrong = int(wrong_raw)
-        elif wrong_col != "#wrong":
-            _number(wrong_raw)  # the old float error: never judged, but a number
+        if columns[at + 3] != "#wrong":
+            _number(tokens[at + 3])  # the old float error: never judged, but a number
+        wrong = _count(tokens[at + 3]) if columns[at + 3] == "#wrong" and tokens[at + 3] != "N/A" else None
         measures.append(Measure(_number(tokens[at]), _number(tokens[at + 1]), _number(tokens[at + 2]), wrong))
-    return Row(int(tokens[0]), int(tokens[1]), measures)
+    return Row(size, count, measures)
 
 
 def parse_results(text: str) -> Results:
