@@ -340,7 +340,7 @@ def decide_nccl(cfg: Config, facts: Facts, net: NetworkDecision) -> NcclDecision
     for key in list(MANAGED_NCCL) + sorted(k for k in cfg.nccl if k not in MANAGED_NCCL):
         detected, why = net.detected.get(key), net.why.get(key, "")
         if key in cfg.nccl:
-            judge_value(cfg, key, detected, why, nccl_problems(key, cfg.nccl[key], cfg, facts, net), net.fell_back, d)
+            judge_value(cfg, facts, net, key, detected, why, d)
         elif detected is not None:
             d.env[key] = detected
             d.lines.append(f"{key}={detected}  ({why})")
@@ -351,9 +351,7 @@ def decide_nccl(cfg: Config, facts: Facts, net: NetworkDecision) -> NcclDecision
     return d
 
 
-def judge_value(
-    cfg: Config, key: str, detected: Optional[str], why: str, found: Tuple[List[NcclProblem], List[str]], fell_back: bool, d: NcclDecision
-) -> None:
+def judge_value(cfg: Config, facts: Facts, net: NetworkDecision, key: str, detected: Optional[str], why: str, d: NcclDecision) -> None:
     """Keep, stop the pod for, or override the value of `key` found at start."""
     value, explicit, managed = cfg.nccl[key], key in cfg.explicit_nccl, key in MANAGED_NCCL
     origin = "explicit" if explicit else "inherited"
@@ -361,12 +359,12 @@ def judge_value(
     if managed and detected != value and (detected is not None or why):
         choice = f"choose {key}={detected!r}" if detected is not None else "leave it unset"
         would = f"; detection would {choice}" + (f" ({why})" if why else "")
-    problems, advisories = found
+    problems, advisories = nccl_problems(key, value, cfg, facts, net)
     d.warnings += [f"{origin} {key}={value}: {a}" for a in advisories]
     harmful = [p for p in problems if p.harmful]
     text = "; ".join(p.text for p in problems)
     # What would keep RDMA on after the fallback the workload allowed is overridden, explicit or not.
-    covered = fell_back and bool(harmful) and all(p.transport for p in harmful)
+    covered = net.fell_back and bool(harmful) and all(p.transport for p in harmful)
     if not problems or (explicit and not harmful):
         d.env[key] = value
         kept = "set explicitly by the workload" if explicit else "inherited (not in LAUNCHER_EXPLICIT_NCCL: the image's)"
