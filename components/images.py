@@ -26,8 +26,7 @@ def image_objects(config: ClusterConfig) -> list[Sourced]:
             "successfulBuildsHistoryLimit": 2,
             "failedBuildsHistoryLimit": 2,
         }
-        objs.append((("images", i), managed("image.openshift.io/v1", "ImageStream", b.name, b.namespace, labels=labels, spec={})))
-        objs.append(
-            (("images", i), managed("build.openshift.io/v1", "BuildConfig", f"{b.name}-{digest}", b.namespace, labels=labels, spec=spec))
-        )
+        stream = managed("image.openshift.io/v1", "ImageStream", b.name, b.namespace, labels=labels, spec={})
+        build = managed("build.openshift.io/v1", "BuildConfig", f"{b.name}-{digest}", b.namespace, labels=labels, spec=spec)
+        objs += [(("images", i), stream), (("images", i), build)]
     return objs

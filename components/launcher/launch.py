@@ -61,10 +61,8 @@ def child_environment(environ: Mapping[str, str], plan: Plan) -> Dict[str, str]:
 def write_outputs(cli: argparse.Namespace, plan: Plan) -> None:
     """A missing hostfile would fail DeepSpeed later, far from the cause: it stops the pod; the rest is a convenience."""
     if plan.hostfile and (problem := write_file(*plan.hostfile)):
-        plan.errors.append(
-            f"could not write the DeepSpeed hostfile {plan.hostfile[0]} (LAUNCHER_DEEPSPEED_HOSTFILE): {problem}; "
-            "DeepSpeed would fail without it"
-        )
+        failed = f"could not write the DeepSpeed hostfile {plan.hostfile[0]} (LAUNCHER_DEEPSPEED_HOSTFILE): {problem}"
+        plan.errors.append(failed + "; DeepSpeed would fail without it")
         return
     if plan.bash_env and (problem := write_file(*plan.bash_env)):  # BASH_ENV would name nothing: the image's own stays in force
         plan.env.pop("BASH_ENV", None)

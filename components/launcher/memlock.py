@@ -79,11 +79,8 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
     how = "IPC_LOCK is effective, so RLIMIT_MEMLOCK does not apply" if f.ipc_lock else f"within RLIMIT_MEMLOCK ({fmt_limit(soft)})"
     lines.append(f"mlock of {size}: ok ({how})")
     if f.ipc_lock and not f.ipc_lock_survives_exec and limit_value(soft) < f.pin_bytes:
-        problem = (
-            f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid ({f.uid}) loses it at exec; "
-            f"the training process would be held to {fmt_limit(soft)}. Fix: " + NON_ROOT_HOWTO
-        )
-        return MemlockVerdict(False, lines, problem)
+        lost = f"IPC_LOCK is effective in the launcher but not ambient, and a non-root uid ({f.uid}) loses it at exec; "
+        return MemlockVerdict(False, lines, lost + f"the training process would be held to {fmt_limit(soft)}. Fix: " + NON_ROOT_HOWTO)
     if not f.ipc_lock and soft != INFINITY:
         lines.append(f"note: the limit is finite ({fmt_limit(soft)}); NCCL may register more than the proof buffer; unlimited is safer")
     return MemlockVerdict(True, lines + strategy_notes(strategy, f))
@@ -130,10 +127,8 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
     below = f"below the {f.proof_bytes // 1024} KB the launcher tried to pin"
     causes = [cause, f"RLIMIT_MEMLOCK is {fmt_limit(soft)}{crio}, hard {fmt_limit(hard)}, {below}"]
     if f.raise_target is not None and f.raise_error is not None:
-        causes.append(
-            f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard limit needs CAP_SYS_RESOURCE, "
-            f"which is {'effective' if f.sys_resource else 'not effective'}"
-        )
+        raise_failed = f"the limit could not be raised to unlimited ({f.raise_error}): raising a hard limit needs CAP_SYS_RESOURCE, "
+        causes.append(raise_failed + f"which is {'effective' if f.sys_resource else 'not effective'}")
     # The fix for the declared strategy, now that the memlock limit is known to be the cause.
     if strategy == "none":
         fix = "the workload declares memlock strategy none but runs in rdma mode: choose one"
@@ -215,9 +210,8 @@ def pinning_section(strategy: str, f: MemlockFacts, cgroup: CgroupMemory, proves
         verdict.lines.insert(0, f"container memory limit: {limit} ({cgroup.source}){guard}")
     moot = ulimit_moot_reason(f) if verdict.ok else ""
     if moot:
-        verdict.lines.append(
-            "`ulimit -l` in the workload's bash scripts: a failing raise is moot and does not stop them (BASH_ENV): " + moot
-        )
+        scripts = "`ulimit -l` in the workload's bash scripts: a failing raise is moot and does not stop them (BASH_ENV): "
+        verdict.lines.append(scripts + moot)
     if rdma:
         verdict.lines.append("note: " + LOC_PROT_ERR_NOTE)
     unguarded = ""
