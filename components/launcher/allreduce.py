@@ -34,11 +34,9 @@ def table_header(title: str) -> List[str]:
 
 def table_row(size: int, count: int, halves: Sequence[Half]) -> str:  # out-of-place, then in-place
     cells = [f"{size:12d}", f"{count:13d}", f"{'float':>9}", f"{'sum':>7}", f"{-1:7d}"]
-    for half in halves:
-        if half is None:
-            cells += [f"{'N/A':>8}", f"{'N/A':>7}", f"{'N/A':>7}", f"{'N/A':>6}"]
-        else:
-            cells += [f"{half[0]:8.2f}", f"{half[1]:7.2f}", f"{half[2]:7.2f}", f"{half[3]:>6}"]
+    for half in halves:  # time, algbw, busbw, #wrong in all_reduce_perf's widths
+        texts = ["N/A"] * 4 if half is None else [f"{half[0]:.2f}", f"{half[1]:.2f}", f"{half[2]:.2f}", str(half[3])]
+        cells += [f"{text:>{width}}" for text, width in zip(texts, (8, 7, 7, 6))]
     return " ".join(cells)
 
 
