@@ -193,8 +193,7 @@ def read_interface_links(sysfs_root: str, interfaces: Sequence[str]) -> Tuple[In
 def read_cgroup_memory(sysfs_root: str) -> CgroupMemory:  # inside a container /sys/fs/cgroup is its own cgroup
     base = os.path.join(sysfs_root, "fs", "cgroup")
     for path in (os.path.join(base, "memory.max"), os.path.join(base, "memory", "memory.limit_in_bytes")):
-        text = read(path)
-        if text is None:
+        if (text := read(path)) is None:
             continue
         if text == "max":
             return CgroupMemory(None, path)
