@@ -7,13 +7,16 @@ import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property, partial
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 from config.kube import GPU, INSTANCE, NETWORKS, REQUIRED_SCC, ConfigPath
 from config.openshift import OPENSHIFT_SCCS, SccFacts
 from config.stack import ClusterConfig
 from config.values import kubelet_expand
 from config.workloads import BandwidthCheck, Workload
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 WIDTH = 160  # the longest line `check` (and `render`'s refusal) prints: a longer finding wraps
 INDENT = "    "
@@ -79,6 +82,14 @@ def _wrap(text: str, width: int, first: str = "") -> list[str]:
 error = partial(Finding, "error")
 warning = partial(Finding, "warning")
 info = partial(Finding, "info")
+
+
+def grouped(pairs: Iterable[tuple[K, V]]) -> dict[K, list[V]]:
+    """key -> its values, the keys in the order they first come."""
+    out: dict[K, list[V]] = {}
+    for k, v in pairs:
+        out.setdefault(k, []).append(v)
+    return out
 
 
 def explained(findings: list[Finding]) -> list[Finding]:
@@ -241,10 +252,7 @@ class Stack:
 
     @cached_property  # once per check, so a rule's work stays linear in the objects
     def _by_kind(self) -> dict[Any, list[dict[str, Any]]]:
-        out: dict[Any, list[dict[str, Any]]] = {}
-        for o in self.objects:
-            out.setdefault(o.get("kind"), []).append(o)
-        return out
+        return grouped((o.get("kind"), o) for o in self.objects)
 
     @cached_property
     def _pods(self) -> list[PodView]:

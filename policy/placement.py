@@ -10,6 +10,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
+from policy.core import grouped
+
 UNBOUNDED = 1 << 62  # a resource a node set does not state: never short, never lessened (nodes stay one class)
 
 Free = tuple[int, int, int, int]  # GPUs, CPU in millicores, memory in bytes, VF sets (one per RDMA pod), free or asked
@@ -90,14 +92,10 @@ def _choices(counts: list[int], pods: int, i: int = 0) -> Iterator[list[int]]:
 
 def _may_use(order: Sequence[Group], nodes: Iterable[str]) -> dict[str, frozenset[int]]:
     """Node -> the groups (indexes in `order`) that may use it, by the distinct candidate lists (not nodes x groups)."""
-    sharing: dict[tuple[str, ...], list[int]] = {}  # a candidate list -> the groups that have it
-    for i, g in enumerate(order):
-        sharing.setdefault(g.candidates, []).append(i)
+    sharing = grouped((g.candidates, i) for i, g in enumerate(order))  # a candidate list -> the groups that have it
     lists = list(sharing.values())
-    listed: dict[str, list[int]] = {}  # node -> the candidate lists (indexes in `lists`) that name it
-    for k, candidates in enumerate(sharing):
-        for n in dict.fromkeys(candidates):
-            listed.setdefault(n, []).append(k)
+    # node -> the candidate lists (indexes in `lists`) that name it
+    listed = grouped((n, k) for k, candidates in enumerate(sharing) for n in dict.fromkeys(candidates))
     naming = {n: tuple(listed.get(n, ())) for n in nodes}
     by_lists = {k: frozenset(i for j in k for i in lists[j]) for k in set(naming.values())}  # the lists naming a node -> its groups
     return {n: by_lists[k] for n, k in naming.items()}
@@ -314,10 +312,8 @@ class Admission:
 
     def _maximal(self, runs: Sequence[int], limit: Charges, budget: Budget) -> Iterator[list[int]]:
         """The combinations of `runs` that `limit` admits and nothing more can join, the largest pods first."""
-        kinds: dict[int, list[int]] = {}
-        for i in sorted(runs, key=lambda i: (tuple(-x for x in self.groups[i].need), -self.groups[i].pods, i)):
-            kinds.setdefault(self.kind[i], []).append(i)
-        members = list(kinds.values())
+        largest_first = sorted(runs, key=lambda i: (tuple(-x for x in self.groups[i].need), -self.groups[i].pods, i))
+        members = list(grouped((self.kind[i], i) for i in largest_first).values())
         quota = list(limit.values())
         charge = [[self.charges[m[0]].get(r, 0) for r in limit] for m in members]
         # What the kinds from k on can add at most, per resource; the kinds likeliest to join a combination first.

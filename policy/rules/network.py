@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from config.kube import HOSTNAME, NETWORKS, RESOURCE_NAME, node_policy_name, operator_network_name
 from config.stack import ClusterConfig
 from config.values import MAX_CNI_DEPTH, bounded_json
-from policy.core import Finding, Stack, amount, error, ref, rule, warning
+from policy.core import Finding, Stack, amount, error, grouped, ref, rule, warning
 
 # Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
 GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
@@ -158,10 +158,8 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
 def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:
     """Per node set, the most running RDMA pods that fit on one of its nodes by their GPUs (smallest first)."""
     first = config.node_sets[0].name
-    shapes: dict[str, list[tuple[int, int]]] = {}
-    for w in config.pod_specs():
-        if w.uses_rdma and getattr(w, "state", "running") == "running":
-            shapes.setdefault(w.node_set or first, []).append((w.gpus_per_node, w.nodes))
+    running = [w for w in config.pod_specs() if w.uses_rdma and getattr(w, "state", "running") == "running"]
+    shapes = grouped((w.node_set or first, (w.gpus_per_node, w.nodes)) for w in running)
     out: dict[str, int] = {}
     for node_set in config.node_sets:
         free, count = node_set.gpus_per_node, 0

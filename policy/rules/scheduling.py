@@ -16,7 +16,7 @@ from config.openshift import CONTROL_PLANE_ROLES
 from config.stack import ClusterConfig
 from config.values import quantity_text, quantity_value
 from config.workloads import BandwidthCheck, Workload
-from policy.core import Finding, PodView, Stack, error, pod_entries, rule, warning
+from policy.core import Finding, PodView, Stack, error, grouped, pod_entries, rule, warning
 from policy.placement import UNBOUNDED, Admission, Budget, Free, Group, fits, place
 
 
@@ -512,10 +512,7 @@ def _shown(amounts: Free, node_sets: Iterable[Any], node: bool = False) -> str:
 def _packed(config: Any, nodes: dict[str, Free], counts: dict[str, int], groups: list[Group]) -> Iterator[Finding]:
     """Pods that fit only if the scheduler (one pod at a time, never moving one) packs them as the search did: unless
     each has a node or they are alike, their order decides (a warning at the workload likeliest left Pending)."""
-    by_pin: dict[tuple[str, ...], list[Group]] = {}
-    for g in groups:
-        by_pin.setdefault(g.candidates, []).append(g)
-    for candidates, mine in by_pin.items():
+    for candidates, mine in grouped((g.candidates, g) for g in groups).items():
         size = sum(counts.get(n, 1) for n in candidates)
         pods = sum(g.pods for g in mine)
         alike = len({g.need for g in mine}) == 1 and not any(g.spread and g.pods > 1 for g in mine)

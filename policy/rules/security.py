@@ -10,7 +10,7 @@ from config.kube import REQUIRED_SCC, SCC_USE_ROLE_PREFIX
 from config.openshift import BUILTIN_SCCS, OPENSHIFT_SCCS
 from config.values import MIB, STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT, quantity_value
 from config.workloads import Workload
-from policy.core import Finding, PodView, SccView, Stack, error, info, pod_entries, rule, warning
+from policy.core import Finding, PodView, SccView, Stack, error, grouped, info, pod_entries, rule, warning
 
 # OpenShift 4.11+ binds restricted-v2 (and restricted-v3) to system:authenticated: pods under them need no grant.
 SCCS_FOR_EVERYONE = frozenset({"restricted-v2", "restricted-v3"})
@@ -305,11 +305,7 @@ def _shipped_cause(stack: Stack, scc: SccView) -> tuple[str | int, ...] | None:
 
 def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:
     """Once per stack and root strategy: why its pods run as root with capabilities (what scanners such as checkov flag)."""
-    by_strategy: dict[str, list[str]] = {}
-    for pod, _, c in stack.containers():
-        strategy = _strategy(pod, c)
-        if strategy in STRATEGY_RUNS_AS_ROOT:
-            by_strategy.setdefault(strategy, []).append(pod.ref)
+    by_strategy = grouped((s, pod.ref) for pod, _, c in stack.containers() if (s := _strategy(pod, c)) in STRATEGY_RUNS_AS_ROOT)
     for strategy, pods in sorted(by_strategy.items()):
         caps = " and ".join(STRATEGY_CAPABILITIES[strategy])
         why = (

@@ -15,7 +15,7 @@ from config.kube import INSTANCE, SCC_USE_ROLE_PREFIX, ConfigPath, operator_netw
 from config.openshift import PLATFORM_NAMESPACES, SRIOV_OPERATOR_KINDS, SRIOV_OPERATOR_NAMESPACE, platform_namespace
 from config.stack import HandMade
 from config.values import OBJECT_MAX, is_label_value, qualified_name_problem
-from policy.core import Finding, PodView, Stack, error, pod_view, ref, rule, warning
+from policy.core import Finding, PodView, Stack, error, grouped, pod_view, ref, rule, warning
 
 ANNOTATIONS_MAX = 256 * 1024  # the API server's TotalAnnotationSizeLimitB
 CONFIG_MAP_MAX = 1000 * 1024  # a ConfigMap's data, with a margin below the API server's 1 MiB
@@ -239,10 +239,7 @@ def orphaned_claims(stack: Stack) -> Iterator[Finding]:
     # Orphaned by a rename or a move, not by scaling the same workload down (scaling up reattaches it).
     kept = {(p.name, prefix) for p in stack.pods() for prefix in _claim_prefixes(p)}
     lost = sorted(c for c in before if c not in now and not any(w == before[c] and c.startswith(prefix) for w, prefix in kept))
-    by_workload: dict[str, list[str]] = {}
-    for c in lost:
-        by_workload.setdefault(before[c], []).append(c)
-    for name, claims in sorted(by_workload.items()):
+    for name, claims in sorted(grouped((before[c], c) for c in lost).items()):
         entry, because = _orphaned_by(stack, name)
         yield warning(
             f"Workload {name}",
@@ -319,9 +316,7 @@ def _served_by_operator(stack: Stack, h: HandMade) -> bool:
 
 def _served_copies(stack: Stack, copies: list[HandMade], origins: list[tuple[str, int] | None]) -> Finding:
     """The hand-made NAD copies nad_mode operator replaces, as one finding at fabric.nad_mode."""
-    by_ns: dict[str, list[str]] = {}
-    for h in copies:
-        by_ns.setdefault(str(h.namespace), []).append(h.name)
+    by_ns = grouped((str(h.namespace), h.name) for h in copies)
     deletes = "; ".join(f"`oc delete net-attach-def {' '.join(names)} -n {ns}`" for ns, names in sorted(by_ns.items()))
     lines = sorted({provenance.shown(o) for o in origins if o is not None})
     at = f" (the HandMade(...) at {', '.join(lines)})" if lines else ""
