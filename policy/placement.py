@@ -6,6 +6,7 @@ answer is "unknown", never a hang. On a queued cluster (`Admission`): does every
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -40,10 +41,8 @@ def fits(free: Free, need: Free) -> bool:
 
 
 def _less(free: Free, need: Free) -> Free:
-    def less(f: int, n: int) -> int:
-        return f if f >= UNBOUNDED else f - n
-
-    return (free[0] - need[0], less(free[1], need[1]), less(free[2], need[2]), less(free[3], need[3]))
+    gpus, cpu, memory, vfs = (f if f >= UNBOUNDED else f - n for f, n in zip(free, need, strict=True))  # GPUs are always stated
+    return (gpus, cpu, memory, vfs)
 
 
 def free_of(value: int | tuple[int, ...]) -> Free:
@@ -123,10 +122,9 @@ def place(
         return classes[key]
 
     may_use = _may_use(order, nodes)
-    start: dict[int, int] = {}
+    start: Counter[int] = Counter()
     for n, free in nodes.items():
-        c = intern((may_use[n], free_of(free)))
-        start[c] = start.get(c, 0) + (counts or {}).get(n, 1)
+        start[intern((may_use[n], free_of(free)))] += (counts or {}).get(n, 1)
     hopeless: set[tuple[int, State]] = set()
     deepest = 0
 
@@ -140,10 +138,8 @@ def place(
 
     def _room(i: int, state: State) -> bool:
         """What the nodes have left can hold what the remaining groups need, each with enough nodes with room for one pod."""
-        for r in bounded:
-            if demand[i][r] and sum(n * keys[c][1][r] for c, n in state if keys[c][0]) < demand[i][r]:
-                return False
-        return all(
+        enough = all(sum(n * keys[c][1][r] for c, n in state if keys[c][0]) >= demand[i][r] for r in bounded if demand[i][r])
+        return enough and all(
             sum(n for c, n in state if j in keys[c][0] and fits(keys[c][1], needs[j])) >= order[j].pods for j in range(i, len(order))
         )
 
