@@ -163,9 +163,7 @@ def place(
                     used = intern((keys[c][0], _less(keys[c][1], needs[i])))
                     counts[used] = counts.get(used, 0) + k
             nxt = tuple(sorted((c, n) for c, n in counts.items() if n))
-            if not _room(i + 1, nxt):
-                continue
-            if (found := solve(i + 1, nxt)) is not False:
+            if _room(i + 1, nxt) and (found := solve(i + 1, nxt)) is not False:
                 return found  # True, or None: the budget ran out
         hopeless.add((i, state))
         return False
@@ -330,10 +328,7 @@ class Admission:
                 if not any(chosen[j] < len(members[j]) and joins(total, j, zero) for j in cheapest):
                     yield [i for j, m in enumerate(members) for i in m[: chosen[j]]]
                 return
-            most = len(members[k])
-            for c, q, t in zip(charge[k], quota, total, strict=True):
-                if c:
-                    most = min(most, (q - t) // c)
+            most = min([len(members[k]), *((q - t) // c for c, q, t in zip(charge[k], quota, total, strict=True) if c)])
             for n in range(max(most, 0), -1, -1):
                 now = [t + n * c for t, c in zip(total, charge[k], strict=True)]
                 if n < most and joins(now, k, after[k + 1]):

@@ -451,9 +451,7 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
     if (host := cluster_host(stack.config.api_host)) is None:
         return
     name = stack.config.name
-    for other in sorted(stack.others, key=lambda c: c.name):
-        if other.name == name or cluster_host(other.api_host) != host:
-            continue
+    for other in sorted((o for o in stack.others if cluster_host(o.api_host) == host), key=lambda c: c.name):
         yield warning(
             f"Stack {name}",
             "api_host",
