@@ -182,10 +182,8 @@ class PodView:
 
     def run_as_user(self, container: dict[str, Any]) -> int | None:
         """The uid the container asks for: its own securityContext wins over the pod's."""
-        for ctx in (container.get("securityContext") or {}, self.spec.get("securityContext") or {}):
-            if ctx.get("runAsUser") is not None:
-                return int(ctx["runAsUser"])
-        return None
+        contexts = (container.get("securityContext") or {}, self.spec.get("securityContext") or {})
+        return next((int(ctx["runAsUser"]) for ctx in contexts if ctx.get("runAsUser") is not None), None)
 
     def network_refs(self) -> list[NetworkRef]:
         """The networks annotation (`name`, `ns/name`, `name@ifname`, comma-separated); Multus numbers the unnamed net1..."""

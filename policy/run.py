@@ -29,12 +29,9 @@ def check(
     stack = Stack(config, list(objects), list(patches), previous, [o for o in others if o.name != config.name])
     findings = [replace(f, rule=r.id) for r in RULES.values() for f in r.run(stack)]
     accepted = config.accepted_warnings
-    used: set[int] = set()
-    for i, f in enumerate(findings):
-        k = next((k for k, a in enumerate(accepted) if f.severity == "warning" and _accepts(a, f)), None)
-        if k is not None:
-            findings[i] = replace(f, accepted=accepted[k].reason)
-            used.add(k)
+    firsts = [next((k for k, a in enumerate(accepted) if f.severity == "warning" and _accepts(a, f)), None) for f in findings]
+    findings = [f if k is None else replace(f, accepted=accepted[k].reason) for f, k in zip(findings, firsts, strict=True)]
+    used = set(firsts)
     located_ = _in_config_terms(findings, config, sources or {})
     findings = explained(located_)
     # An acceptance whose warning an error explains is not stale: the warning comes back once the error is fixed.

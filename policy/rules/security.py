@@ -74,12 +74,9 @@ def _grants(stack: Stack, scc: str, namespace: str, account: str) -> bool:
             or (role_ref.get("kind"), role_ref.get("name")) != ("ClusterRole", role)
         ):
             continue
-        for s in b.get("subjects") or []:
-            subject_ns = s.get("namespace") or meta.get("namespace")
-            if (s.get("kind"), s.get("name"), subject_ns) == ("ServiceAccount", account, namespace):
-                return True
-            if s.get("kind") == "Group" and s.get("name") in groups:
-                return True
+        subjects = [(s.get("kind"), s.get("name"), s.get("namespace") or meta.get("namespace")) for s in b.get("subjects") or []]
+        if ("ServiceAccount", account, namespace) in subjects or any(kind == "Group" and name in groups for kind, name, _ in subjects):
+            return True
     return False
 
 
