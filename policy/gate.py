@@ -65,9 +65,8 @@ def kubeconfig_contexts() -> tuple[list[str], list[str]]:
         except stacks.ConfigError:
             continue
         read.append(p)
-        for ctx in data.get("contexts") or [] if isinstance(data, dict) else []:
-            if isinstance(ctx, dict) and isinstance(ctx.get("name"), str):
-                names.append(ctx["name"])
+        contexts = data.get("contexts") or [] if isinstance(data, dict) else []
+        names += [ctx["name"] for ctx in contexts if isinstance(ctx, dict) and isinstance(ctx.get("name"), str)]
     return read, names
 
 

@@ -230,15 +230,14 @@ class Admission:
 
     def holds(self, runs: Sequence[int], budget: Budget) -> bool:
         """Whether the runs fit the nodes at once (raises _Spent past the budget)."""
-        key = [0] * self.kinds
-        for i in runs:
-            key[self.kind[i]] += 1
-        if tuple(key) not in self.held:
+        of_kind = Counter(self.kind[i] for i in runs)
+        key = tuple(of_kind[k] for k in range(self.kinds))
+        if key not in self.held:
             found = place(self.nodes, [self.groups[i] for i in sorted(runs)], budget, self.counts)
             if found.exhausted:
                 raise _Spent
-            self.held[tuple(key)] = found.placed
-        return self.held[tuple(key)]
+            self.held[key] = found.placed
+        return self.held[key]
 
     def finds_room(self, limit: Charges) -> list[bool]:
         """For each run: whether it finds nodes beside any runs the quota admits with it, however placed. The others close

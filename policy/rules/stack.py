@@ -462,9 +462,8 @@ def shared_projects(stack: Stack) -> Iterator[Finding]:
             "accepted_warnings with the reason",
             config=("api_host",),
         )
-        theirs = set(other.namespaces)
         for i, ns in enumerate(stack.config.namespaces):
-            if ns in theirs:
+            if ns in other.namespaces:
                 yield warning(
                     f"Namespace {ns}",
                     f"namespaces[{i}]",
