@@ -49,13 +49,11 @@ class Finding:
             return f"{severity} {self.rule} {self.object} {self.field}"
         return f"{severity} {self.rule} {self.where}" + (f" ({self.origin})" if self.origin else "")
 
-    def _on_the_cluster(self) -> bool:
-        """Whether `object` is a Kubernetes object (not `Stack NAME`, `Workload NAME` or a config entry)."""
-        return bool(self.where) and not self.object.startswith(("Stack ", "Workload ", "accepted_warnings["))
-
     def _parts(self) -> list[str]:
         parts = [f"{self._head()}: {self.message}", f"Fix: {self.fix}"] + [f"[accepted: {self.accepted}]"] * bool(self.accepted)
-        return parts + [f"[on the cluster: {', '.join(self.affects or (self.object,))}: {self.field}]"] * self._on_the_cluster()
+        # The rendered objects, where `object` is a Kubernetes object (not `Stack NAME`, `Workload NAME` or a config entry).
+        on_the_cluster = bool(self.where) and not self.object.startswith(("Stack ", "Workload ", "accepted_warnings["))
+        return parts + [f"[on the cluster: {', '.join(self.affects or (self.object,))}: {self.field}]"] * on_the_cluster
 
     def line(self) -> str:
         """The finding on one line: head, message, fix, the stack's reason when accepted, the rendered objects."""

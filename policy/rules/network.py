@@ -184,8 +184,6 @@ def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
     mtus = {a.resource: (a.network, m) for a in fabric.attachments if (m := _cni_mtu(a.cni_config)) is not None}
     per_node = _pods_on_one_node(config)
     for i, node_set in enumerate(config.node_sets):
-        if not node_set.node_policies:
-            continue
         pods = per_node[node_set.name]
         made = node_set.vfs_per_node
         for j, p in enumerate(node_set.node_policies):
@@ -210,11 +208,10 @@ def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
                     f"set mtu to {mtu}, or correct the attachment's cni_config",
                     config=("node_sets", i, "node_policies", j, "mtu"),
                 )
-    named = {n: s.name for s in config.node_sets for n in s.nodes}
+    named = {n for s in config.node_sets for n in s.nodes}
     for o in stack.of_kind("SriovNetworkNodePolicy"):
         selector = (o.get("spec") or {}).get("nodeSelector") or {}
-        node = selector.get(HOSTNAME)
-        if set(selector) != {HOSTNAME} or node not in named:
+        if set(selector) != {HOSTNAME} or selector[HOSTNAME] not in named:
             yield error(
                 ref(o),
                 "spec.nodeSelector",

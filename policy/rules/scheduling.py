@@ -98,9 +98,7 @@ _ANY_VALUE = ("Exists",)  # a toleration's value that matches any: no taint valu
 
 @rule("gpu-toleration", "every GPU pod tolerates the GPU nodes' taints (gpu_tolerations), or it stays Pending")
 def gpu_toleration(stack: Stack) -> Iterator[Finding]:
-    for pod in stack.pods():
-        if not pod.gpus():
-            continue
+    for pod in filter(PodView.gpus, stack.pods()):
         # (key, effect or None, value or _ANY_VALUE): each taint is a lookup, the rule linear in tolerations and taints.
         tolerated = {
             (t.get("key"), t.get("effect") or None, _ANY_VALUE if t.get("operator", "Equal") == "Exists" else t.get("value"))
@@ -125,9 +123,7 @@ def control_plane_nodes(stack: Stack) -> Iterator[Finding]:
         "remove it: GPU pods belong on the GPU nodes (node_sets, gpu_node_selector) and tolerate their taints by key "
         "(gpu_tolerations). On a compact cluster the control-plane nodes are workers too: select them by their GPU label"
     )
-    for pod in stack.pods():
-        if not pod.gpus():
-            continue
+    for pod in filter(PodView.gpus, stack.pods()):
         own, w = stack.entry_of(pod), stack.workload(pod)
         # Where each rendered value comes from: the stack's GPU settings, then the workload's own.
         selectors: dict[str, tuple[str | int, ...]] = {key: ("gpu_node_selector", key) for key in config.gpu_node_selector}
