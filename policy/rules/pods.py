@@ -145,8 +145,7 @@ def route_port(stack: Stack) -> Iterator[Finding]:
                 missing=True,
             )
             continue
-        ports = (svc.get("spec") or {}).get("ports") or []
-        if not any(p.get("name") == target or p.get("port") == target for p in ports):
+        if not any(target in (p.get("name"), p.get("port")) for p in (svc.get("spec") or {}).get("ports") or []):
             yield error(
                 ref(r),
                 "spec.port.targetPort",
