@@ -8,6 +8,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
+from functools import reduce
 from typing import Any
 
 from config.cluster import Queueing
@@ -418,9 +419,7 @@ def _lower_gpu_quota(admission: Admission, limit: dict[str, int], bad: tuple[int
     if GPU not in limit:
         return []
     charges = admission.charges
-    sums = 1  # bit v: some runs ask for v GPUs in all
-    for c in charges:
-        sums |= sums << c.get(GPU, 0)
+    sums = reduce(lambda s, c: s | s << c[GPU], charges, 1)  # bit v: some runs ask for v GPUs in all
     least, below = max(c[GPU] for c in charges), sum(charges[i][GPU] for i in bad)
     values = [v for v in range(below - 1, least - 1, -1) if sums >> v & 1]  # the sums in [least, below), largest first
     # By halves: the good values all come after the others.

@@ -28,8 +28,7 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
         pod = pod_view(obj)
         metas = [("metadata", obj.get("metadata") or {})] + ([(pod.at("metadata"), pod.meta)] if pod else [])
         for where, meta in metas:
-            annotations = meta.get("annotations") or {}
-            size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in annotations.items())
+            size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (meta.get("annotations") or {}).items())
             if size > ANNOTATIONS_MAX:
                 yield error(
                     shown,
@@ -133,8 +132,7 @@ def _texts(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str 
 @rule("platform-namespaces", "no object in a platform namespace; only SR-IOV operator objects in its namespace")
 def platform_namespaces(stack: Stack) -> Iterator[Finding]:
     fabric = stack.config.fabric
-    source = fabric.nad_source_namespace if fabric else None
-    operator = fabric.operator_namespace if fabric else None
+    source, operator = (fabric.nad_source_namespace, fabric.operator_namespace) if fabric else (None, None)
     for o in stack.objects:
         ns, fix = (o.get("metadata") or {}).get("namespace"), "declare the object in one of the stack's own projects"
         if o.get("kind") in SRIOV_OPERATOR_KINDS:
