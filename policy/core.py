@@ -232,10 +232,8 @@ class SccView:
 
 def pod_entries(config: ClusterConfig) -> Iterator[tuple[ConfigPath, Workload | BandwidthCheck]]:
     """Each workload and bandwidth check (enabled or not) with the config path of its entry."""
-    for i, w in enumerate(config.workloads):
-        yield ("workloads", i), w
-    for i, c in enumerate(config.bandwidth_checks):
-        yield ("bandwidth_checks", i), c
+    yield from ((("workloads", i), w) for i, w in enumerate(config.workloads))
+    yield from ((("bandwidth_checks", i), c) for i, c in enumerate(config.bandwidth_checks))
 
 
 @dataclass
@@ -284,9 +282,7 @@ class Stack:
 
     def containers(self) -> Iterator[tuple[PodView, str, dict[str, Any]]]:
         """(pod, field path, container) of every container of every pod: the walk the per-container rules share."""
-        for pod in self._pods:
-            for path, c in pod.containers():
-                yield pod, path, c
+        return ((pod, path, c) for pod in self._pods for path, c in pod.containers())
 
     def spec_of(self, pod: PodView) -> Workload | BandwidthCheck | None:
         return self.spec(pod.namespace, pod.instance)[1]

@@ -121,12 +121,9 @@ def _texts(value: Any, path: tuple[str | int, ...]) -> Iterator[tuple[tuple[str 
     """Every string of a dumped config with its path (the keys are names the model restricts)."""
     if isinstance(value, str):
         yield path, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
+    elif isinstance(value, dict | list):
+        for k, v in value.items() if isinstance(value, dict) else enumerate(value):
             yield from _texts(v, (*path, k))
-    elif isinstance(value, list):
-        for i, v in enumerate(value):
-            yield from _texts(v, (*path, i))
 
 
 @rule("platform-namespaces", "no object in a platform namespace; only SR-IOV operator objects in its namespace")
