@@ -41,8 +41,10 @@ def fits(free: Free, need: Free) -> bool:
 
 
 def _less(free: Free, need: Free) -> Free:
-    gpus, cpu, memory, vfs = (f if f >= UNBOUNDED else f - n for f, n in zip(free, need, strict=True))  # GPUs are always stated
-    return (gpus, cpu, memory, vfs)
+    def less(f: int, n: int) -> int:
+        return f if f >= UNBOUNDED else f - n
+
+    return (free[0] - need[0], less(free[1], need[1]), less(free[2], need[2]), less(free[3], need[3]))
 
 
 def free_of(value: int | tuple[int, ...]) -> Free:
