@@ -104,17 +104,20 @@ def edge_problem(value: str) -> str:
     return ""
 
 
-def _grammar(pattern: re.Pattern[str], limit: int, message: str) -> Callable[[str], str]:
-    """A validator of a value the API server checks by a grammar and a length: `message` says why not."""
+def refusing(problem: Callable[[str], str | None]) -> AfterValidator:
+    """A validator that refuses a value `problem` says something of, with what it says."""
 
     def check(value: str) -> str:
-        if problem := edge_problem(value):
-            raise ValueError(problem)
-        if len(value) > limit or not pattern.match(value):
-            raise ValueError(message.format(value=value))
+        if message := problem(value):
+            raise ValueError(message)
         return value
 
-    return check
+    return AfterValidator(check)
+
+
+def _grammar(pattern: re.Pattern[str], limit: int, message: str) -> Callable[[str], str]:
+    """Why the API server refuses a value of a grammar and a length (`message` says why), or ""."""
+    return lambda v: edge_problem(v) or ("" if len(v) <= limit and pattern.match(v) else message.format(value=v))
 
 
 _label = _grammar(
@@ -206,7 +209,7 @@ def _bytes(value: str, low: int, high: int, what: str) -> str:
 
 def _quota_resource(value: str) -> str:
     # The grammar of a core (cpu, pods) or extended resource; which ones a quota may name: config/stack.py.
-    return value if "/" not in value and len(value) <= 63 and _LABEL_KEY_NAME.match(value) else _resource(value)
+    return "" if "/" not in value and len(value) <= 63 and _LABEL_KEY_NAME.match(value) else _resource(value)
 
 
 def _capability(value: str) -> str:
@@ -395,40 +398,29 @@ def node_name_problem(value: str) -> str:
     return ""
 
 
-def refusing(problem: Callable[[str], str | None]) -> AfterValidator:
-    """A validator that refuses a value `problem` says something of, with what it says."""
-
-    def check(value: str) -> str:
-        if message := problem(value):
-            raise ValueError(message)
-        return value
-
-    return AfterValidator(check)
-
-
 NodeName = Annotated[str, refusing(node_name_problem)]  # as `oc get nodes` lists it
-K8sName = Annotated[str, AfterValidator(_label)]  # a DNS-1123 label: namespaces, service accounts, PVCs, NADs, ConfigMaps
-WorkloadName = Annotated[str, AfterValidator(_dns1035)]  # a DNS-1035 label: a workload's Services carry its name
-ObjectName = Annotated[str, AfterValidator(_subdomain)]  # a DNS-1123 subdomain: cluster-scoped objects (SCCs, storage classes)
-Quantity = Annotated[str, AfterValidator(_quantity)]
-Size = Annotated[str, AfterValidator(_quantity), AfterValidator(_positive)]  # volume sizes, CPU, memory
+K8sName = Annotated[str, refusing(_label)]  # a DNS-1123 label: namespaces, service accounts, PVCs, NADs, ConfigMaps
+WorkloadName = Annotated[str, refusing(_dns1035)]  # a DNS-1035 label: a workload's Services carry its name
+ObjectName = Annotated[str, refusing(_subdomain)]  # a DNS-1123 subdomain: cluster-scoped objects (SCCs, storage classes)
+Quantity = Annotated[str, refusing(_quantity)]
+Size = Annotated[str, refusing(_quantity), AfterValidator(_positive)]  # volume sizes, CPU, memory
 Cpu = Annotated[Size, AfterValidator(_cpu)]  # cores (32) or millicores (500m), at most MAX_CPU
 Memory = Annotated[Size, AfterValidator(lambda v: _bytes(v, MIN_MEMORY, MAX_MEMORY, "memory"))]  # in bytes (256Gi)
 ShmSize = Annotated[Size, AfterValidator(lambda v: _bytes(v, 1, MAX_MEMORY, "/dev/shm"))]  # below 64Mi: rule shm-size
 VolumeSize = Annotated[Size, AfterValidator(lambda v: _bytes(v, 1, MAX_VOLUME, "storage"))]
-ResourceName = Annotated[str, AfterValidator(_resource)]
-QuotaResource = Annotated[str, AfterValidator(_quota_resource)]  # cpu, memory, pods, or an extended resource (nvidia.com/gpu)
-EnvName = Annotated[str, AfterValidator(_env_name)]
+ResourceName = Annotated[str, refusing(_resource)]
+QuotaResource = Annotated[str, refusing(_quota_resource)]  # cpu, memory, pods, or an extended resource (nvidia.com/gpu)
+EnvName = Annotated[str, refusing(_env_name)]
 Capability = Annotated[str, AfterValidator(_capability)]
 LabelKey = Annotated[str, AfterValidator(_label_key)]
-LabelValue = Annotated[str, AfterValidator(_label_value)]
+LabelValue = Annotated[str, refusing(_label_value)]
 ImageRef = Annotated[str, AfterValidator(_image)]
 MountPath = Annotated[str, AfterValidator(_mount_path)]
 FileKey = Annotated[str, AfterValidator(_file_key)]
 PortName = Annotated[str, AfterValidator(_port_name)]
 Text = Annotated[str, AfterValidator(_text)]
 Dockerfile = Annotated[str, AfterValidator(_dockerfile)]
-ImageStreamName = Annotated[str, AfterValidator(_image_stream)]
+ImageStreamName = Annotated[str, refusing(_image_stream)]
 CniConfig = Annotated[str, AfterValidator(_text), AfterValidator(_json_object)]  # as a NAD's spec.config holds it
 # Why the stack does something that needs saying (a broad grant, an accepted warning): stripped, with a visible character.
 Reason = Annotated[str, AfterValidator(_reason)]
