@@ -193,9 +193,8 @@ class Workload(RunsPods, Strict):
     @field_validator("args")
     @classmethod
     def _args_text(cls, value: list[str]) -> list[str]:
-        for a in value:
-            if "\x00" in a or len(a) > 16384:
-                raise ValueError("an argument holds a NUL byte or is longer than 16384 characters")
+        if any("\x00" in a or len(a) > 16384 for a in value):
+            raise ValueError("an argument holds a NUL byte or is longer than 16384 characters")
         return value
 
     @field_validator("env", "secret_env")
@@ -261,26 +260,27 @@ class Workload(RunsPods, Strict):
             raise FieldError(("secret_env",), f"{', '.join(sorted(both))} set in env and in secret_env: keep one")
         check_name_lengths(self.name, self.kind, self.nodes, self.run_number, ("name",))
         # No mount takes the program's own paths, and nothing is mounted twice (one path twice: the stack-wide check).
-        for p in [m.mount_path for m in self.mounts if m.mount_path] + [s.mount_path for s in self.scripts]:
-            if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/"):
-                raise FieldError(("mounts",), f"{p} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
         placed = [(("mounts", k, "mount_path"), m.mount_path) for k, m in enumerate(self.mounts) if m.mount_path]
         placed += [(("scripts", k, "mount_path"), s.mount_path) for k, s in enumerate(self.scripts)]
+        for _, p in placed:
+            if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/"):
+                raise FieldError(("mounts",), f"{p} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
         for at, p in placed:
             if problem := values.system_path_problem(p):
                 raise FieldError(at, problem)
-        volumes = [m.volume for m in self.mounts]
-        if len(set(volumes)) != len(volumes):
-            raise FieldError(("mounts",), "a volume is mounted twice")
-        maps = [s.config_map for s in self.scripts]
-        if len(set(maps)) != len(maps):
-            raise FieldError(("scripts",), "a ConfigMap is mounted twice")
-        names = [p.name for p in self.ports]
-        if len(set(names)) != len(names) or "rendezvous" in names:
-            raise FieldError(("ports",), "port names must be unique and not 'rendezvous' (the program's own port)")
-        numbers = [p.port for p in self.ports] + [self.master_port]
-        if len(set(numbers)) != len(numbers):
-            raise FieldError(("ports",), "a port number is used twice (master_port counts)")
+        # The program's own port and master_port count as taken.
+        for field, taken, message in (
+            ("mounts", [m.volume for m in self.mounts], "a volume is mounted twice"),
+            ("scripts", [s.config_map for s in self.scripts], "a ConfigMap is mounted twice"),
+            (
+                "ports",
+                [p.name for p in self.ports] + ["rendezvous"],
+                "port names must be unique and not 'rendezvous' (the program's own port)",
+            ),
+            ("ports", [p.port for p in self.ports] + [self.master_port], "a port number is used twice (master_port counts)"),
+        ):
+            if len(set(taken)) != len(taken):
+                raise FieldError((field,), message)
         for field, limit, request in (("cpu_limit", self.cpu_limit, self.cpu), ("memory_limit", self.memory_limit, self.memory)):
             if limit is not None and values.quantity_value(limit) < values.quantity_value(request):
                 raise FieldError((field,), f"{field} {limit} is below the request {request}: the API server rejects it")
@@ -307,10 +307,8 @@ def check_name_lengths(name: str, kind: str, nodes: int, run_number: int, where:
     if kind == "statefulset" and len(name) > 52:
         # The controller labels each pod with controller-revision-hash NAME-<10 characters>, a label value of at most 63.
         raise FieldError(where, f"{name!r} is too long for a StatefulSet: at most 52 characters, or its pods are never created")
-    if kind == "job":
-        hostname = f"{name}-r{run_number}-{nodes - 1}"
-        if len(hostname) > 63:
-            raise FieldError(where, f"{name!r} is too long: the Job's pod hostname {hostname} would exceed 63 characters")
+    if kind == "job" and len(hostname := f"{name}-r{run_number}-{nodes - 1}") > 63:
+        raise FieldError(where, f"{name!r} is too long: the Job's pod hostname {hostname} would exceed 63 characters")
 
 
 # Characters of the digest in a check's Job name (components/bandwidth.py).
