@@ -154,18 +154,16 @@ SHOWN_USES = 3  # the fields a bad constant fills that an error lists by name (t
 
 def _grouped(entries: list[Entry]) -> list[str]:
     """Each entry once; those of one bad module constant (`NS = "Bad_NS"`) as one line at the line that sets it."""
-    groups: dict[Any, list[Entry]] = {}
+    groups: dict[Any, dict[Entry, None]] = {}  # each group's entries as an ordered set
     for entry in entries:
-        key = entry.line() if entry.constant is None else (entry.constant, entry.text)
-        if entry not in groups.setdefault(key, []):
-            groups[key].append(entry)
+        groups.setdefault(entry.line() if entry.constant is None else (entry.constant, entry.text), {})[entry] = None
     out = []
-    for key, used in groups.items():
+    for key, group in groups.items():
         if isinstance(key, str):
             out.append(key)
             continue
         (name, at), text = key
-        used = sorted(used, key=_in_file_order)
+        used = sorted(group, key=_in_file_order)
         shown = [f"{u.where} at {u.written}" if u.written else u.where for u in used[:SHOWN_USES]]
         more = f" and {len(used) - SHOWN_USES} more" if len(used) > SHOWN_USES else ""
         out.append(f"{name} ({at}): {text} (the value of {name} in {', '.join(shown)}{more})")
@@ -186,11 +184,10 @@ class ModelError(ValueError):
         prefix = "" if model.WHOLE_CONFIG else model.COLLECTION or model.__name__
         if isinstance(name, str) and prefix:
             prefix += f"[{name}]"
-        call = (here, model.__name__)
 
         def line_of(loc: FieldPath) -> str:
             # The field's own line (its keyword, list item or dict key, or the helper's line that fills it), else the call's.
-            return provenance.shown(provenance.origin(data, loc, call) or (here.file, here.line))
+            return provenance.shown(provenance.origin(data, loc, (here, model.__name__)) or (here.file, here.line))
 
         def constant_of(loc: FieldPath) -> tuple[str, str] | None:
             found = provenance.constant(here, model.__name__, loc, provenance.walk(data, loc))
