@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import re
@@ -359,13 +360,10 @@ def _finite_float(text: str) -> float:
 
 def bounded_json(text: str, max_depth: int) -> Any:
     """JSON nested at most `max_depth` deep (else TooDeep), without NaN, Infinity or 1e999 (only Python's parser takes them)."""
-    try:
-        parsed = json.loads(text, parse_constant=_no_json_constant, parse_float=_finite_float)
-    except RecursionError:
-        raise TooDeep(f"nested more than {max_depth} levels deep") from None
-    if nesting(parsed) > max_depth:
-        raise TooDeep(f"nested more than {max_depth} levels deep")
-    return parsed
+    with contextlib.suppress(RecursionError):  # Python's parser recurses: too deep for it is too deep
+        if nesting(parsed := json.loads(text, parse_constant=_no_json_constant, parse_float=_finite_float)) <= max_depth:
+            return parsed
+    raise TooDeep(f"nested more than {max_depth} levels deep")
 
 
 def _json_object(value: str) -> str:
