@@ -98,12 +98,10 @@ def _name_hint(err: NameError, at: str, defined: dict[str, Any]) -> str:
     dashed = re.search(rf"(?<![\w.'\"-]){re.escape(name)}(?:-\w+)+", text)
     word = dashed.group(0) if dashed else name
     as_key = not keyword and re.search(rf"\b{re.escape(name)}\s*:", text)  # `{PATH: "/bin"}`: a key
-    if keyword:
-        quote = f'if it is text, quote it: `{keyword.group(1)}="{word}"`'
-    elif as_key:
-        quote = f'quote a key (`"{word}": ...`), or write a keyword argument as `{name}=...`'
-    else:
-        quote = f'if it is text, quote it: `"{word}"`'
+    quoted = f'{keyword.group(1)}="{word}"' if keyword else f'"{word}"'
+    quote = (
+        f'quote a key (`"{word}": ...`), or write a keyword argument as `{name}=...`' if as_key else f"if it is text, quote it: `{quoted}`"
+    )
     module = getattr(defined.get("__spec__"), "origin", None) or ""
     assigned = provenance.assignments(module) if module else {}
     close = [] if dashed else difflib.get_close_matches(name, [n for n in defined if not n.startswith("__")], n=3, cutoff=0.6)

@@ -215,11 +215,10 @@ def field_line(site: Site, called: str | None, path: Path_) -> tuple[str, int] |
 
 def constant(site: Site, called: str | None, path: Path_, value: Any) -> tuple[str, tuple[str, int]] | None:
     """The module-level name (`NS`) the field at `path` is written as, or the one string constant holding its text."""
-    found = _field_node(site, called, path)
-    file = found[0] if found else site.file
-    parsed = _parsed(file)
-    node = found[1].value if found and isinstance(found[1], ast.keyword) else found[1] if found else None
-    if parsed is None:
+    file, node = _field_node(site, called, path) or (site.file, None)
+    if isinstance(node, ast.keyword):
+        node = node.value
+    if (parsed := _parsed(file)) is None:
         return None
     if isinstance(node, ast.Name):
         line = parsed.assigned.get(node.id)

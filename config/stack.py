@@ -450,9 +450,8 @@ def _declared(k: _Checks) -> None:
         if (first := patched.setdefault((f.namespace, f.pvc), i)) != i:
             message = f"claim {f.namespace}/{f.pvc} is patched twice (also pvc_fixes[{first}]): keep one of the two"
             k.add(("pvc_fixes", i, "pvc"), message)
-    script_maps = {(s.namespace, s.name) for s in c.scripts}
-    built = {(b.namespace, b.name) for b in c.images}
-    for listed, what, made, by in (("config_maps", "ConfigMap", script_maps, "scripts"), ("image_streams", "ImageStream", built, "images")):
+    for listed, what, by in (("config_maps", "ConfigMap", "scripts"), ("image_streams", "ImageStream", "images")):
+        made = {(m.namespace, m.name) for m in getattr(c, by)}
         for i, o in enumerate(getattr(existing, listed)):
             if (o.namespace, o.name) in made or (listed == "config_maps" and o.name == "gpu-training-launcher"):
                 owner = f"{by}[{o.name}]" if o.name != "gpu-training-launcher" else "the program (the launcher's ConfigMap)"
