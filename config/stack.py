@@ -204,9 +204,7 @@ class ClusterConfig(Strict):
 
     def scc_of(self, w: Workload | BandwidthCheck) -> str:
         """The SCC a pod runs under: `scc` when its strategy needs root or privilege, else the unprivileged one."""
-        if self.memlock_of(w) in values.STRATEGY_NEEDS_SCC and self.security.scc:
-            return self.security.scc
-        return self.security.unprivileged_scc
+        return (self.memlock_of(w) in values.STRATEGY_NEEDS_SCC and self.security.scc) or self.security.unprivileged_scc
 
     def scc_needs(self, scc: str) -> SccNeeds:
         """What the pods that run under `scc` (pod_specs: the ones it is granted for) need of it."""
@@ -359,20 +357,15 @@ class _Checks:
 
 def _one_per_line(c: ClusterConfig, found: list[FieldError]) -> list[FieldError]:
     """One error per line to change: a field one line (a helper) writes for several entries, naming the entries it fills."""
-    first: dict[tuple[Any, ...], int] = {}
-    fills: dict[int, list[str]] = {}
-    out: list[FieldError] = []
-    for err in found:
+    groups: dict[Any, list[FieldError]] = {}  # by line and field; an error of no known line is its own group
+    for n, err in enumerate(found):
         line = provenance.origin(c, err.path)
-        key = (line, tuple(p for p in err.path if isinstance(p, str)))
-        if line is None or key not in first:
-            first.setdefault(key, len(out))
-            out.append(err)
-        else:
-            fills.setdefault(first[key], []).append(located(err.path[:2], c))
-    for i, entries in fills.items():
+        groups.setdefault(n if line is None else (line, tuple(p for p in err.path if isinstance(p, str))), []).append(err)
+    out = []
+    for err, *same in groups.values():
+        entries = [located(e.path[:2], c) for e in same]
         more = f" and {len(entries) - SHOWN} more" if len(entries) > SHOWN else ""
-        out[i] = FieldError(out[i].path, f"{out[i].message} (the same line fills it for {', '.join(entries[:SHOWN])}{more})")
+        out.append(FieldError(err.path, f"{err.message} (the same line fills it for {', '.join(entries[:SHOWN])}{more})") if same else err)
     return out
 
 
@@ -573,8 +566,7 @@ def _derived_names(c: ClusterConfig) -> None:
 
 def _queueing(k: _Checks) -> None:
     """What queueing names exists (priorities, node sets, requested resources); whether Kueue takes it: rule queue-flavors."""
-    c = k.c
-    q = c.queueing
+    c, q = k.c, k.c.queueing
     for i, w in enumerate(c.workloads):
         if w.priority is None:
             continue
