@@ -41,9 +41,11 @@ def read_text(path: Path, limits: Limits = CONFIG_LIMITS, source: str | None = N
     name it (default: `path`)."""
     source = source or str(path)
     try:
-        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as handle:
-            if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
-                raise ConfigError(f"{source}: not a regular file (a directory, device or FIFO): {limits.what} is a file")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            os.close(fd)
+            raise ConfigError(f"{source}: not a regular file (a directory, device or FIFO): {limits.what} is a file")
+        with os.fdopen(fd, "rb") as handle:
             raw = handle.read(limits.max_bytes + 1)
     except OSError as err:
         raise ConfigError(f"{source}: cannot read the file: {err.strerror or err}") from None
