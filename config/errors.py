@@ -42,10 +42,8 @@ class FieldErrors(ValueError):
 
 
 def raise_all(found: list[FieldError]) -> None:
-    if len(found) == 1:
-        raise found[0]
     if found:
-        raise FieldErrors(found)
+        raise FieldErrors(found)  # one or several: a pydantic error's text is the same
 
 
 def located(loc: FieldPath, data: Any) -> str:
