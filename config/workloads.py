@@ -15,8 +15,8 @@ from config.openshift import DEBUGGER_PORT_NAMES, DEBUGGER_PORTS
 from config.values import Cpu, EnvName, ImageRef, K8sName, Memory, MountPath, Port, Reason, Transport, WorkloadName
 
 
-class RunsPods:
-    """What a workload and a bandwidth check both are: pods of a transport."""
+class RunsPods(Strict):
+    """What a workload and a bandwidth check both are: pods of a transport, with an environment the launcher execs with."""
 
     if TYPE_CHECKING:
         transport: Transport
@@ -25,6 +25,42 @@ class RunsPods:
     def uses_rdma(self) -> bool:
         """Whether the pods use the RDMA fabric (transport rdma): SR-IOV networks and VFs, the RDMA memlock default."""
         return self.transport == "rdma"
+
+    @field_validator("env", "secret_env", check_fields=False)  # a check has no secret_env
+    @classmethod
+    def _not_the_launchers(cls, value: dict[str, Any]) -> dict[str, Any]:
+        for k, v in value.items():
+            if k.startswith(values.RESERVED_ENV_PREFIX) or k in values.RESERVED_ENV:
+                raise FieldError(
+                    (k,),
+                    f"{k} is set by the program for the launcher (its contract: LAUNCHER_*, {', '.join(sorted(values.RESERVED_ENV))}): "
+                    "change the workload's fields instead",
+                )
+            if isinstance(v, str) and ("\x00" in v or len(v) > 65536):
+                raise FieldError((k,), f"the value of {k} holds a NUL byte or is longer than 65536 characters")
+            if k == "PYTHONHOME":
+                raise FieldError(
+                    (k,),
+                    "PYTHONHOME replaces the image's Python installation for the Python the launcher execs (torchrun, the "
+                    "command): it stops at start with 'Fatal Python error: init_fs_encoding'. Remove it; to use another "
+                    "interpreter, name it in args (e.g. /opt/conda/bin/python)",
+                )
+            if isinstance(v, str) and (m := values.SHELL_PATH.search(v)):
+                name = m.group(1) or m.group(2)
+                raise FieldError(
+                    (k,),
+                    f"the value of {k} holds {m.group(0)}, which Kubernetes never expands (nor does it see the image's {name}): "
+                    f"the process would get the text {m.group(0)}. Write the whole value (`oc run --rm -it --image IMAGE -- "
+                    f"printenv {name}` shows the image's), or extend it in a shell command "
+                    f'(run: command, args: ["bash", "-c", "export {name}=...:${name}; exec ..."])',
+                )
+            if isinstance(v, str) and (size := len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1) > values.EXEC_STRING_MAX:
+                raise FieldError(
+                    (k,),
+                    f"{k}=... is {size} bytes: the kernel passes at most {values.EXEC_STRING_MAX} bytes per environment string "
+                    "(MAX_ARG_STRLEN), so exec fails with 'Argument list too long'. Put the text in a file (scripts) and pass its path",
+                )
+        return value
 
 
 class Mount(Strict):
@@ -95,7 +131,7 @@ class TcpVariant(Strict):
     """Allow it to run while its source runs (two deployments at once)."""
 
 
-class Workload(RunsPods, Strict):
+class Workload(RunsPods):
     """One training or development deployment."""
 
     COLLECTION: ClassVar[str] = "workloads"
@@ -197,42 +233,6 @@ class Workload(RunsPods, Strict):
             raise ValueError("an argument holds a NUL byte or is longer than 16384 characters")
         return value
 
-    @field_validator("env", "secret_env")
-    @classmethod
-    def _not_the_launchers(cls, value: dict[str, Any]) -> dict[str, Any]:
-        for k, v in value.items():
-            if k.startswith(values.RESERVED_ENV_PREFIX) or k in values.RESERVED_ENV:
-                raise FieldError(
-                    (k,),
-                    f"{k} is set by the program for the launcher (its contract: LAUNCHER_*, {', '.join(sorted(values.RESERVED_ENV))}): "
-                    "change the workload's fields instead",
-                )
-            if isinstance(v, str) and ("\x00" in v or len(v) > 65536):
-                raise FieldError((k,), f"the value of {k} holds a NUL byte or is longer than 65536 characters")
-            if k == "PYTHONHOME":
-                raise FieldError(
-                    (k,),
-                    "PYTHONHOME replaces the image's Python installation for the Python the launcher execs (torchrun, the "
-                    "command): it stops at start with 'Fatal Python error: init_fs_encoding'. Remove it; to use another "
-                    "interpreter, name it in args (e.g. /opt/conda/bin/python)",
-                )
-            if isinstance(v, str) and (m := values.SHELL_PATH.search(v)):
-                name = m.group(1) or m.group(2)
-                raise FieldError(
-                    (k,),
-                    f"the value of {k} holds {m.group(0)}, which Kubernetes never expands (nor does it see the image's {name}): "
-                    f"the process would get the text {m.group(0)}. Write the whole value (`oc run --rm -it --image IMAGE -- "
-                    f"printenv {name}` shows the image's), or extend it in a shell command "
-                    f'(run: command, args: ["bash", "-c", "export {name}=...:${name}; exec ..."])',
-                )
-            if isinstance(v, str) and (size := len(f"{k}={v}".encode("utf-8", "surrogatepass")) + 1) > values.EXEC_STRING_MAX:
-                raise FieldError(
-                    (k,),
-                    f"{k}=... is {size} bytes: the kernel passes at most {values.EXEC_STRING_MAX} bytes per environment string "
-                    "(MAX_ARG_STRLEN), so exec fails with 'Argument list too long'. Put the text in a file (scripts) and pass its path",
-                )
-        return value
-
     @model_validator(mode="after")
     def _dollars(self) -> Workload:
         """`$(NAME)` of a pod variable is ambiguous (see kubelet_escape): refused, in env values and in args."""
@@ -315,7 +315,7 @@ def check_name_lengths(name: str, kind: str, nodes: int, run_number: int, where:
 CHECK_DIGEST = 6
 
 
-class BandwidthCheck(RunsPods, Strict):
+class BandwidthCheck(RunsPods):
     """An all-reduce benchmark that gates the rollout (docs/bandwidth.md): an Indexed Job with the pods of a training
     workload of its transport, run before those workloads; it stops `pulumi up` when the bus bandwidth at the largest
     message size is below `min_fraction` of the line rate, or when NCCL used sockets in RDMA mode."""
@@ -374,11 +374,6 @@ class BandwidthCheck(RunsPods, Strict):
     """Rendezvous port on pod 0 (the headless Service exposes it)."""
     deadline_minutes: int = Field(strict=True, default=30, ge=1, le=values.MAX_DEADLINE_MINUTES)
     """activeDeadlineSeconds of the Job (Pending time counts); `pulumi up` waits a little longer for the verdict."""
-
-    @field_validator("env")
-    @classmethod
-    def _not_the_launchers(cls, value: dict[str, str]) -> dict[str, str]:
-        return Workload._not_the_launchers(value)  # the same rule as a workload's env
 
     @model_validator(mode="after")
     def _shape(self) -> BandwidthCheck:
