@@ -93,8 +93,7 @@ class SccFacts(NamedTuple):
         """The facts of an SCC object (the cluster's is untrusted: a field of another shape reads as unset)."""
 
         def names(key: str) -> frozenset[str]:
-            value = obj.get(key)
-            return frozenset(str(v) for v in value) if isinstance(value, list) else frozenset()
+            return frozenset(map(str, value)) if isinstance(value := obj.get(key), list) else frozenset()
 
         run_as: Mapping[str, Any] = obj["runAsUser"] if isinstance(obj.get("runAsUser"), dict) else {}
         kind = str(run_as.get("type") or "")
@@ -165,13 +164,10 @@ class SccFacts(NamedTuple):
 
     def judge(self, needs: SccNeeds, stated: SccFacts | None = None) -> SccVerdict:
         """What of `needs` it refuses (of what `stated` admits), what it allows beyond them, where it exceeds `stated`."""
-        refused = self._refused(needs)
-        if stated is not None:
-            refused = [r for r in refused if r not in stated._refused(needs)]
+        refused = [r for r in self._refused(needs) if stated is None or r not in stated._refused(needs)]
         broad = [("privileged", "privileged containers")] if self.privileged else []
         broad += [("host_paths", "hostPath volumes (the node's file system)")] if self.host_paths else []
-        if self.host_namespaces:
-            broad.append(("host_namespaces", f"the node's namespaces and ports ({_listed(self.host_namespaces)})"))
+        broad += [("host_namespaces", f"the node's namespaces and ports ({_listed(self.host_namespaces)})")] if self.host_namespaces else []
         if needs.used and not needs.privileged:  # a privileged container holds every capability and uid anyway
             extra = None if self.capabilities is None else self.capabilities - needs.capabilities
             if extra is None:
@@ -180,8 +176,7 @@ class SccFacts(NamedTuple):
                 broad.append(("capabilities", f"capabilities no pod under it adds ({_listed(extra)})"))
             if self.allows_root and not needs.root:
                 broad.append(("root", f"uid 0, which no pod under it runs as ({self.said('root')})"))
-        unstated = [f for f in STATED_FACTS if stated is not None and self.exceeds(stated, f)]
-        return SccVerdict(refused, broad, unstated)
+        return SccVerdict(refused, broad, [f for f in STATED_FACTS if stated is not None and self.exceeds(stated, f)])
 
     def _refused(self, needs: SccNeeds) -> list[tuple[str, str]]:
         out = [("privileged", "privileged containers")] if needs.privileged and not self.privileged else []
