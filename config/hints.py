@@ -14,7 +14,7 @@ from typing import Any
 from config import project, provenance
 
 _YAML_WORDS = {"true": "True", "yes": "True", "on": "True", "false": "False", "no": "False", "off": "False"}
-_YAML_NULLS = ("null", "none", "nil", "~")
+_YAML_WORDS |= dict.fromkeys(("null", "none", "nil", "~"), "None")
 
 
 def mistake(err: BaseException, path: Path, source: str, defined: dict[str, Any]) -> str:
@@ -92,7 +92,7 @@ def _name_hint(err: NameError, at: str, defined: dict[str, Any]) -> str:
     file, _, line = at.split(" ")[0].rpartition(":")
     text = linecache.getline(str(project.ROOT / file), int(line)) if line.isdigit() else ""
     keyword = re.search(rf"\b([A-Za-z_]\w*)\s*=\s*{re.escape(name)}\b", text)
-    if python := _YAML_WORDS.get(name.lower()) or ("None" if name.lower() in _YAML_NULLS else ""):
+    if python := _YAML_WORDS.get(name.lower()):
         return f"Python writes {python}" + (f": `{keyword.group(1)}={python}`" if keyword else "")
     # `nccl-test` unquoted is `nccl - test` to Python, which names only `nccl`: the text is the whole dashed word.
     dashed = re.search(rf"(?<![\w.'\"-]){re.escape(name)}(?:-\w+)+", text)
