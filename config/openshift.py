@@ -72,7 +72,6 @@ class SccFacts(NamedTuple):
 
     @property
     def allows_root(self) -> bool:
-        """Whether runAsUser admits uid 0: RunAsAny, or a fixed range holding 0."""
         if self.run_as_user == "RunAsAny":
             return True
         held = self.run_as_user in ("MustRunAs", "MustRunAsRange") and self.uid_range is not None

@@ -36,5 +36,4 @@ def described(body: dict[str, Any], root: str, docs: dict[str, dict[str, str]]) 
 
 
 def schema() -> dict[str, Any]:
-    """ClusterConfig's JSON Schema with every model's fields described."""
     return described(ClusterConfig.model_json_schema(), "ClusterConfig", field_docs())

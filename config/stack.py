@@ -199,7 +199,6 @@ class ClusterConfig(Strict):
         return node if check.nodes > 1 else node / check.gpus_per_node
 
     def memlock_of(self, w: Workload | BandwidthCheck) -> MemlockStrategy:
-        """How a pod gets to pin memory: its own memlock, else the stack's default for its transport."""
         return w.memlock or (self.defaults.memlock_rdma if w.uses_rdma else self.defaults.memlock_tcp)
 
     def scc_of(self, w: Workload | BandwidthCheck) -> str:

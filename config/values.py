@@ -220,7 +220,6 @@ def _capability(value: str) -> str:
 
 
 def is_label_value(value: str) -> bool:
-    """Whether the API server takes `value` as a label value: at most 63 characters of the label grammar."""
     return len(value) <= 63 and bool(_LABEL_VALUE.match(value))
 
 
