@@ -10,7 +10,7 @@ from pydantic import Field, field_validator, model_validator
 
 from config import values
 from config.cluster import NodeLabels, Toleration
-from config.errors import FieldError, Strict
+from config.errors import FieldError, FieldPath, Strict
 from config.openshift import DEBUGGER_PORT_NAMES, DEBUGGER_PORTS
 from config.values import Cpu, EnvName, ImageRef, K8sName, Memory, MountPath, Port, Reason, Transport, WorkloadName
 
@@ -237,12 +237,11 @@ class Workload(RunsPods):
     def _dollars(self) -> Workload:
         """`$(NAME)` of a pod variable is ambiguous (see kubelet_escape): refused, in env values and in args."""
         own = [*self.env, *self.secret_env]
-        for k, v in self.env.items():
-            if problem := values.dollar_problem(v, own, f"the value of {k}"):
-                raise FieldError(("env", k), problem)
-        for i, a in enumerate(self.args):
-            if problem := values.dollar_problem(a, own, "an argument"):
-                raise FieldError(("args", i), problem)
+        texts: list[tuple[FieldPath, str, str]] = [(("env", k), v, f"the value of {k}") for k, v in self.env.items()]
+        texts += [(("args", i), a, "an argument") for i, a in enumerate(self.args)]
+        for at, text, where in texts:
+            if problem := values.dollar_problem(text, own, where):
+                raise FieldError(at, problem)
         if (launcher_args := len("LAUNCHER_ARGS=" + json.dumps(self.args)) + 1) > values.EXEC_STRING_MAX:
             raise FieldError(
                 ("args",),
