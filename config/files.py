@@ -107,14 +107,13 @@ def _checked(node: yaml.Node, source: str, lines: Lines, surprises: list[tuple[t
             raise ConfigError(f"{where}: not valid YAML: {node.tag.rsplit(':', 1)[-1]} is not supported: {_UNSUPPORTED[node.tag]}")
         if isinstance(node, yaml.MappingNode):
             for key, value in node.value:
+                at = key.start_mark.line + 1
                 if not isinstance(key, yaml.ScalarNode) or key.tag != _STR:
                     shown = repr(key.value) if isinstance(key, yaml.ScalarNode) else "of type " + type(key).__name__[:-4].lower()
-                    raise ConfigError(f"{source}:{key.start_mark.line + 1}: not valid YAML: the key {shown} is not text: quote it")
+                    raise ConfigError(f"{source}:{at}: not valid YAML: the key {shown} is not text: quote it")
                 if (*path, key.value) in lines:  # a key of this very mapping
-                    raise ConfigError(
-                        f"{source}:{key.start_mark.line + 1}: not valid YAML: duplicate key {key.value!r} (YAML keeps only the last one)"
-                    )
-                lines[(*path, key.value)] = key.start_mark.line + 1
+                    raise ConfigError(f"{source}:{at}: not valid YAML: duplicate key {key.value!r} (YAML keeps only the last one)")
+                lines[(*path, key.value)] = at
                 todo.append((value, (*path, key.value)))
         elif isinstance(node, yaml.SequenceNode):
             for i, item in enumerate(node.value):
