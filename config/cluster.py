@@ -39,10 +39,10 @@ class Toleration(Strict):
 
     @model_validator(mode="after")
     def _value_matches_operator(self) -> Toleration:
-        if self.operator == "Equal" and self.value is None:
-            raise FieldError(("value",), "operator Equal needs a value")
-        if self.operator == "Exists" and self.value is not None:
-            raise FieldError(("value",), "operator Exists takes no value (use Equal)")
+        if (self.operator == "Equal") == (self.value is None):  # a value with Equal, none with Exists
+            raise FieldError(
+                ("value",), "operator Equal needs a value" if self.value is None else "operator Exists takes no value (use Equal)"
+            )
         return self
 
 
@@ -66,9 +66,8 @@ class SriovNodePolicy(Strict):
     @field_validator("pf_names")
     @classmethod
     def _interface_names(cls, value: list[str]) -> list[str]:
-        for name in value:
-            if not re.fullmatch(r"[a-zA-Z0-9_.-]{1,15}", name):
-                raise ValueError(f"{name!r} is not a network interface name (at most 15 letters, digits, '_', '.', '-'; no VF range #)")
+        if bad := [name for name in value if not re.fullmatch(r"[a-zA-Z0-9_.-]{1,15}", name)]:
+            raise ValueError(f"{bad[0]!r} is not a network interface name (at most 15 letters, digits, '_', '.', '-'; no VF range #)")
         return value
 
     @model_validator(mode="after")
@@ -252,8 +251,7 @@ class RdmaFabric(Strict):
     @model_validator(mode="after")
     def _interfaces_in_order(self) -> RdmaFabric:
         expected = [f"net{i}" for i in range(1, len(self.attachments) + 1)]
-        got = [a.interface for a in self.attachments]
-        if got != expected:
+        if (got := [a.interface for a in self.attachments]) != expected:
             raise FieldError(
                 ("attachments",), f"attachments must name interfaces {expected} in order (Multus numbers them that way), got {got}"
             )
