@@ -128,8 +128,7 @@ def _parsed(file: str) -> _Parsed | None:
     """A module's calls by (line, called name), its functions, its constants; parsed once per text of the file."""
     try:
         text = Path(file).read_text(encoding="utf-8")
-        cached = _PARSED.get(file)
-        if cached is not None and cached.text == text:
+        if (cached := _PARSED.get(file)) is not None and cached.text == text:
             return cached
         tree = ast.parse(text)
     except (OSError, SyntaxError, ValueError):
