@@ -456,9 +456,7 @@ class Security(Strict):
 
     def stated_facts(self) -> openshift.SccFacts | None:
         """What `scc` allows where the stack does not create it: what OpenShift ships (rule shipped-scc), else existing_*."""
-        if self.scc is None or self.create:
-            return None
-        return openshift.OPENSHIFT_SCCS.get(self.scc) or self.existing_facts()
+        return None if self.scc is None or self.create else openshift.OPENSHIFT_SCCS.get(self.scc) or self.existing_facts()
 
     def says(self, fact: str) -> str:
         """The field that states `fact` of an existing SCC, and what it says."""

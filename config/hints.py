@@ -50,9 +50,7 @@ def failing_line(tb: TracebackType | None, path: Path) -> str:
         if file.parent == folder:
             last = (str(file), lineno)
             own = last if file == path.resolve() else own
-    if last is None:
-        return ""
-    return provenance.shown(last) + (f" (from {provenance.shown(own)})" if own is not None and own != last else "")
+    return "" if last is None else provenance.shown(last) + (f" (from {provenance.shown(own)})" if own is not None and own != last else "")
 
 
 def _syntax_hint(err: SyntaxError) -> tuple[int | None, str]:

@@ -108,9 +108,7 @@ def origin(root: Any, path: Path_, call: tuple[Site, str] | None = None) -> tupl
         return origin(again[1], path, call)
     end, known = next(((end, k) for end in range(len(path), -1, -1) if (k := _known(_MODELS, walk(root, path[:end])))), (0, None))
     site, name = (known[1], type(walk(root, path[:end])).__name__) if known else call or (None, "")
-    if site is None:
-        return None
-    return field_line(site, name, path[end:]) or (site.file, site.line)
+    return None if site is None else field_line(site, name, path[end:]) or (site.file, site.line)
 
 
 class _Parsed(NamedTuple):
