@@ -192,8 +192,7 @@ def _field_node(site: Site, called: str | None, path: Path_) -> tuple[str, ast.e
     if found is not None:
         return site.file, _deeper(found, path[1:])
     for file, first in site.helpers:
-        helper = _parsed(file)
-        if (function := helper.functions.get(first) if helper else None) is None:
+        if (helper := _parsed(file)) is None or (function := helper.functions.get(first)) is None:
             continue
         # A value the helper passes on from its own parameter (`name=name`) is written where the helper is called.
         passed = {a.arg for a in ast.walk(function.args) if isinstance(a, ast.arg)}
