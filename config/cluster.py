@@ -101,8 +101,7 @@ def _operator_resource_problem(resource: str) -> str:
 
 def _pinned_node(labels: dict[str, str]) -> dict[str, str]:
     """Node labels where kubernetes.io/hostname, if set, names a node a node can be: a pin to '' schedules nothing."""
-    host = labels.get(HOSTNAME)
-    if host is not None and (problem := values.node_name_problem(host)):
+    if (host := labels.get(HOSTNAME)) is not None and (problem := values.node_name_problem(host)):
         raise FieldError((HOSTNAME,), f"{problem}: {HOSTNAME} pins the pods to the node of that name, and no node has this one")
     return labels
 

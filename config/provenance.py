@@ -152,8 +152,7 @@ def _parsed(file: str) -> _Parsed | None:
 
 def assignments(file: str) -> dict[str, int]:
     """The line of each module-level assignment of a plain name in `file` (`NS = ...`: the first)."""
-    parsed = _parsed(file)
-    return dict(parsed.assigned) if parsed else {}
+    return dict(parsed.assigned) if (parsed := _parsed(file)) else {}
 
 
 def _dict_value(node: ast.Dict, key: str) -> ast.expr | None:
@@ -182,8 +181,7 @@ def _in_call(call: ast.Call | None, name: str) -> ast.keyword | None:
 
 def _field_node(site: Site, called: str | None, path: Path_) -> tuple[str, ast.expr | ast.keyword] | None:
     """(file, expression) that writes `path` for the call at `site`: its keyword, else a helper's keyword or dict key."""
-    parsed = _parsed(site.file)
-    if parsed is None or not path or not isinstance(path[0], str):
+    if (parsed := _parsed(site.file)) is None or not path or not isinstance(path[0], str):
         return None
     name = path[0]
     found: ast.expr | ast.keyword | None = _in_call(parsed.calls.get((site.line, called or "")), name)

@@ -313,8 +313,7 @@ class _Checks:
             self.found.append(FieldError(path, message))
 
     def unique(self, kind: str, namespace: str, name: str, path: FieldPath) -> None:
-        first = self.seen.setdefault((kind, namespace, name), path)
-        if first != path:
+        if (first := self.seen.setdefault((kind, namespace, name), path)) != path:
             self.add(
                 path, f"duplicate {kind} name {name!r} in namespace {namespace!r} (also {named_path(first, self.c)}): names must be unique"
             )
@@ -532,8 +531,7 @@ def _derived_names(c: ClusterConfig) -> None:
     owners: dict[tuple[str, str, str], tuple[FieldPath, str]] = {}
 
     def own(kind: str, namespace: str, name: str, where: FieldPath, what: str) -> None:
-        first = owners.setdefault((kind, namespace, name), (where, what))
-        if first != (where, what):
+        if (first := owners.setdefault((kind, namespace, name), (where, what))) != (where, what):
             raise FieldError(
                 where,
                 f"{what} makes {kind} {name!r}{f' in namespace {namespace!r}' if namespace else ''}, and so does {first[1]} "

@@ -351,8 +351,7 @@ def _no_json_constant(name: str) -> Any:
 
 def _finite_float(text: str) -> float:
     # Python reads 1e999 as inf: a number no other JSON reader (Go's, the CNI plugin's) takes.
-    value = float(text)
-    if not math.isfinite(value):
+    if not math.isfinite(value := float(text)):
         raise ValueError(f"{text} is not a finite number (it overflows a float)")
     return value
 
