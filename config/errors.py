@@ -177,10 +177,9 @@ class ModelError(ValueError):
     """A model a stack module built that failed validation, named as the config names it (`workloads[h-kim].nodes`)."""
 
     def __init__(self, model: type[Strict], data: dict[str, Any], err: ValidationError, here: provenance.Site) -> None:
-        name = data.get("name")
         # A Mount or ContainerPort fails before the Workload(...) around it exists: named by its class.
         prefix = "" if model.WHOLE_CONFIG else model.COLLECTION or model.__name__
-        if isinstance(name, str) and prefix:
+        if isinstance(name := data.get("name"), str) and prefix:
             prefix += f"[{name}]"
 
         def line_of(loc: FieldPath) -> str:

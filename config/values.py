@@ -200,8 +200,7 @@ def _cpu(value: str) -> str:
 def _bytes(value: str, low: int, high: int, what: str) -> str:
     if value.endswith("m"):
         raise ValueError(f"{value!r}: 'm' is milli, so this is {quantity_value(value)} bytes: write Mi (mebibytes) or M (megabytes)")
-    amount = quantity_value(value)
-    if amount > high:
+    if (amount := quantity_value(value)) > high:
         raise ValueError(f"{value!r} is more than {quantity_text(high)} of {what}: a unit typo? (the API server overflows at 8Ei)")
     if amount < low:
         raise ValueError(f"{value!r} is {amount} bytes of {what}, below {quantity_text(low)}: a unit typo? (64 is 64 bytes; write 64Gi)")
@@ -256,10 +255,9 @@ def _image(value: str) -> str:
             "nvcr.io/nvidia/pytorch:25.08-py3)"
         )
     first, slash, _ = name.partition("/")
-    if slash and ":" in first:  # a registry host with a port: registry.example.org:5000/team/image
-        port = first.rsplit(":", 1)[1]
-        if not 1 <= int(port) <= 65535:
-            raise ValueError(f"{value!r}: the registry port {port} is not a TCP port (1..65535): fix the registry address")
+    # A registry host with a port (registry.example.org:5000/team/image) whose number is no TCP port.
+    if slash and ":" in first and not 1 <= int(port := first.rsplit(":", 1)[1]) <= 65535:
+        raise ValueError(f"{value!r}: the registry port {port} is not a TCP port (1..65535): fix the registry address")
     if at:
         algorithm, colon, encoded = digest.partition(":")
         if algorithm not in DIGEST_HEX_LENGTH or not colon:
