@@ -143,8 +143,7 @@ def _parsed(file: str) -> _Parsed | None:
         for target in targets:
             if isinstance(target, ast.Name):
                 out.assigned.setdefault(target.id, stmt.lineno)
-                value = getattr(stmt, "value", None)
-                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                if isinstance(value := getattr(stmt, "value", None), ast.Constant) and isinstance(value.value, str):
                     out.texts.setdefault(target.id, value.value)
     _PARSED[file] = out
     return out

@@ -223,8 +223,7 @@ class ClusterConfig(Strict):
 
     def queue_quota(self) -> dict[str, dict[str, str]]:
         """node set -> resource -> nominal quota: queueing.quota's, else the set's total; the same resources in every set (Kueue)."""
-        q = self.queueing
-        if q is None:
+        if (q := self.queueing) is None:
             return {}
         sriov = [a.resource for a in self.fabric.attachments] if self.fabric else []
         stated = sorted({r for per_set in q.quota.values() for r in per_set} - {"cpu", "memory", GPU, *sriov})
