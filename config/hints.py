@@ -84,8 +84,7 @@ def _argument(text: str) -> str:
 
 def _name_hint(err: NameError, at: str, defined: dict[str, Any]) -> str:
     """A bare word used as a value: a mistyped or undefined name (`H_KIM`, `NAMESPACE`), `true`, `null`, or bare text."""
-    name = getattr(err, "name", None)
-    if not isinstance(name, str):
+    if not isinstance(name := getattr(err, "name", None), str):
         return ""
     file, _, line = at.split(" ")[0].rpartition(":")
     text = linecache.getline(str(project.ROOT / file), int(line)) if line.isdigit() else ""

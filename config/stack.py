@@ -467,14 +467,13 @@ def _pod_refs(k: _Checks, what: str, src: FieldPath, path: FieldPath, w: Workloa
         )
     if w.node_set is not None and w.node_set not in k.node_sets:
         k.add(src + ("node_set",), f"node set {w.node_set!r} is not in node_sets ({closest(w.node_set, k.node_sets)})")
-    strategy = c.memlock_of(w)
     if w.uses_rdma and c.fabric is None:  # the cause of what its memlock strategy and SCC would lack: not checked then
         k.add(
             src + ("transport",),
             f"{what} {w.name!r} uses transport rdma, but the cluster has no fabric (fabric is None: TCP only), so its pods "
             "would get no RDMA device. Use transport tcp, or describe the cluster's RDMA fabric in fabric (docs/networks.md)",
         )
-    elif strategy in values.STRATEGY_NEEDS_SCC and c.security.scc is None:
+    elif (strategy := c.memlock_of(w)) in values.STRATEGY_NEEDS_SCC and c.security.scc is None:
         k.add(
             src + ("memlock",),
             f"memlock {strategy!r} needs an SCC that admits root with capabilities (or privileged containers): "
