@@ -79,7 +79,8 @@ class Entry(NamedTuple):
 def _messages(e: Any) -> list[tuple[FieldPath, str]]:
     """The (path, message) pairs one pydantic error stands for, in the words of a stack file."""
     loc = tuple(e["loc"])
-    cause = (e.get("ctx") or {}).get("error")
+    ctx = e.get("ctx") or {}
+    cause = ctx.get("error")
     if isinstance(cause, FieldError):
         return [(loc + cause.path, cause.message)]
     if isinstance(cause, FieldErrors):
@@ -95,8 +96,7 @@ def _messages(e: Any) -> list[tuple[FieldPath, str]]:
     elif e["type"] == "int_type" and isinstance(e.get("input"), str):
         msg += ": write the number without quotes"
     elif e["type"] == "too_long" and isinstance(e.get("input"), (list, dict)):
-        limit = (e.get("ctx") or {}).get("max_length")
-        msg = f'{len(e["input"])} entries, at most {limit}: a bound of the program (docs/reference.md, "Bounds")'
+        msg = f'{len(e["input"])} entries, at most {ctx.get("max_length")}: a bound of the program (docs/reference.md, "Bounds")'
     return [(loc, msg)]
 
 
