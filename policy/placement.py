@@ -140,8 +140,10 @@ def place(
 
     def _room(i: int, state: State) -> bool:
         """What the nodes have left can hold what the remaining groups need, each with enough nodes with room for one pod."""
-        enough = all(sum(n * keys[c][1][r] for c, n in state if keys[c][0]) >= demand[i][r] for r in bounded if demand[i][r])
-        return enough and all(
+        for r in bounded:
+            if demand[i][r] and sum(n * keys[c][1][r] for c, n in state if keys[c][0]) < demand[i][r]:
+                return False
+        return all(
             sum(n for c, n in state if j in keys[c][0] and fits(keys[c][1], needs[j])) >= order[j].pods for j in range(i, len(order))
         )
 
