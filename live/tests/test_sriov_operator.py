@@ -44,6 +44,7 @@ OPERATOR_NS = sriov.NAMESPACE
 V1 = f"{sriov.GROUP}/v1"
 NAD_API = "k8s.cni.cncf.io/v1"
 FINALIZER = "netattdef.finalizers.sriovnetwork.openshift.io"  # api/v1/helper.go NETATTDEFFINALIZERNAME
+LAST_NAMESPACE = "operator.sriovnetwork.openshift.io/last-network-namespace"  # api/v1/helper.go LASTNETWORKNAMESPACE
 # Barcelona's NAD for eno5np0, as the stack renders it in copy mode (the seeds' NAD, CLUSTER-FACTS.md).
 BARCELONA_NAD = ROOT / "rendered" / "barcelona" / "nccl-test" / "networkattachmentdefinition-eno5np0-network.yaml"
 IPAM = {"type": "whereabouts", "range": "10.0.103.0/24", "routes": [{"dst": "192.168.77.0/24"}]}
@@ -254,9 +255,12 @@ def test_a_nad_deleted_or_edited_by_hand_is_made_again(plane: ControlPlane, cont
 
 def test_a_sriov_network_moved_to_another_project_moves_its_nad(plane: ControlPlane, controller: sriov.Controller) -> None:
     """A project renamed in the config: the operator deletes the NAD where its last-network-namespace annotation says
-    it made it, and makes it in the new one."""
+    it made it, and makes it in the new one. It writes that annotation just after the NAD: a move before it (and before
+    its informer has seen it) leaves the old NAD behind (generic_network_controller.go, v1.5.0), so the test waits."""
     plane.apply(network("moved-eno5np0", "proj-a"))
     wait_for(plane, nad_path("proj-a", "moved-eno5np0"), bool, "the NAD in proj-a")
+    annotated = lambda n: bool(n) and (n["metadata"].get("annotations") or {}).get(LAST_NAMESPACE) == "proj-a"  # noqa: E731
+    wait_for(plane, network_path("moved-eno5np0"), annotated, "the SriovNetwork's last-network-namespace annotation")
     plane.apply(network("moved-eno5np0", "proj-b"))
     wait_for(plane, nad_path("proj-b", "moved-eno5np0"), bool, "the NAD in proj-b")
     wait_for(plane, nad_path("proj-a", "moved-eno5np0"), lambda n: n is None, "the NAD in proj-a removed")
