@@ -1,8 +1,6 @@
 """`check`: the preflight over each stack's objects, the findings this change made marked new; and `preflight`, the
 same rules over a rendering, which `render` runs before it writes (cli/rendering.py)."""
 
-from __future__ import annotations
-
 import argparse
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -25,7 +23,7 @@ if TYPE_CHECKING:  # for the annotation only: check never renders, and tools.ren
 
 def preflight(
     config: ClusterConfig,
-    rendering: Rendering | None,
+    rendering: "Rendering | None",
     previous: dict[str, object] | None,
     others: list[ClusterConfig] | None = None,
     whole: list[Declared] | None = None,

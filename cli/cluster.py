@@ -3,8 +3,6 @@
 (`recover`), and per workload whether it runs and, if not, why (`status`, tools/status/). Most name a Pulumi stack and
 read the cluster unless given its objects as a file."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import shlex

@@ -1,8 +1,6 @@
 """The commands that read configs only (`list`, `config`, `schema`) and which stacks a command names (`from_args`).
 Light on purpose: the loader and the config model only, never the program or pulumi, so `list` answers at once."""
 
-from __future__ import annotations
-
 import argparse
 import json
 import sys

@@ -2,8 +2,6 @@
 command runs in its group's module (GROUPS). Every expected failure is one message on stderr and a non-zero exit, never
 a traceback. A stack is loaded as `pulumi up -s STACK` loads it: the YAML file its stack files name, else its module."""
 
-from __future__ import annotations
-
 import argparse
 import functools
 import gc

@@ -2,8 +2,6 @@
 SIGTERM 143 with one line and no traceback, at once (no unwinding through Pulumi's event loop), after the render
 workers end; output the terminal's encoding cannot show is escaped instead of failing."""
 
-from __future__ import annotations
-
 import codecs
 import contextlib
 import os

@@ -1,8 +1,6 @@
 """`render` (every object the program would create, and the stack outputs, written only past the preflight) and
 `diff` (object by object, the render committed at a git ref against a fresh one)."""
 
-from __future__ import annotations
-
 import argparse
 import os
 import sys

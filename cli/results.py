@@ -2,8 +2,6 @@
 verdict of a bandwidth check from its saved log (`bandwidth-report`). Neither needs the program or the tools: this
 module imports no pulumi, so both answer as fast as `list`."""
 
-from __future__ import annotations
-
 import argparse
 import sys
 

@@ -2,8 +2,6 @@
 as a workload so its pods get what that transport's training pods get; components/launcher/bandwidth.py exits 1 on
 failure (backoffLimit 0). Its Job is NAME-DIGEST of the fabric and the check: it runs again only when they change."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 from typing import Any

@@ -2,8 +2,6 @@
 only a BuildConfig that never built, so it is named NAME-DIGEST of its Dockerfile: a changed Dockerfile is a new
 BuildConfig that builds once, into the same tag (pods get it when they next start)."""
 
-from __future__ import annotations
-
 import hashlib
 
 from components.kube import MANAGED_BY, Sourced, managed

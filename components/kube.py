@@ -1,8 +1,6 @@
 """What every concern's objects share: the record of one declared object (`Declared`), its provider type token and Pulumi
 name, and the API and label names only the components use (those the preflight reads too are in config/kube.py)."""
 
-from __future__ import annotations
-
 import functools
 import importlib.metadata
 from dataclasses import dataclass

@@ -2,8 +2,6 @@
 provider/pkg/await, diff.go): `pulumi.com/waitFor` replaces its await; without it a StatefulSet waits until every pod is
 Ready, a Job until it completes, a PVC until Bound; every other kind is done once the API server accepts it."""
 
-from __future__ import annotations
-
 import re
 from typing import Any
 

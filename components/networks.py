@@ -2,8 +2,6 @@
 stack's cni_config and resourceName, not the operator's owner-ref, so project rights make it), the sources in `default`
 (reference), or SriovNetworks the operator makes the NADs from (operator: cni_config in its terms, helper.go)."""
 
-from __future__ import annotations
-
 import json
 from typing import Any
 

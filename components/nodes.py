@@ -3,8 +3,6 @@ the node-limit strategy, as CRI-O applies only `default_ulimits`, and IOMMU pass
 SriovNetworkNodePolicy per node_sets[].node_policies entry and node, selected by hostname, making RDMA VFs of the
 fabric's link type (each drains and reboots its node when applied, changed or deleted: node_reboot_reason)."""
 
-from __future__ import annotations
-
 import base64
 from typing import Any
 

@@ -2,11 +2,9 @@
 outputs-schema`, schemas/outputs.v2.json) and of the values (`StackOutputs.of`), validated as they are made.
 Removing, renaming or changing the meaning of a field is a new version (outputs.v3.json); adding one is not."""
 
-from __future__ import annotations
-
 import json
 import sys
-from typing import Annotated, Any, Literal, cast
+from typing import Annotated, Any, Literal, Self, cast
 
 from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from pydantic.json_schema import GenerateJsonSchema
@@ -90,7 +88,7 @@ class WorkloadOutputs(_Outputs):
     """On a queued cluster: its WorkloadPriorityClass, where it names one. Absent otherwise."""
 
     @classmethod
-    def of(cls, config: ClusterConfig, w: Workload) -> WorkloadOutputs:
+    def of(cls, config: ClusterConfig, w: Workload) -> Self:
         names = Names(w)
         return cls(
             **{k: getattr(w, k) for k in ("namespace", "kind", "state", "gpus_per_node", "master_port")},
@@ -145,7 +143,7 @@ class BandwidthCheckOutputs(_Outputs):
     """A shell command that reads the check's log and prints its verdict."""
 
     @classmethod
-    def of(cls, config: ClusterConfig, check: BandwidthCheck) -> BandwidthCheckOutputs:
+    def of(cls, config: ClusterConfig, check: BandwidthCheck) -> Self:
         from components.launcher.bandwidth import threshold_gbytes  # the in-pod module: loaded only when a check is on
 
         rate = config.bandwidth_line_rate_gbps(check)
@@ -209,7 +207,7 @@ class StackOutputs(_Outputs):
     """Every enabled bandwidth check of the stack, by check name."""
 
     @classmethod
-    def of(cls, config: ClusterConfig, tier: str = "all") -> StackOutputs:
+    def of(cls, config: ClusterConfig, tier: str = "all") -> Self:
         """The outputs of a run of `tier`, computed from the config alone (they do not wait on the cluster)."""
         fabric = config.fabric
         if fabric is None:

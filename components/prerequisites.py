@@ -2,8 +2,6 @@
 preview swallows AlreadyExists, Forbidden and missing-namespace errors). Secrets are never read (the state would hold
 them). `expected` is the state the stack assumes: the offline renderer answers each read with it."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any

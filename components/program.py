@@ -1,8 +1,6 @@
 """The whole stack as data: every object a run declares, with its component and config entry (`layout`).
 `components.resources.build` declares exactly this; `check`, the import plan, `drift` and `status` read it without Pulumi."""
 
-from __future__ import annotations
-
 from collections.abc import Callable
 from typing import Any
 

@@ -2,8 +2,6 @@
 ClusterQueue open to the stack's namespaces only, the priority classes, the namespace label the Red Hat build manages
 by, a one-level Topology when `topology_aware`, and a LocalQueue per namespace (kueue.x-k8s.io/v1beta2, Kueue 0.16+)."""
 
-from __future__ import annotations
-
 import hashlib
 import json
 from typing import Any

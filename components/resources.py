@@ -1,8 +1,6 @@
 """One ComponentResource per concern, declaring under it the objects `program.layout` assigns it, and `build`, which
 declares a stack. Only this module imports Pulumi, so the commands that only read a stack start without the SDK."""
 
-from __future__ import annotations
-
 import functools
 from collections.abc import Sequence
 from typing import Any

@@ -2,8 +2,6 @@
 program creates drops ALL capabilities and allows only those the stack's memlock strategies need (KNOWLEDGE.md); its
 runAsUser is RunAsAny because added capabilities are effective only for uid 0. Other pods run under restricted-v2."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from components.kube import SCC_API, Sourced, managed

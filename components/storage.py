@@ -1,8 +1,6 @@
 """Data volumes: RWX PVCs shared by all pods of a namespace (protected and retained: components/resources.py), and
 patches of existing PVCs. Per-pod claims are StatefulSet volumeClaimTemplates; existing claims are only mounted."""
 
-from __future__ import annotations
-
 from typing import Any
 
 from components.kube import REASON, Sourced, managed

@@ -1,8 +1,6 @@
 """Who may declare what: the platform tier (cluster-admin: cluster-scoped objects, RoleBindings to an SCC's use-role,
 the SR-IOV operator's objects, anything outside the stack's projects) or the project tier (everything else)."""
 
-from __future__ import annotations
-
 import shlex
 from collections.abc import Callable
 from typing import Any

@@ -2,8 +2,6 @@
 and Routes; the ConfigMaps the pods mount (launcher, scripts). Every pod comes from one template (`pod_template`) and
 starts through the launcher (components/launcher/, shipped verbatim in a ConfigMap)."""
 
-from __future__ import annotations
-
 import json
 from dataclasses import dataclass
 from typing import Any

@@ -1,11 +1,9 @@
 """What the cluster has and what the stack makes on it besides the training pods: node sets, the RDMA fabric, storage,
 service accounts and SCCs, objects that exist already, scripts, image builds, node-level changes, the queue."""
 
-from __future__ import annotations
-
 import json
 import re
-from typing import Annotated, Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
 from pydantic import AfterValidator, Field, field_validator, model_validator
 
@@ -38,7 +36,7 @@ class Toleration(Strict):
         return value
 
     @model_validator(mode="after")
-    def _value_matches_operator(self) -> Toleration:
+    def _value_matches_operator(self) -> Self:
         if (self.operator == "Equal") == (self.value is None):  # a value with Equal, none with Exists
             raise FieldError(
                 ("value",), "operator Equal needs a value" if self.value is None else "operator Exists takes no value (use Equal)"
@@ -71,7 +69,7 @@ class SriovNodePolicy(Strict):
         return value
 
     @model_validator(mode="after")
-    def _selects_nics(self) -> SriovNodePolicy:
+    def _selects_nics(self) -> Self:
         if not (self.pf_names or self.vendor or self.device_id):
             raise FieldError(("pf_names",), "name the PFs (pf_names) or their model (vendor, device_id): the operator's webhook needs one")
         if self.vendor is not None and self.vendor not in openshift.SRIOV_VENDORS:
@@ -149,7 +147,7 @@ class NodeSet(Strict):
         return value
 
     @model_validator(mode="after")
-    def _named_or_counted(self) -> NodeSet:
+    def _named_or_counted(self) -> Self:
         if bool(self.nodes) == (self.count is not None):
             raise FieldError(("nodes",), "give either nodes (names) or count (a number of unnamed nodes), not both or neither")
         if len(set(self.nodes)) != len(self.nodes):
@@ -248,7 +246,7 @@ class RdmaFabric(Strict):
     """NCCL_NET_GDR_LEVEL (the seeds' legacy value 5 is SYS)."""
 
     @model_validator(mode="after")
-    def _interfaces_in_order(self) -> RdmaFabric:
+    def _interfaces_in_order(self) -> Self:
         expected = [f"net{i}" for i in range(1, len(self.attachments) + 1)]
         if (got := [a.interface for a in self.attachments]) != expected:
             raise FieldError(
@@ -359,7 +357,7 @@ class Volume(Strict):
     deletes it; preview fails when it is missing. `shared` then says whether several pods may mount it."""
 
     @model_validator(mode="after")
-    def _size_unless_existing(self) -> Volume:
+    def _size_unless_existing(self) -> Self:
         if self.size is None and not self.existing:
             raise FieldError(("size",), "a volume the stack creates needs a size (or set existing: true for a claim that exists)")
         own = f"{self.mount_path} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path"
@@ -465,7 +463,7 @@ class Security(Strict):
         return f"security.{field} says {said}"
 
     @model_validator(mode="after")
-    def _safe_scc(self) -> Security:
+    def _safe_scc(self) -> Self:
         if self.create and self.scc in openshift.BUILTIN_SCCS:
             raise FieldError(
                 ("create",),
@@ -549,7 +547,7 @@ class NodeLevel(Strict):
     reboots the API server's nodes one by one. Right only where they are the GPU nodes too (a compact cluster)."""
 
     @model_validator(mode="after")
-    def _not_the_control_plane(self) -> NodeLevel:
+    def _not_the_control_plane(self) -> Self:
         if self.pool in openshift.CONTROL_PLANE_POOLS and not self.control_plane_reason:
             raise FieldError(
                 ("pool",),

@@ -1,8 +1,6 @@
 """Errors that name the object and the field (`workloads[h-kim].nodes`) and the line to change, whether the config
 comes from a stack module or a YAML file; `Strict`, every model's base."""
 
-from __future__ import annotations
-
 import difflib
 import re
 import typing
@@ -176,7 +174,7 @@ def _in_file_order(entry: Entry) -> tuple[str, int]:
 class ModelError(ValueError):
     """A model a stack module built that failed validation, named as the config names it (`workloads[h-kim].nodes`)."""
 
-    def __init__(self, model: type[Strict], data: dict[str, Any], err: ValidationError, here: provenance.Site) -> None:
+    def __init__(self, model: type["Strict"], data: dict[str, Any], err: ValidationError, here: provenance.Site) -> None:
         # A Mount or ContainerPort fails before the Workload(...) around it exists: named by its class.
         prefix = "" if model.WHOLE_CONFIG else model.COLLECTION or model.__name__
         if isinstance(name := data.get("name"), str) and prefix:

@@ -1,8 +1,6 @@
 """Reading files: YAML configs and stack files (PyYAML's composer: each key keeps its line), YAML or JSON from elsewhere
 (a committed render, the cluster's output: bounded); each failure a ConfigError naming the file."""
 
-from __future__ import annotations
-
 import os
 import re
 import stat

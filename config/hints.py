@@ -1,8 +1,6 @@
 """A stack module's Python mistake in the stack file's words: the line to change (the last clusters/ frame) and, for a
 user who writes YAML, the fix (`nodes: 1` in a call, `true`, `null`, text or a constant without quotes)."""
 
-from __future__ import annotations
-
 import difflib
 import linecache
 import re

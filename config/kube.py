@@ -1,8 +1,6 @@
 """The Kubernetes names components/ writes into the objects and policy/ reads back (annotation and label keys, resource
 names, the names derived from a config entry), defined once below both."""
 
-from __future__ import annotations
-
 import hashlib
 import re
 

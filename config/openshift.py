@@ -1,11 +1,9 @@
 """Facts of OpenShift that the config is judged by, not fields of it: the SCCs it ships and what each allows, the
 registry, the service accounts of every project, the control plane, the platform's namespaces, the SR-IOV operator."""
 
-from __future__ import annotations
-
 import fnmatch
 from collections.abc import Collection, Iterable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Self
 
 from config.text import escaped
 from config.values import STRATEGY_CAPABILITIES, STRATEGY_RUNS_AS_ROOT
@@ -42,7 +40,7 @@ class SccNeeds(NamedTuple):
     used: bool = False  # whether any pod runs under it (else only what is broad whatever the pods counts)
 
     @classmethod
-    def of(cls, strategies: Iterable[str]) -> SccNeeds:
+    def of(cls, strategies: Iterable[str]) -> Self:
         chosen = set(strategies)
         caps = frozenset(c for s in chosen for c in STRATEGY_CAPABILITIES.get(s, ()))
         return cls(caps, bool(chosen & STRATEGY_RUNS_AS_ROOT), "privileged" in chosen, bool(chosen))
@@ -88,7 +86,7 @@ class SccFacts(NamedTuple):
         return profile in defaults and bool(defaults & self.seccomp)
 
     @classmethod
-    def from_object(cls, obj: Mapping[str, Any]) -> SccFacts:
+    def from_object(cls, obj: Mapping[str, Any]) -> Self:
         """The facts of an SCC object (the cluster's is untrusted: a field of another shape reads as unset)."""
 
         def names(key: str) -> frozenset[str]:
@@ -151,7 +149,7 @@ class SccFacts(NamedTuple):
         return {"capabilities": "allowedCapabilities", "root": "runAsUser", "privileged": "allowPrivilegedContainer",
                 "host_paths": "allowHostDirVolumePlugin", "user_namespace": "userNamespaceLevel"}[fact]  # fmt: skip
 
-    def exceeds(self, other: SccFacts, fact: str) -> bool:
+    def exceeds(self, other: "SccFacts", fact: str) -> bool:
         """Whether this SCC allows more than `other` in `fact` (one of STATED_FACTS)."""
         if fact == "capabilities":
             return other.capabilities is not None and (self.capabilities is None or not self.capabilities <= other.capabilities)
@@ -161,7 +159,7 @@ class SccFacts(NamedTuple):
             return self.allows_root and not other.allows_root
         return bool(getattr(self, fact)) and not getattr(other, fact)
 
-    def judge(self, needs: SccNeeds, stated: SccFacts | None = None) -> SccVerdict:
+    def judge(self, needs: "SccNeeds", stated: "SccFacts | None" = None) -> SccVerdict:
         """What of `needs` it refuses (of what `stated` admits), what it allows beyond them, where it exceeds `stated`."""
         refused = [r for r in self._refused(needs) if stated is None or r not in stated._refused(needs)]
         broad = [("privileged", "privileged containers")] if self.privileged else []

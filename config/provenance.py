@@ -2,8 +2,6 @@
 line to change: the call in a clusters/ file that built each model (and the helpers it went through), or a YAML file's
 line of each key. Kept beside the models, never in them: two configs with the same values stay equal."""
 
-from __future__ import annotations
-
 import ast
 import functools
 import sys

@@ -1,8 +1,6 @@
 """The config's JSON Schema (`python -m stacks schema`), each field described by its docstring, read from the source when
 asked for (pydantic's use_attribute_docstrings costs every `pulumi preview` tens of milliseconds)."""
 
-from __future__ import annotations
-
 import ast
 import inspect
 from types import ModuleType

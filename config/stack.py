@@ -1,13 +1,11 @@
 """One stack's validated configuration (ClusterConfig), the facts derived from it once (pod requests, memlock, SCC,
 queue quota), and its checks of shape and references across fields. Whether it would work on the cluster: policy/rules."""
 
-from __future__ import annotations
-
 import difflib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from functools import cached_property
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Self
 
 from pydantic import Field, model_validator
 
@@ -127,7 +125,7 @@ class ClusterConfig(Strict):
     """Contradictions between the sources and the choices the stack makes about them."""
 
     @model_validator(mode="after")
-    def _references(self) -> ClusterConfig:
+    def _references(self) -> Self:
         """Checks across the whole config, by concern: every entry is checked, and the errors of all come together."""
         _bounds(self)  # alone: past a bound, the checks below would be the slow part
         k = _Checks(self)

@@ -1,8 +1,6 @@
 """Text from outside the program (the cluster's messages, a log, a file name) as a terminal may show it: printed as it is,
 an escape sequence recolours the screen, a newline forges a line, a bidi override reverses what follows. JSON keeps it raw."""
 
-from __future__ import annotations
-
 
 def escaped(text: object) -> str:
     """`text` as one line a terminal shows as it is: every character Python does not call printable (controls, bidi

@@ -1,8 +1,6 @@
 """The values a config is made of, checked by the API server's own rules (K8sName, Memory, MountPath, ...), the bounds
 (MAX_*), the names reserved in every pod, and what the kubelet does to env values. Nothing here knows a model."""
 
-from __future__ import annotations
-
 import contextlib
 import json
 import math

@@ -1,10 +1,8 @@
 """What runs in the pods: a Workload (a StatefulSet or Job) with its TCP variants, mounts and ports, and a BandwidthCheck.
 Each checks what it sees alone; what it names elsewhere in the config: config/stack.py; whether it fits: policy/rules."""
 
-from __future__ import annotations
-
 import json
-from typing import TYPE_CHECKING, Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, Self
 
 from pydantic import Field, field_validator, model_validator
 
@@ -106,7 +104,7 @@ class ContainerPort(Strict):
     whoever reaches it runs any code in the pod. Printed with every check."""
 
     @model_validator(mode="after")
-    def _reason_of_a_routed_debugger(self) -> ContainerPort:
+    def _reason_of_a_routed_debugger(self) -> Self:
         if self.route_reason is not None and not (self.route and (self.name in DEBUGGER_PORT_NAMES or self.port in DEBUGGER_PORTS)):
             raise FieldError(
                 ("route_reason",),
@@ -234,7 +232,7 @@ class Workload(RunsPods):
         return value
 
     @model_validator(mode="after")
-    def _dollars(self) -> Workload:
+    def _dollars(self) -> Self:
         """`$(NAME)` of a pod variable is ambiguous (see kubelet_escape): refused, in env values and in args."""
         own = [*self.env, *self.secret_env]
         texts: list[tuple[FieldPath, str, str]] = [(("env", k), v, f"the value of {k}") for k, v in self.env.items()]
@@ -252,7 +250,7 @@ class Workload(RunsPods):
         return self
 
     @model_validator(mode="after")
-    def _shape(self) -> Workload:
+    def _shape(self) -> Self:
         if self.tcp_variants and not self.uses_rdma:
             raise FieldError(("tcp_variants",), "tcp_variants derive from an RDMA workload; this one is already TCP")
         if both := set(self.env) & set(self.secret_env):
@@ -375,7 +373,7 @@ class BandwidthCheck(RunsPods):
     """activeDeadlineSeconds of the Job (Pending time counts); `pulumi up` waits a little longer for the verdict."""
 
     @model_validator(mode="after")
-    def _shape(self) -> BandwidthCheck:
+    def _shape(self) -> Self:
         for k, v in self.env.items():
             if problem := values.dollar_problem(v, self.env, f"the value of {k}"):
                 raise FieldError(("env", k), problem)

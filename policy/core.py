@@ -1,8 +1,6 @@
 """What the rules read and report: findings, the rule registry (`rule`, RULES) and views of the rendered objects (the
 pods of StatefulSets, Jobs and Pods; SCCs; the Stack every rule is given). It imports no rule, components/ or pulumi."""
 
-from __future__ import annotations
-
 import textwrap
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -100,13 +98,13 @@ def explained(findings: list[Finding]) -> list[Finding]:
 class Rule:
     id: str
     summary: str  # what the rule guarantees, and the seed failure it comes from
-    run: Callable[[Stack], Iterable[Finding]]
+    run: Callable[["Stack"], Iterable[Finding]]
 
 
 RULES: dict[str, Rule] = {}
 
 
-def rule(rule_id: str, summary: str) -> Callable[[Callable[[Stack], Iterable[Finding]]], Callable[[Stack], Iterable[Finding]]]:
+def rule(rule_id: str, summary: str) -> Callable[[Callable[["Stack"], Iterable[Finding]]], Callable[["Stack"], Iterable[Finding]]]:
     def register(fn: Callable[[Stack], Iterable[Finding]]) -> Callable[[Stack], Iterable[Finding]]:
         if rule_id in RULES:
             raise ValueError(f"rule id {rule_id!r} registered twice")
@@ -183,7 +181,7 @@ class PodView:
         contexts = (container.get("securityContext") or {}, self.spec.get("securityContext") or {})
         return next((int(ctx["runAsUser"]) for ctx in contexts if ctx.get("runAsUser") is not None), None)
 
-    def network_refs(self) -> list[NetworkRef]:
+    def network_refs(self) -> list["NetworkRef"]:
         """The networks annotation (`name`, `ns/name`, `name@ifname`, comma-separated); Multus numbers the unnamed net1..."""
         out: list[NetworkRef] = []
         value = self.annotations.get(NETWORKS, "")

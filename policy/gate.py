@@ -1,8 +1,6 @@
 """The preflight inside the Pulumi program: the rules, before any resource is declared, and a kube context the
 kubeconfig lacks (the provider would preview every create as if it would work)."""
 
-from __future__ import annotations
-
 import os
 from collections.abc import Iterable, Mapping
 from pathlib import Path

@@ -4,8 +4,6 @@ tightest fit first and drops a branch once the nodes left cannot hold the pods l
 answer is "unknown", never a hang. On a queued cluster (`Admission`): does every combination a quota admits fit?
 """
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -60,14 +58,14 @@ class Budget:
 
     left: int
     spent: int = 0
-    whole: Budget | None = None  # the budget this one is a part of: each step takes a step of it too
+    whole: "Budget | None" = None  # the budget this one is a part of: each step takes a step of it too
 
     def take(self) -> bool:
         self.spent += 1
         self.left -= 1
         return (self.whole is None or self.whole.take()) and self.left >= 0
 
-    def part(self, steps: int) -> Budget:
+    def part(self, steps: int) -> "Budget":
         return Budget(steps, whole=self)
 
 

@@ -1,8 +1,6 @@
 """`check` runs every rule, marks the warnings the stack accepts, reports acceptances that accept nothing and speaks in
 the stack file's words; `summary` is the line per stack `python -m stacks check` prints."""
 
-from __future__ import annotations
-
 import fnmatch
 from collections.abc import Iterable, Mapping
 from dataclasses import replace

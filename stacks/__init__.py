@@ -1,8 +1,6 @@
 """The stacks: one validated ClusterConfig per cluster, from its module clusters/NAME.py (the repository's reviewed code,
 imported in process) or the YAML file its stack file names, so `check NAME` checks what `pulumi up -s NAME` deploys."""
 
-from __future__ import annotations
-
 import os
 import signal
 import sys

@@ -2,8 +2,6 @@
 objects under their parent components; `adopt_diff`: what adopting a live object changes; `operator_deletions`: the
 hand-made NADs the SR-IOV operator's would overwrite), and who may run which part (`rights_report`)."""
 
-from __future__ import annotations
-
 import shlex
 from collections.abc import Callable
 from typing import Any

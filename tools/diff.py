@@ -2,8 +2,6 @@
 as a reviewer reads a change: objects added or removed, each changed field's path
 (`spec.template.spec.containers[training].env[NCCL_IB_HCA].value: 'a' -> 'b'`), and what `pulumi up` does about it."""
 
-from __future__ import annotations
-
 import difflib
 import json
 import re

@@ -1,8 +1,6 @@
 """What was changed by hand on the cluster since `pulumi up`, in the stack file's words (`python -m stacks drift`): only
 what the stack declares (docs/lifecycle.md "Drift"), and entries added by hand to a list it declares by name (env)."""
 
-from __future__ import annotations
-
 import json
 import shlex
 from dataclasses import dataclass

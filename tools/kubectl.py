@@ -1,8 +1,6 @@
 """What the cluster says, read safely: read-only `oc` runs decoded without failing, their JSON parsed within bounds, and
 the shape of every object checked (SHAPES: the fields the tools read): a wrong type is one line, never a traceback."""
 
-from __future__ import annotations
-
 import shutil
 import subprocess
 from collections.abc import Callable, Mapping

@@ -2,8 +2,6 @@
 clears pending updates and deletes, not pending creates, which only the cluster knows happened: this prints the
 `pulumi refresh` that imports each create that happened and drops the others (docs/lifecycle.md "An interrupted run")."""
 
-from __future__ import annotations
-
 import os
 import re
 import shlex

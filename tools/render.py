@@ -1,8 +1,6 @@
 """Run `components.resources.build` under Pulumi's mock runtime and record every resource's inputs and options. A read
 is answered with the state the stack assumes (components/prerequisites.py), or what a test says the cluster holds."""
 
-from __future__ import annotations
-
 import asyncio
 import copy
 import logging

@@ -2,8 +2,6 @@
 same config. The writer replaces only a folder holding exactly what it wrote (.render-manifest: the files and their
 sha256), never writes through a symlink, and swaps the new render in atomically (renameat2): a kill leaves one whole."""
 
-from __future__ import annotations
-
 import ctypes
 import errno
 import functools
@@ -50,7 +48,7 @@ _Dumper.add_representer(
 FILE_NAME_MAX = 255  # bytes of a file name (Linux NAME_MAX)
 
 
-def relative_path(rec: Recorded) -> Path:
+def relative_path(rec: "Recorded") -> Path:
     """`<namespace or _cluster>/[patch-]<kind>-<name>.yaml`; a name too long is cut and carries a hash of the whole."""
     obj = rec.object
     meta = obj.get("metadata") or {}
@@ -63,7 +61,7 @@ def relative_path(rec: Recorded) -> Path:
     return Path(meta.get("namespace") or "_cluster") / f"{head}{name}.yaml"
 
 
-def document(rec: Recorded) -> str:
+def document(rec: "Recorded") -> str:
     head = "# server-side apply patch of an existing object: only these fields are managed\n" if rec.is_patch else ""
     return head + yaml.dump(canonical(rec.object, top=True), Dumper=_Dumper, sort_keys=False, width=4096, allow_unicode=True)
 
@@ -272,7 +270,7 @@ def _swap_in(temp: Path, target: Path) -> None:
     _remove(temp)
 
 
-def write(rendering: Rendering, out: Path) -> Path:
+def write(rendering: "Rendering", out: Path) -> Path:
     """Replace DIR/<stack>/ with the rendering as a whole; returns that folder."""
     name = rendering.config.name
     target = out / name

@@ -1,8 +1,6 @@
 """Networks: the NADs a pod attaches exist where it sees them, it requests their SR-IOV resources, NCCL's interface and
 HCA settings select what it will have, and the node policies make the VFs."""
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Iterator
 

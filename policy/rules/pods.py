@@ -1,8 +1,6 @@
 """What the pods run and how they are reached: images, Python's environment, Secrets, Routes, debugger ports, /dev/shm,
 and whether a bandwidth check can finish within its deadline."""
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from typing import Any
 

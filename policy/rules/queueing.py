@@ -1,8 +1,6 @@
 """Queueing (docs/shared-clusters.md): the ResourceFlavors and quotas are ones Kueue accepts and charges right, and no
 edit is one Kueue's webhooks refuse. What the queue admits at once is the capacity rule's (scheduling.py)."""
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from typing import Any
 

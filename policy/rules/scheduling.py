@@ -1,8 +1,6 @@
 """Scheduling: each pod fits a node of its set, tolerates the GPU nodes' taints and keeps off the control plane's; all
 running pods fit at once (policy/placement.py), or, queued, what Kueue admits together."""
 
-from __future__ import annotations
-
 import math
 from bisect import bisect_left
 from collections import Counter

@@ -1,8 +1,6 @@
 """Security: the SCC each pod pins, its grant, what the SCC admits; a container holds no more than its memlock strategy
 needs; a NetworkPolicy fences every workload's pods."""
 
-from __future__ import annotations
-
 from collections.abc import Iterator
 from typing import Any
 

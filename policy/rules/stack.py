@@ -1,8 +1,6 @@
 """The whole stack: the API server's limits, hidden characters, objects declared twice, derived names that meet, what a
 change leaves behind (orphaned claims, hand-made objects no longer declared), stacks that share a cluster."""
 
-from __future__ import annotations
-
 import json
 import re
 import unicodedata

@@ -1,8 +1,6 @@
 """Storage: claims name classes the cluster has, with access modes the class provides and the pods need; every mount
 point can be made and every file the launcher writes can be written."""
 
-from __future__ import annotations
-
 from collections import Counter
 from collections.abc import Iterator
 from typing import Any

@@ -1,8 +1,6 @@
 """What `status` reads from the cluster (`oc get` and `oc logs` only, bounded by tools/kubectl.py), and the lookups on
 it: objects told apart by uid, as their controllers tell them, never by a name or a label alone."""
 
-from __future__ import annotations
-
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field

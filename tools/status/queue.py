@@ -1,8 +1,6 @@
 """Where a queued workload is in Kueue, and why it waits, from its Kueue Workload (Kueue v0.17.0's conditions and
 messages), in the stack file's words: a flavor is a node set, the shortfall per resource."""
 
-from __future__ import annotations
-
 import re
 from typing import Any
 

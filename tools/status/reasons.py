@@ -2,8 +2,6 @@
 `no node of nairr has 4 free GPUs (nairr: 3 nodes, 12 GPUs, 12 in use by h-kim, yunshi)`. The scheduler's messages are
 k8s.io/kubernetes pkg/scheduler v1.34's, and the older form that names the taint (`untolerated taint {KEY: VALUE}`)."""
 
-from __future__ import annotations
-
 import json
 import re
 from collections import Counter

@@ -1,8 +1,6 @@
 """A stack's status: the models of `status --json` (schemas/status.v1.json: their docstrings are its descriptions),
 their assembly from the objects read and the reasons, and the text `status` prints."""
 
-from __future__ import annotations
-
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -64,7 +62,7 @@ class WorkloadStatus(_Status):
     ok: bool
     """True when it is as declared: running with every pod ready, a Job running or succeeded, or stopped (and holding no
     quota of the queue)."""
-    queue: QueueStatus | None = Field(default=None, exclude_if=lambda v: v is None)
+    queue: "QueueStatus | None" = Field(default=None, exclude_if=lambda v: v is None)
     """On a queued cluster only: where it is in the queue (absent otherwise)."""
 
 
