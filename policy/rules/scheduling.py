@@ -19,35 +19,33 @@ from policy.core import Finding, PodView, Stack, error, grouped, pod_entries, ru
 from policy.placement import UNBOUNDED, Admission, Budget, Free, Group, fits, place
 
 
-def _misfits(config: ClusterConfig, w: Workload | BandwidthCheck) -> list[tuple[str, str, str, str]]:
+def _misfits(config: ClusterConfig, w: Workload | BandwidthCheck) -> Iterator[tuple[str, str, str, str]]:
     """(config field, object field, message, fix) of each way a pod does not fit a node of its set, or the pods its nodes."""
     node_set = config.node_set(w.node_set)
-    out = []
     if w.gpus_per_node > node_set.gpus_per_node:
-        out.append((
+        yield (
             "gpus_per_node",
             f'spec.template.spec.containers[0].resources.limits["{GPU}"]',
             f"{w.gpus_per_node} GPUs per pod, but the nodes of {node_set.name!r} have {node_set.gpus_per_node}: the pods never schedule",
             "Spread the training over more nodes",
-        ))  # fmt: skip
+        )
     if w.nodes > node_set.size:
-        out.append((
+        yield (
             "nodes",
             "spec.replicas" if isinstance(w, Workload) and w.kind == "statefulset" else "spec.parallelism",
             f"{w.nodes} pods, one per node, but node set {node_set.name!r} has {node_set.size} node(s)",
             f"run at most {node_set.size} pod(s), or count more nodes in node_sets[{node_set.name}]",
-        ))  # fmt: skip
+        )
     for field, have in (("cpu", node_set.allocatable_cpu), ("memory", node_set.allocatable_memory)):
         want = getattr(w, field)
         if have is not None and quantity_value(want) > quantity_value(have):
-            out.append((
+            yield (
                 field,
                 f"spec.template.spec.containers[0].resources.requests.{field}",
                 f"each pod requests {field} {want}, but the nodes of {node_set.name!r} offer {have} (allocatable_{field}): the "
                 f"pods stay Pending ('Insufficient {field}')",
                 f"Request at most {have}",
-            ))  # fmt: skip
-    return out
+            )
 
 
 @rule("node-fit", "each pod fits one node of its set, and a workload's pods, one per node, the set's count of nodes")
@@ -63,16 +61,16 @@ def node_selector(stack: Stack) -> Iterator[Finding]:
     named = {n for s in c.node_sets for n in s.nodes}
     for at, w in pod_entries(c):
         own: dict[str, str] = w.node_selector if isinstance(w, Workload) else {}
-        found = [
-            (
-                (*at, "node_selector", key),
-                f"{key}={value} contradicts the stack's gpu_node_selector {key}={c.gpu_node_selector[key]}: the workload's "
-                "value replaces it, so the pods leave the GPU nodes the stack counts on",
-                "Remove it, or change gpu_node_selector",
-            )
-            for key, value in own.items()
-            if c.gpu_node_selector.get(key, value) != value
-        ]
+        for key, value in own.items():
+            if c.gpu_node_selector.get(key, value) != value:
+                yield error(
+                    stack.owner(w),
+                    "spec.template.spec.nodeSelector",
+                    f"{key}={value} contradicts the stack's gpu_node_selector {key}={c.gpu_node_selector[key]}: the workload's "
+                    "value replaces it, so the pods leave the GPU nodes the stack counts on",
+                    "Remove it, or change gpu_node_selector",
+                    config=(*at, "node_selector", key),
+                )
         host, node_set = {**c.gpu_node_selector, **own}.get(HOSTNAME), c.node_set(w.node_set)
         if host is not None and node_set.nodes and host not in node_set.nodes:
             problem = f"pins the pods to {host}, which is not a node of their node set {node_set.name!r} ({', '.join(node_set.nodes)})"
@@ -83,13 +81,13 @@ def node_selector(stack: Stack) -> Iterator[Finding]:
         else:
             problem = ""
         if problem:
-            found.append((
-                (*at, "node_selector", HOSTNAME) if HOSTNAME in own else ("gpu_node_selector", HOSTNAME),
+            yield error(
+                stack.owner(w),
+                "spec.template.spec.nodeSelector",
                 f"{HOSTNAME}: {problem}: they never schedule",
                 "Choose the nodes with node_set (and the set's nodes), not node_selector",
-            ))  # fmt: skip
-        for where, message, fix in found:
-            yield error(stack.owner(w), "spec.template.spec.nodeSelector", message, fix, config=where)
+                config=(*at, "node_selector", HOSTNAME) if HOSTNAME in own else ("gpu_node_selector", HOSTNAME),
+            )
 
 
 _ANY_VALUE = ("Exists",)  # a toleration's value that matches any: no taint value is a tuple
@@ -177,7 +175,7 @@ def capacity(stack: Stack) -> Iterator[Finding]:
     queued: list[tuple[PodView, Group]] = []
     for pod in stack.pods():
         spec = stack.spec_of(pod)
-        if pod.replicas <= 0 or (spec is not None and _misfits(config, spec)):
+        if pod.replicas <= 0 or (spec is not None and any(_misfits(config, spec))):
             continue  # a pod that fits no node of its set is node-fit's error
         op, hosts = _hostnames(pod)
         if op == "In" and (unknown := [h for h in hosts if h not in named]):

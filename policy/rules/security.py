@@ -66,11 +66,8 @@ def _grants(stack: Stack, scc: str, namespace: str, account: str) -> bool:
     groups = {"system:authenticated", "system:serviceaccounts", f"system:serviceaccounts:{namespace}"}
     for b in stack.of_kind("RoleBinding") + stack.of_kind("ClusterRoleBinding"):
         meta, role_ref = b.get("metadata") or {}, b.get("roleRef") or {}
-        if (
-            b["kind"] == "RoleBinding"
-            and meta.get("namespace") != namespace
-            or (role_ref.get("kind"), role_ref.get("name")) != ("ClusterRole", role)
-        ):
+        in_scope = b["kind"] == "ClusterRoleBinding" or meta.get("namespace") == namespace
+        if not in_scope or (role_ref.get("kind"), role_ref.get("name")) != ("ClusterRole", role):
             continue
         subjects = [(s.get("kind"), s.get("name"), s.get("namespace") or meta.get("namespace")) for s in b.get("subjects") or []]
         if ("ServiceAccount", account, namespace) in subjects or any(kind == "Group" and name in groups for kind, name, _ in subjects):

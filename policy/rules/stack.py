@@ -156,15 +156,14 @@ def platform_namespaces(stack: Stack) -> Iterator[Finding]:
 
 @rule("unique-objects", "no object is declared twice (a duplicate URN)")
 def unique_objects(stack: Stack) -> Iterator[Finding]:
-    seen: dict[tuple[Any, ...], list[str]] = {}
-    for o in stack.objects:
-        meta = o.get("metadata") or {}
-        key = (o.get("apiVersion"), o.get("kind"), meta.get("namespace"), meta.get("name"))
-        seen.setdefault(key, []).append(str((meta.get("labels") or {}).get(INSTANCE) or "the stack"))
-    for (_, kind, ns, name), sources in sorted(seen.items(), key=str):
+    seen = grouped(
+        ((o.get("apiVersion"), ref(o)), str(((o.get("metadata") or {}).get("labels") or {}).get(INSTANCE) or "the stack"))
+        for o in stack.objects
+    )
+    for (_, obj), sources in sorted(seen.items(), key=str):
         if len(sources) > 1:
             yield error(
-                f"{kind} {ns}/{name}" if ns else f"{kind} {name}",
+                obj,
                 "metadata.name",
                 f"declared {len(sources)} times (from {', '.join(sources)}): `pulumi up` stops with a duplicate URN",
                 "give each workload, port, volume and script a name whose derived names (NAME-PORT, NAME-headless, "
