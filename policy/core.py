@@ -184,8 +184,7 @@ class PodView:
     def network_refs(self) -> list["NetworkRef"]:
         """The networks annotation (`name`, `ns/name`, `name@ifname`, comma-separated); Multus numbers the unnamed net1..."""
         out: list[NetworkRef] = []
-        value = self.annotations.get(NETWORKS, "")
-        for i, entry in enumerate((p.strip() for p in value.split(",") if p.strip()), start=1):
+        for i, entry in enumerate((p.strip() for p in self.annotations.get(NETWORKS, "").split(",") if p.strip()), start=1):
             entry, _, iface = entry.partition("@")
             ns, _, name = entry.rpartition("/")
             out.append(NetworkRef(ns or self.namespace, name, iface or f"net{i}"))

@@ -2,10 +2,11 @@
 edit is one Kueue's webhooks refuse. What the queue admits at once is the capacity rule's (scheduling.py)."""
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from config.cluster import KUEUE_MAX_LABELS
-from config.kube import PRIORITY_CLASS, QUEUE_NAME, ConfigPath
+from config.kube import PRIORITY_CLASS, QUEUE_NAME
 from policy.core import Finding, Stack, error, rule
 
 
@@ -15,52 +16,50 @@ def queue_flavors(stack: Stack) -> Iterator[Finding]:
     if q is None:
         return
     seen: dict[tuple[tuple[str, str], ...], str] = {}
+    flavor_error = partial(error, f"ClusterQueue {q.cluster_queue}", "spec.resourceGroups[0].flavors")
     for i, ns in enumerate(c.node_sets):
         labels, told = c.flavor_labels(ns), tuple(sorted(c.flavor_labels(ns).items()))
-        found: list[tuple[ConfigPath, str, str]] = [
-            (
-                ("node_sets", i, "labels", key),
-                f"{key}={value} contradicts gpu_node_selector {key}={c.gpu_node_selector[key]}: no node would match both",
-                "label the set with what its nodes carry, or change gpu_node_selector",
-            )
-            for key, value in ns.labels.items()
-            if c.gpu_node_selector.get(key, value) != value
-        ]
+        for key, value in ns.labels.items():
+            if c.gpu_node_selector.get(key, value) != value:
+                yield flavor_error(
+                    f"{key}={value} contradicts gpu_node_selector {key}={c.gpu_node_selector[key]}: no node would match both",
+                    "label the set with what its nodes carry, or change gpu_node_selector",
+                    config=("node_sets", i, "labels", key),
+                )
         if len(labels) > KUEUE_MAX_LABELS:
-            found.append((
-                ("node_sets", i, "labels"),
+            yield flavor_error(
                 f"the ResourceFlavor of {ns.name!r} would name {len(labels)} node labels (gpu_node_selector and the set's labels): "
                 f"Kueue takes at most {KUEUE_MAX_LABELS}",
                 "Name fewer",
-            ))  # fmt: skip
+                config=("node_sets", i, "labels"),
+            )
         if q.topology_aware and not labels:
-            found.append((
-                ("node_sets", i, "labels"),
+            yield flavor_error(
                 f"with queueing.topology_aware the ResourceFlavor of {ns.name!r} names a Topology, and Kueue's CRD then needs at "
                 "least one node label on it (its nodes are the ones Topology Aware Scheduling counts)",
                 "give the set labels its nodes carry (`oc get nodes --show-labels`), or state gpu_node_selector",
-            ))  # fmt: skip
+                config=("node_sets", i, "labels"),
+            )
         if len(c.node_sets) > 1 and (not ns.labels or told in seen):
-            found.append((
-                ("node_sets", i, "labels"),
+            yield flavor_error(
                 "on a queued cluster each node set's ResourceFlavor must tell its nodes apart by label"
                 + (f" (the same as node set {seen[told]!r})" if told in seen else "")
                 + ": Kueue charges a workload to the first flavor whose labels its pods match, and then adds them to the pods' "
                 f"node selector, so a run on {ns.name!r} could be charged to (and pinned to) another set",
                 f"Give node set {ns.name!r} labels its nodes carry and no other set's do",
-            ))  # fmt: skip
+                config=("node_sets", i, "labels"),
+            )
         seen.setdefault(told, ns.name)
         if missing := c.unstated_quota(ns):  # all in one finding: one run of `check` says all the user must add
             fields, resources = " and ".join(f"allocatable_{r}" for r in missing), " and ".join(missing)
-            found.append((
-                ("queueing", "quota", ns.name) if ns.name in q.quota else ("queueing", "quota"),
+            yield flavor_error(
                 f"node set {ns.name!r} states no {fields}, so the ClusterQueue has no {resources} quota for it: Kueue admits a "
                 f"workload only against a quota for every resource its pods request ({resources} too)",
                 f"State {fields} on node_sets[{ns.name}] (the nodes' Allocatable), or "
-                + " and ".join(f"queueing.quota[{ns.name}][{r}]" for r in missing) + " (what the stack may use of the set)",
-            ))  # fmt: skip
-        for where, message, fix in found:
-            yield error(f"ClusterQueue {q.cluster_queue}", "spec.resourceGroups[0].flavors", message, fix, config=where)
+                + " and ".join(f"queueing.quota[{ns.name}][{r}]" for r in missing)
+                + " (what the stack may use of the set)",
+                config=("queueing", "quota", ns.name) if ns.name in q.quota else ("queueing", "quota"),
+            )
 
 
 @rule("queue-edits", "no edit of an admitted workload is one Kueue's webhooks refuse (against the committed render)")

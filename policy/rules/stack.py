@@ -210,8 +210,7 @@ def derived_names(stack: Stack) -> Iterator[Finding]:
                 yield from own("claim", w.namespace, claim, where, what, f"PersistentVolumeClaim {w.namespace}/{claim}")
     for i, f in enumerate(c.pvc_fixes):
         owner = owners.get(("claim", f.namespace, f.pvc))
-        volume = next((v for v in c.volumes if v.namespace == f.namespace and v.name == f.pvc), None)
-        if owner is not None and not (volume is not None and volume.existing and owner[1] == f"volume {volume.name!r}"):
+        if owner is not None and not (owner[1] == f"volume {f.pvc!r}" and c.volume(f.namespace, f.pvc).existing):
             yield error(
                 f"PersistentVolumeClaim {f.namespace}/{f.pvc} (patch)",
                 "spec.storageClassName",
