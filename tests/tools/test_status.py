@@ -25,8 +25,8 @@ from tests import fixtures
 from tests.helpers import ROOT
 from tools import drift
 from tools.status import report as status
-from tools.status.cluster import read_cluster
-from tools.status.reasons import launcher_refusal, scheduler_reasons
+from tools.status.cluster import launcher_refusal, read_cluster
+from tools.status.reasons import scheduler_reasons
 
 Obj = dict[str, Any]
 
@@ -674,9 +674,9 @@ class TestCommand:
 # --- reading the cluster -------------------------------------------------------------------------------------------
 
 
-def fake_oc(folder: Path, cluster: list[Obj], nodes: str, logs: str = PASS_LOG) -> str:
-    """An `oc` that answers `get` per namespace and kind list from `cluster`, refuses what `nodes` says, prints `logs`,
-    and records every call (to show it only reads)."""
+def fake_oc(folder: Path, cluster: list[Obj], nodes: str, logs: str = PASS_LOG, previous: str | None = None) -> str:
+    """An `oc` that answers `get` per namespace and kind list from `cluster`, refuses what `nodes` says, prints `logs`
+    (`previous` for `logs --previous`, if given), and records every call (to show it only reads)."""
     data = folder / "cluster.json"
     data.write_text(json.dumps(cluster), encoding="utf-8")
     script = folder / "oc"
@@ -687,7 +687,7 @@ args = sys.argv[1:]
 open({str(folder / "calls")!r}, "a").write(" ".join(args) + "\\n")
 items = json.load(open({str(data)!r}))
 if args[0] == "logs":
-    sys.stdout.write({logs!r}); sys.exit(0)
+    sys.stdout.write({previous!r} if "--previous" in args and {previous!r} is not None else {logs!r}); sys.exit(0)
 if args[1] == "nodes":
     if {nodes!r} == "forbidden":
         sys.stderr.write('Error from server (Forbidden): nodes is forbidden: User "alice" cannot list resource "nodes"\\n'); sys.exit(1)
@@ -723,6 +723,21 @@ class TestReader:
         calls = (tmp_path / "calls").read_text(encoding="utf-8").splitlines()
         assert {c.split()[0] for c in calls} == {"get", "logs"} and all("--context lab" in c for c in calls)
         assert sum(1 for c in calls if c.startswith("get statefulsets.apps,jobs.batch,pods,events -n ")) == 2  # one per namespace
+
+    def test_a_container_restarted_before_its_log_is_read_still_says_the_launchers_error(self, tmp_path: Path) -> None:
+        """`get` saw the run the launcher stopped; the kubelet started the next one before `logs` read it, so the current
+        log has no report yet and the stopped run's log is the previous one."""
+        config, objs, pods = running_roce()
+        refused = {"terminated": {"exitCode": 2, "reason": "Error"}}
+        pods[1] = pod(objs["dev"], 1, "node-b", ready=False, restartCount=1, state=refused, lastState=refused)
+        report = {"schema": "launcher-report/v1", "verdict": "would-not-start", "errors": ["CapEff lacks IPC_LOCK"], "warnings": []}
+        tool = fake_oc(
+            tmp_path, [*objs.values(), *pods, *roce_nodes()], "readable", "starting\n", f"LAUNCHER_REPORT {json.dumps(report)}\n"
+        )
+        result = status.stack_status(config, "lab", "lab", *read_cluster(config, "lab", tool))
+        assert "exit 2 (Error): the launcher would not start it: CapEff lacks IPC_LOCK" in of(result, "dev").reasons[0]
+        calls = [c for c in (tmp_path / "calls").read_text(encoding="utf-8").splitlines() if c.startswith("logs -n team-a pod/")]
+        assert len(calls) == 2 and "--previous" in calls[1], calls
 
     def test_a_namespace_the_cluster_refuses_is_one_error(self, tmp_path: Path) -> None:
         config, objs, pods = running_roce()

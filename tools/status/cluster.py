@@ -1,6 +1,7 @@
 """What `status` reads from the cluster (`oc get` and `oc logs` only, bounded by tools/kubectl.py), and the lookups on
 it: objects told apart by uid, as their controllers tell them, never by a name or a label alone."""
 
+import json
 import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +25,7 @@ JOB_UID_LABELS = ("batch.kubernetes.io/controller-uid", "controller-uid")  # the
 MATCHED_CHARS = 4096
 MESSAGE_CHARS = 300  # a message quoted from the cluster is cut here: one line stays readable
 LAUNCHER_LOGS = 8  # containers the launcher stopped (exit 2) whose logs are read for its start report
+LAUNCHER_REPORT = "LAUNCHER_REPORT "  # the line of a container's log that holds the launcher's start report
 
 
 def meta(obj: Mapping[str, Any] | None) -> Mapping[str, Any]:
@@ -86,6 +88,16 @@ def active(pod: Mapping[str, Any]) -> bool:
     return (pod.get("status") or {}).get("phase") not in ("Succeeded", "Failed")
 
 
+def launcher_refusal(log: str | None) -> str | None:
+    """The launcher's first error in a container's log, from its start report (schema launcher-report/v1)."""
+    line = next((ln for ln in reversed((log or "").splitlines()) if ln.startswith(LAUNCHER_REPORT)), None)
+    try:
+        errors = json.loads(line[len(LAUNCHER_REPORT) :]).get("errors") if line else None
+    except (ValueError, AttributeError):
+        return None
+    return cut(errors[0]) if isinstance(errors, list) and errors and isinstance(errors[0], str) else None
+
+
 def pasted(*words: str) -> str:
     return "`" + shlex.join(words) + "`"
 
@@ -134,6 +146,10 @@ class Cluster:
 
     def get(self, kind: str, namespace: str, name: str) -> Obj | None:
         return self._named.get((kind, namespace, name))
+
+    def refusal(self, pod: Mapping[str, Any], container: str) -> str | None:
+        """The launcher's first error in the log read of a container of `pod`, if it refused to start."""
+        return launcher_refusal(self.logs.get(f"{namespace_of(pod)}/pod/{meta(pod).get('name')}/{container}"))
 
     @property
     def nodes(self) -> list[Obj]:
@@ -237,8 +253,13 @@ def read_cluster(
         else:
             unreadable.append(f"the log of job/{name} ({answer.said or 'refused'})")
     for ns, pod, container, previous in launcher_stopped(objects)[:LAUNCHER_LOGS]:
-        if (answer := log(ns, f"pod/{pod}", "-c", container, *(["--previous"] if previous else []))).returncode == 0:
-            logs[f"{ns}/pod/{pod}/{container}"] = answer.stdout
+        # The kubelet may restart the container between the `get` and this read: the run it read as stopped is then
+        # the previous one, and the current one has not written its report yet. The first log with a report is kept.
+        for last in (previous, not previous):
+            answer = log(ns, f"pod/{pod}", "-c", container, *(["--previous"] if last else []))
+            if answer.returncode == 0 and LAUNCHER_REPORT in answer.stdout:
+                logs[f"{ns}/pod/{pod}/{container}"] = answer.stdout
+                break
     return objects, logs, unreadable
 
 

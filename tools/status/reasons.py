@@ -2,7 +2,6 @@
 `no node of nairr has 4 free GPUs (nairr: 3 nodes, 12 GPUs, 12 in use by h-kim, yunshi)`. The scheduler's messages are
 k8s.io/kubernetes pkg/scheduler v1.34's, and the older form that names the taint (`untolerated taint {KEY: VALUE}`)."""
 
-import json
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -307,20 +306,7 @@ def _scc_refusal(config: ClusterConfig, s: Subject, message: str, cluster: Clust
     return f"the SCC {scc} ({scc_where}) does not admit the pods: {cut(detail)}"
 
 
-LAUNCHER_REPORT = "LAUNCHER_REPORT "  # the line of a container's log that holds the launcher's start report
-
-
-def launcher_refusal(log: str | None) -> str | None:
-    """The launcher's first error in a container's log, from its start report (schema launcher-report/v1)."""
-    line = next((ln for ln in reversed((log or "").splitlines()) if ln.startswith(LAUNCHER_REPORT)), None)
-    try:
-        errors = json.loads(line[len(LAUNCHER_REPORT) :]).get("errors") if line else None
-    except (ValueError, AttributeError):
-        return None
-    return cut(errors[0]) if isinstance(errors, list) and errors and isinstance(errors[0], str) else None
-
-
-def _exit(config: ClusterConfig, s: Subject, terminated: Mapping[str, Any], log: str | None) -> str:
+def _exit(config: ClusterConfig, s: Subject, terminated: Mapping[str, Any], refusal: str | None) -> str:
     """A container's exit in the launcher's terms (components/launcher: 2 it would not start, 3 no report, 127 no command)."""
     code, reason = terminated.get("exitCode"), terminated.get("reason") or ""
     said = f": {cut(terminated['message'])}" if terminated.get("message") else ""
@@ -328,8 +314,7 @@ def _exit(config: ClusterConfig, s: Subject, terminated: Mapping[str, Any], log:
         limit = "memory_limit" if s.path[0] == "workloads" else "memory"
         return f"killed for memory (OOMKilled, exit {code}): raise {where(config, (*s.path, limit))}{said}"
     known = {
-        2: f"the launcher would not start it: {launcher_refusal(log) or 'a check failed or the configuration is invalid'} "
-        "(its report heads the log)",
+        2: f"the launcher would not start it: {refusal or 'a check failed or the configuration is invalid'} (its report heads the log)",
         3: "the launcher could not write its report",
         127: f"the command could not be executed ({s.entry(config, 'args')})",
     }
@@ -354,7 +339,7 @@ def _image_pull(config: ClusterConfig, s: Subject, status: Mapping[str, Any], cl
 def container_reason(config: ClusterConfig, s: Subject, pod: Mapping[str, Any], cluster: Cluster) -> tuple[str, str] | None:
     """(`failing`, `failed` or `pending`, reason) of a pod whose container does not run, or None."""
     for c in (pod.get("status") or {}).get("containerStatuses") or []:
-        log = cluster.logs.get(f"{namespace_of(pod)}/pod/{meta(pod).get('name')}/{c.get('name')}")
+        refusal = cluster.refusal(pod, str(c.get("name")))
         state = c.get("state") or {}
         waiting, terminated = state.get("waiting") or {}, state.get("terminated") or {}
         if waiting.get("reason") in IMAGE_PULL:
@@ -366,9 +351,9 @@ def container_reason(config: ClusterConfig, s: Subject, pod: Mapping[str, Any], 
         refused_before = state.get("running") is not None and last.get("exitCode") == 2
         if waiting.get("reason") == "CrashLoopBackOff" or restarted or refused_before:
             ended = terminated if crashed else last
-            return "failing", f"restarting (CrashLoopBackOff, {c.get('restartCount', 0)} restarts): last {_exit(config, s, ended, log)}"
+            return "failing", f"restarting (CrashLoopBackOff, {c.get('restartCount', 0)} restarts): last {_exit(config, s, ended, refusal)}"
         if crashed:
-            return "failed", _exit(config, s, terminated, log)
+            return "failed", _exit(config, s, terminated, refusal)
         if waiting.get("reason") and waiting["reason"] != "ContainerCreating":
             return "pending", f"its container waits: {waiting['reason']}: {cut(waiting.get('message'))}"
     return None
