@@ -42,7 +42,7 @@ class SccNeeds(NamedTuple):
     @classmethod
     def of(cls, strategies: Iterable[str]) -> Self:
         chosen = set(strategies)
-        caps = frozenset(c for s in chosen for c in STRATEGY_CAPABILITIES.get(s, ()))
+        caps = frozenset(c for s in chosen for c in STRATEGY_CAPABILITIES[s])
         return cls(caps, bool(chosen & STRATEGY_RUNS_AS_ROOT), "privileged" in chosen, bool(chosen))
 
 

@@ -5,7 +5,7 @@ an escape sequence recolours the screen, a newline forges a line, a bidi overrid
 def escaped(text: object) -> str:
     """`text` as one line a terminal shows as it is: every character Python does not call printable (controls, bidi
     overrides, format characters, separators, unassigned code points) written as its escape (`\\x1b`, `\\n`, `\\u202e`)."""
-    line = text if isinstance(text, str) else str(text)
+    line = str(text)
     if line.isprintable():  # the common case: one pass in C
         return line
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in line)

@@ -385,7 +385,7 @@ class BandwidthCheck(RunsPods):
                 "tool 'nccl-tests' runs all_reduce_perf on one node (it spans hosts only under mpirun, which this "
                 "program does not deploy): set nodes to 1, or use tool 'torch' (or 'auto') across nodes",
             )
-        if len(f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}") > 63 or len(self.name) > 63 - len("-headless"):
+        if len(f"{self.name}-{'x' * CHECK_DIGEST}-{self.nodes - 1}") > 63:  # longer than NAME-headless: it bounds that too
             raise FieldError(
                 ("name",), f"{self.name!r} is too long: the check's pod hostnames (NAME-DIGEST-INDEX) would exceed 63 characters"
             )
