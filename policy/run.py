@@ -29,13 +29,12 @@ def check(
     accepted = config.accepted_warnings
     firsts = [next((k for k, a in enumerate(accepted) if f.severity == "warning" and _accepts(a, f)), None) for f in findings]
     findings = [f if k is None else replace(f, accepted=accepted[k].reason) for f, k in zip(findings, firsts, strict=True)]
-    used = set(firsts)
     located_ = _in_config_terms(findings, config, sources or {})
     findings = explained(located_)
     # An acceptance whose warning an error explains is not stale: the warning comes back once the error is fixed.
     hidden = [f for f in located_ if f.severity == "warning" and f not in findings]
     unaccepted = [f for f in findings if f.severity == "warning" and not f.accepted]
-    stale = [_stale(k, a, unaccepted) for k, a in enumerate(accepted) if k not in used and not any(_accepts(a, f, False) for f in hidden)]
+    stale = [_stale(k, a, unaccepted) for k, a in enumerate(accepted) if k not in firsts and not any(_accepts(a, f, False) for f in hidden)]
     findings += _in_config_terms(stale, config, {})
     order = {"error": 0, "warning": 1, "info": 2}
     return sorted(findings, key=lambda f: (order[f.severity], f.rule, f.object, f.field, f.message))

@@ -68,11 +68,10 @@ def network_attachments(stack: Stack) -> Iterator[Finding]:
 def sriov_resources(stack: Stack) -> Iterator[Finding]:
     nads = _visible_nads(stack)
     for pod in stack.pods():
-        needed = Counter(nads[(r.namespace, r.name)] for r in pod.network_refs() if nads.get((r.namespace, r.name)))
+        needed = Counter(backing for r in pod.network_refs() if (backing := nads.get((r.namespace, r.name))))
         containers = list(pod.containers())
         resources = [c.get("resources") or {} for _, c in containers]
         for resource, count in sorted(needed.items()):
-            assert resource is not None
             limit = sum(amount(r, "limits", resource) for r in resources)
             request = sum(amount(r, "requests", resource) or amount(r, "limits", resource) for r in resources)
             if limit < count or request < count:
@@ -155,9 +154,8 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
 
 def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:
     """Per node set, the most running RDMA pods that fit on one of its nodes by their GPUs (smallest first)."""
-    first = config.node_sets[0].name
     running = [w for w in config.pod_specs() if w.uses_rdma and getattr(w, "state", "running") == "running"]
-    shapes = grouped((w.node_set or first, (w.gpus_per_node, w.nodes)) for w in running)
+    shapes = grouped((config.node_set(w.node_set).name, (w.gpus_per_node, w.nodes)) for w in running)
     out: dict[str, int] = {}
     for node_set in config.node_sets:
         free, count = node_set.gpus_per_node, 0

@@ -347,8 +347,6 @@ def _admitted_together(
 ) -> Iterator[Finding]:  # fmt: skip
     """Kueue admits by quota only, in any order: where a combination it admits does not fit the set's nodes, the run
     admitted last holds its quota and GPUs until the waitForPodsReady timeout."""
-    if len(runs) < 2:
-        return
     groups = [g for _, g, _ in runs]
     limit = {r: _units(r, quantity_value(v)) for r, v in quota.items()}
     charges = [  # what each run charges its flavor's quota: its pods' requests times its pods
@@ -412,8 +410,6 @@ def _admitted_together(
 
 def _lower_gpu_quota(admission: Admission, limit: dict[str, int], bad: tuple[int, ...], node_set: str, budget: Budget) -> list[str]:
     """The largest lower GPU quota found under which every combination fits (an undecided one fails: a fix is proved)."""
-    if GPU not in limit:
-        return []
     charges = admission.charges
     sums = reduce(lambda s, c: s | s << c[GPU], charges, 1)  # bit v: some runs ask for v GPUs in all
     least, below = max(c[GPU] for c in charges), sum(charges[i][GPU] for i in bad)
