@@ -3,6 +3,7 @@ HCA settings select what it will have, and the node policies make the VFs."""
 
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 
 from config.kube import HOSTNAME, NETWORKS, RESOURCE_NAME, node_policy_name, operator_network_name
 from config.stack import ClusterConfig
@@ -32,30 +33,24 @@ def network_attachments(stack: Stack) -> Iterator[Finding]:
     nads = _visible_nads(stack)
     fabric = stack.config.fabric
     for pod in stack.pods():
-        where = pod.at_annotation(NETWORKS)
+        attach_error = partial(error, pod.ref, pod.at_annotation(NETWORKS))
         refs = pod.network_refs()
         rdma = any(pod.env(c).get("LAUNCHER_MODE") == "rdma" for _, c in pod.containers())
         if rdma and not refs and fabric is not None and fabric.device_access == "sriov":
-            yield error(
-                pod.ref,
-                where,
+            yield attach_error(
                 "an RDMA pod on an SR-IOV fabric attaches no network: it gets no RDMA device and NCCL falls back to sockets",
                 "list the SR-IOV networks in fabric.attachments",
             )
         for r in refs:
             if r.namespace != pod.namespace and r.namespace not in GLOBAL_NAD_NAMESPACES:
-                yield error(
-                    pod.ref,
-                    where,
+                yield attach_error(
                     f"network {r.namespace}/{r.name}: OpenShift lets a pod use NADs of its own namespace ({pod.namespace}) "
                     f"and of {', '.join(sorted(GLOBAL_NAD_NAMESPACES))} only; the pod sandbox is not created",
                     f"copy the NAD into {pod.namespace} (fabric.nad_mode: copy), or reference it in default",
                     missing=True,
                 )
             elif (r.namespace, r.name) not in nads:
-                yield error(
-                    pod.ref,
-                    where,
+                yield attach_error(
                     f"network {r.namespace}/{r.name} does not exist where the pod looks for it: the stack does not create "
                     "it and fabric.attachments does not place it there; the pod sandbox is not created",
                     "create a copy in the pod's namespace (fabric.nad_mode: copy with device_access: sriov), or fix "
@@ -123,18 +118,16 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
         env = pod.env(c)
         if (value := env.get("NCCL_IB_HCA")) is None or env.get("NCCL_IB_DISABLE") == "1":
             continue  # with IB disabled NCCL never reads the list
-        where = f"{path}.env[NCCL_IB_HCA]"
+        hca_error = partial(error, pod.ref, f"{path}.env[NCCL_IB_HCA]")
         if fabric is None:
-            yield error(pod.ref, where, "NCCL_IB_HCA is set on a cluster without an RDMA fabric", "remove it, or set NCCL_IB_DISABLE=1")
+            yield hca_error("NCCL_IB_HCA is set on a cluster without an RDMA fabric", "remove it, or set NCCL_IB_DISABLE=1")
             continue
         exclude, exact, body, entries = _nccl_list(value)
         names = [e.partition(":")[0] for e in entries]
         unknown = [n for n in names if n not in fabric.devices]
         if unknown and not exclude:
             seen = [o.source for o in fabric.device_observations if set(unknown) & set(o.devices)]
-            yield error(
-                pod.ref,
-                where,
+            yield hca_error(
                 f"NCCL_IB_HCA names {', '.join(unknown)}, which are not among the devices live on every node "
                 f"(fabric.devices: {', '.join(fabric.devices)})"
                 + (f"; they appear in {'; '.join(seen)}" if seen else "")
@@ -144,12 +137,7 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
         known = set(fabric.devices) | {d for o in fabric.device_observations for d in o.devices}
         clashes = {n: sorted(k for k in known if k != n and k.startswith(n)) for n in names} if not exact else {}
         if listed := "; ".join(f"{n} also selects {', '.join(ks)}" for n, ks in sorted(clashes.items()) if ks):
-            yield error(
-                pod.ref,
-                where,
-                f"NCCL_IB_HCA entries are prefix matches: {listed}",
-                f"write the exact form: {'^' if exclude else ''}={body}",
-            )
+            yield hca_error(f"NCCL_IB_HCA entries are prefix matches: {listed}", f"write the exact form: {'^' if exclude else ''}={body}")
 
 
 def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:

@@ -2,6 +2,7 @@
 and whether a bandwidth check can finish within its deadline."""
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from config.kube import INSTANCE
@@ -35,14 +36,12 @@ def image(stack: Stack) -> Iterator[Finding]:
         if (stream := _internal(ref_)) is None:
             continue
         ns, name = stream
+        image_error = partial(error, pod.ref, f"{path}.image", setting="image")
         if stream not in built and stream not in declared:
-            yield error(
-                pod.ref,
-                f"{path}.image",
+            yield image_error(
                 f"ImageStream {ns}/{name} is neither built by this stack (images) nor declared as existing: the pod "
                 "would stay in ImagePullBackOff if nobody made it",
                 f"add an image build for {name} in {ns}, or list {ns}/{name} in existing.image_streams",
-                setting="image",
                 missing=True,
             )
         elif ns != pod.namespace:
@@ -57,13 +56,10 @@ def image(stack: Stack) -> Iterator[Finding]:
             )
         b = built.get(stream)
         if b and pod.env(c).get("LAUNCHER_MODE") == "rdma" and (lacking := [p for p in RDMA_USERSPACE if p not in b.dockerfile]):
-            yield error(
-                pod.ref,
-                f"{path}.image",
+            yield image_error(
                 f"an RDMA pod runs image {ns}/{name}, whose Dockerfile does not install {', '.join(lacking)}: NCCL "
                 "finds no IB provider and silently uses sockets",
                 f"install {' and '.join(RDMA_USERSPACE)} in the Dockerfile of images[{name}]",
-                setting="image",
             )
 
 

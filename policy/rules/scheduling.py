@@ -6,7 +6,7 @@ from bisect import bisect_left
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
 from decimal import Decimal
-from functools import reduce
+from functools import partial, reduce
 from typing import Any
 
 from config.cluster import Queueing
@@ -434,30 +434,23 @@ def queue_quota(stack: Stack) -> Iterator[Finding]:
         for resource, stated in (q.quota.get(node_set.name) or {}).items():
             quota = quantity_value(stated)
             where = ("queueing", "quota", node_set.name, resource)
+            quota_warning = partial(warning, f"Stack {config.name}", "queueing.quota", config=where, value=f"{resource}={stated}")
             if (per_node := held.get(resource)) is not None and quota > per_node * node_set.size:
                 holds = quantity_text(per_node * node_set.size)
-                yield warning(
-                    f"Stack {config.name}",
-                    "queueing.quota",
+                yield quota_warning(
                     f"the quota of {resource} on {node_set.name!r} is {stated}, more than the node set holds ({node_set.size} node(s) x "
                     f"{quantity_text(per_node)} = {holds}): Kueue would admit workloads whose pods no node can take, and they "
                     "would stay Pending holding the quota",
                     f"state at most {holds} (what the set holds; less where other tenants share its nodes)",
-                    config=where,
-                    value=f"{resource}={stated}",
                 )
             asked = [(w, asks[resource], quantity_value(asks[resource]) * w.nodes) for w, asks in stopped if resource in asks]
             if short := [(w, ask, need) for w, ask, need in asked if need > quota]:
                 needs = ", ".join(f"{w.name} ({w.nodes} x {ask})" for w, ask, _ in short)
                 most = quantity_text(max(need for _, _, need in short))
-                yield warning(
-                    f"Stack {config.name}",
-                    "queueing.quota",
+                yield quota_warning(
                     f"the quota of {resource} on {node_set.name!r} is {stated}, less than what stopped workload(s) of the queue "
                     f"need: {needs}. Started, Kueue could never admit them: they would wait in the queue for ever",
                     f"raise it to {most} (as far as the set holds), or shrink those workloads (nodes, gpus_per_node, cpu, memory)",
-                    config=where,
-                    value=f"{resource}={stated}",
                 )
 
 

@@ -2,6 +2,7 @@
 needs; a NetworkPolicy fences every workload's pods."""
 
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from config.kube import REQUIRED_SCC, SCC_USE_ROLE_PREFIX
@@ -43,21 +44,15 @@ def required_scc(stack: Stack) -> Iterator[Finding]:
     for pod in stack.pods():
         spec = stack.spec_of(pod)
         want = config.scc_of(spec) if spec is not None else None
+        pin_error = partial(error, pod.ref, pod.at_annotation(REQUIRED_SCC))
         if (got := pod.annotations.get(REQUIRED_SCC)) is None:
-            yield error(
-                pod.ref,
-                pod.at_annotation(REQUIRED_SCC),
+            yield pin_error(
                 "the pod does not pin its SCC: admission takes whichever SCC the service account may use that admits the "
                 "pod, so a missing grant shows up later as missing capabilities instead of a clear rejection",
                 f"annotate the pod with {REQUIRED_SCC}: {want or config.security.unprivileged_scc}",
             )
         elif want is not None and got != want:
-            yield error(
-                pod.ref,
-                pod.at_annotation(REQUIRED_SCC),
-                f"the pod pins SCC {got!r}, but its memlock strategy runs under {want!r}",
-                f"pin {want!r}",
-            )
+            yield pin_error(f"the pod pins SCC {got!r}, but its memlock strategy runs under {want!r}", f"pin {want!r}")
 
 
 def _grants(stack: Stack, scc: str, namespace: str, account: str) -> bool:

@@ -3,6 +3,7 @@ point can be made and every file the launcher writes can be written."""
 
 from collections import Counter
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from config.openshift import LAUNCHER_FILES
@@ -67,25 +68,20 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
             if claim := (v.get("persistentVolumeClaim") or {}).get("claimName"):
                 users[(pod.namespace, claim)] += stack.pods_started(pod)
     for o, path, spec, name in _claims(stack):
-        obj = ref(o)
         modes = list(spec.get("accessModes") or [])
         sc_name = spec.get("storageClassName")
         sc = classes.get(sc_name) if sc_name else None
-        where = f"{path}.accessModes"
+        mode_error = partial(error, ref(o), f"{path}.accessModes")
         if sc is not None:
             for m in modes:
                 if m not in sc.access_modes:
-                    yield error(
-                        obj,
-                        where,
+                    yield mode_error(
                         f"storage class {sc.name!r} provides {', '.join(sc.access_modes)} only: a {m} claim stays Pending",
                         "use a class that provides it (storage_classes), or a per-pod volume (shared: false)",
                         config=_volume_setting(stack, o, name),
                     )
         elif sc_name is None and "ReadWriteMany" in modes:
-            yield error(
-                obj,
-                where,
+            yield mode_error(
                 "a ReadWriteMany claim on the cluster's default class, whose access modes the stack does not know: on a "
                 "block-backed default it stays Pending",
                 "name an RWX-capable class in the volume's storage_class (list it in storage_classes), or use shared: false",
@@ -96,9 +92,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
         meta = o.get("metadata") or {}
         n = users[(str(meta.get("namespace") or "default"), str(meta.get("name")))]
         if n > 1 and "ReadWriteMany" not in modes:
-            yield error(
-                obj,
-                where,
+            yield mode_error(
                 f"mounted by {n} pods, one per node, but not ReadWriteMany: all but the first stay ContainerCreating (Multi-Attach error)",
                 "make the volume shared (ReadWriteMany) on an RWX-capable class, or per-pod (shared: false)",
                 config=_volume_setting(stack, o, name, "shared"),
