@@ -173,7 +173,7 @@ def place(
     found = solve(0, tuple(sorted(start.items())))
     if found is None:
         return Placement(False, exhausted=True)
-    return Placement(True) if found else Placement(False, unplaced=order[min(deepest, len(order) - 1)] if order else None)
+    return Placement(True) if found else Placement(False, unplaced=order[deepest])
 
 
 Charges = Mapping[str, int]  # what a run charges its flavor's quota per resource (Kueue's units), and `pods`

@@ -11,7 +11,7 @@ from config import provenance
 from config.errors import located
 from config.kube import ConfigPath, ObjectKey
 from config.stack import AcceptedWarning, ClusterConfig
-from policy.core import RULES, Finding, Stack, explained
+from policy.core import RULES, Finding, Stack, explained, warning
 
 
 def check(
@@ -63,8 +63,7 @@ def _stale(k: int, a: AcceptedWarning, unaccepted: list[Finding]) -> Finding:
             "reason written for the old one may no longer hold"
         )
         fix = f"fix the warning, or, if the reason holds for the new value, write value={values[0]!r} in this entry"
-    where = ("accepted_warnings", k)
-    return Finding("warning", f"accepted_warnings[{k}]", "rule/object/value", message, fix, rule="accepted-warnings", config=where)
+    return warning(f"accepted_warnings[{k}]", "rule/object/value", message, fix, rule="accepted-warnings", config=("accepted_warnings", k))
 
 
 def _in_config_terms(findings: list[Finding], config: ClusterConfig, sources: Mapping[ObjectKey, ConfigPath]) -> list[Finding]:

@@ -138,8 +138,7 @@ def route_port(stack: Stack) -> Iterator[Finding]:
                 "expose the port through the workload's ports (route: true)",
                 missing=True,
             )
-            continue
-        if not any(target in (p.get("name"), p.get("port")) for p in (svc.get("spec") or {}).get("ports") or []):
+        elif not any(target in (p.get("name"), p.get("port")) for p in (svc.get("spec") or {}).get("ports") or []):
             yield error(
                 ref(r),
                 "spec.port.targetPort",

@@ -212,6 +212,7 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                     FIX_STRATEGY,
                 )
             if strategy in STRATEGY_RUNS_AS_ROOT:
+                uid_error = partial(error, pod.ref, f"{path}.securityContext.runAsUser")
                 if missing := [cap for cap in STRATEGY_CAPABILITIES[strategy] if cap not in _added(c)]:
                     yield error(
                         pod.ref,
@@ -220,34 +221,27 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                         f"add {', '.join(missing)} to securityContext.capabilities.add",
                     )
                 if pod.run_as_user(c) != 0:
-                    yield error(
-                        pod.ref,
-                        f"{path}.securityContext.runAsUser",
+                    yield uid_error(
                         f"memlock strategy {strategy!r} needs uid 0: added capabilities reach the effective set only for "
                         "root (CRI-O sets no ambient capabilities), so a non-root uid cannot pin memory",
                         "set runAsUser: 0 on the container, or use memlock node-limit",
                     )
                 if scc is not None and not scc.facts.allows_root:
-                    yield error(
-                        pod.ref,
-                        f"{path}.securityContext.runAsUser",
+                    yield uid_error(
                         f"memlock strategy {strategy!r} runs as uid 0, but SCC {scc.name!r} does not admit root "
                         f"({scc.where}): admission rejects the pod",
                         "run under an SCC with runAsUser RunAsAny (security.create: true makes one), or use memlock node-limit",
                         config=_shipped_cause(stack, scc),
                     )
             elif strategy == "privileged":
+                privileged_error = partial(error, pod.ref, f"{path}.securityContext.privileged")
                 if not _security(c).get("privileged"):
-                    yield error(
-                        pod.ref,
-                        f"{path}.securityContext.privileged",
+                    yield privileged_error(
                         "memlock strategy 'privileged' but the container is not privileged: it gets no capability to pin memory",
                         "set securityContext.privileged: true, or choose another memlock strategy",
                     )
                 if scc is not None and not scc.facts.privileged:
-                    yield error(
-                        pod.ref,
-                        f"{path}.securityContext.privileged",
+                    yield privileged_error(
                         f"memlock strategy 'privileged' needs a privileged container, which SCC {scc.name!r} does not allow "
                         f"({scc.where}): admission rejects the pod",
                         "use memlock root-ipc-lock under an SCC that allows IPC_LOCK (security.create: true), or an SCC "
