@@ -9,7 +9,6 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Callable
 
 import stacks
 from cli import process
@@ -23,7 +22,6 @@ GROUPS = {
     "results": ("outputs-schema", "bandwidth-report"),
     "cluster": ("rights", "import-plan", "adopt-diff", "drift", "recover", "status", "status-schema"),
 }
-AddParser = Callable[..., argparse.ArgumentParser]  # a subcommand's parser, added by name (add_subparsers().add_parser)
 COMMANDS = {command: (group, "cmd_" + command.replace("-", "_")) for group, commands in GROUPS.items() for command in commands}
 
 
@@ -37,14 +35,9 @@ def _stacks(p: argparse.ArgumentParser, config_help: str) -> None:  # the stacks
 def parser() -> argparse.ArgumentParser:
     """The command line, built once per process (its 90 arguments cost more than parsing): no default may vary."""
     p = argparse.ArgumentParser(prog="python -m stacks", description="GPU training stacks for OpenShift: config, render, check.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for commands in (_stack_commands, _result_commands, _cluster_commands):
-        commands(sub.add_parser)
-    return p
+    add = p.add_subparsers(dest="command", required=True, metavar="COMMAND").add_parser
 
-
-def _stack_commands(add: AddParser) -> None:
-    """The commands that read a stack: list, config, schema, render, check, diff."""
+    # The commands that read a stack: list, config, schema, render, check, diff.
     ls = add("list", help="print the stack names")
     ls.add_argument(
         "--pulumi-stacks", action="store_true", help="list the Pulumi stack files instead (header line, then stack, cluster, tier, context)"
@@ -74,9 +67,7 @@ def _stack_commands(add: AddParser) -> None:
     _stacks(d, "compare this YAML config's render with the committed render of its stack")
     d.add_argument("--against", default="HEAD", metavar="GIT_REF", help="compare with rendered/ at this commit (default: HEAD)")
 
-
-def _result_commands(add: AddParser) -> None:
-    """The commands about what a stack produces: its outputs' schema, a bandwidth check's verdict."""
+    # The commands about what a stack produces: its outputs' schema, a bandwidth check's verdict.
     add("outputs-schema", help="print the JSON Schema of the stack outputs (published as schemas/outputs.v2.json)")
 
     b = add("bandwidth-report", help="the verdict of a bandwidth check from a saved log (oc logs job/NAME); exit 1 when it fails")
@@ -92,9 +83,7 @@ def _result_commands(add: AddParser) -> None:
     )
     b.add_argument("--gpus-per-node", type=int, metavar="N", help="GPUs per node (default: the check's): a world that size is one node")
 
-
-def _cluster_commands(add: AddParser) -> None:
-    """The commands that work with a cluster: import, adopt, drift, recover, rights, status."""
+    # The commands that work with a cluster: import, adopt, drift, recover, rights, status.
     i = add("import-plan", help="a `pulumi import --file` plan that adopts the hand-made objects a Pulumi stack declares")
     i.add_argument(
         "pulumi_stack",
@@ -128,6 +117,7 @@ def _cluster_commands(add: AddParser) -> None:
     st.add_argument("--live", metavar="FILE", help="read these objects (`oc get ... -o json`, a List) instead of the cluster")
 
     add("status-schema", help="print the JSON Schema of `status --json` (schemas/status.v1.json)")
+    return p
 
 
 def main(argv: list[str] | None = None) -> int:
