@@ -57,10 +57,10 @@ def import_plan(config: ClusterConfig, stack: str, tier: str = "all", kinds: lis
     return {"nameTable": {"kubernetes": provider}, "resources": resources}
 
 
-def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, name: str, served: list[str] | None = None) -> str | None:
+def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, name: str) -> str | None:
     """Why a NAD the SR-IOV operator would overwrite (nad_mode operator) must go first, with the command, or None."""
     fabric = config.fabric
-    if kind != NAD_KIND or fabric is None or namespace not in (operator_namespaces(config) if served is None else served):
+    if kind != NAD_KIND or fabric is None or namespace not in operator_namespaces(config):
         return None
     delete = f"`{shlex.join(['oc', 'delete', 'net-attach-def', name, '-n', namespace])}`"
     for a in fabric.attachments:
@@ -80,8 +80,7 @@ def operator_replaces(config: ClusterConfig, kind: str, namespace: str | None, n
 
 
 def operator_deletions(config: ClusterConfig) -> list[str]:
-    served = operator_namespaces(config)
-    found = [(h, operator_replaces(config, h.kind, h.namespace, h.name, served)) for h in config.hand_made]
+    found = [(h, operator_replaces(config, h.kind, h.namespace, h.name)) for h in config.hand_made]
     return [f"{h.kind} {h.namespace}/{h.name}: {why}" for h, why in found if why]
 
 
@@ -215,9 +214,8 @@ def _adopt_diff_list(config: ClusterConfig, items: list[Any], source: str) -> tu
     if not items:
         raise stacks.ConfigError(f"{source}: the List holds no items: nothing to adopt")
     declared = _declared(config)
-    served = operator_namespaces(config)
     ours = [item for item in items if _ref(item) in declared]
-    replaced = [(item, why) for item in items if _ref(item) not in declared and (why := operator_replaces(config, *_ref(item), served))]
+    replaced = [(item, why) for item in items if _ref(item) not in declared and (why := operator_replaces(config, *_ref(item)))]
     others = [escaped(ref(item)) for item in items if _ref(item) not in declared and item not in [r for r, _ in replaced]]
     if not ours and not replaced:
         named = ", ".join(others)
