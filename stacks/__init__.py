@@ -206,21 +206,19 @@ def load_deployed(cluster: str, config_file: str | None, stack_file: str) -> Clu
                 f"unknown stack {cluster!r}: no {module_file(cluster)} (the stacks are {', '.join(names())}); set "
                 f"{CLUSTER_KEY} in {stack_file or 'its Pulumi stack file'} to the cluster this stack deploys"
             )
-        return checked_name(load_module(cluster), cluster, module_file(cluster))
-    file = project.ROOT / config_file  # an absolute config_file stays itself
-    if not file.exists():
+        config, source = load_module(cluster), module_file(cluster)
+    else:
+        file = project.ROOT / config_file  # an absolute config_file stays itself
+        if not file.exists():
+            raise ConfigError(
+                f"{stack_file}: {CONFIG_FILE_KEY} names {config_file}, which does not exist ({file}): fix the path "
+                f"(relative to the project folder), or remove the key to deploy {module_file(cluster)}"
+            )
+        config, source = load_file(file), config_file
+    if config.name != cluster:  # deploying it would send one cluster's objects to another
         raise ConfigError(
-            f"{stack_file}: {CONFIG_FILE_KEY} names {config_file}, which does not exist ({file}): fix the path "
-            f"(relative to the project folder), or remove the key to deploy {module_file(cluster)}"
-        )
-    return checked_name(load_file(file), cluster, config_file)
-
-
-def checked_name(config: ClusterConfig, stack: str, source: str) -> ClusterConfig:
-    if config.name != stack:  # deploying it would send one cluster's objects to another
-        raise ConfigError(
-            f"{source}: name: the config is for stack {config.name!r}, but it is deployed as stack {stack!r}; "
-            f"set name: {stack} if this file is meant for {stack}, or name it in Pulumi.{config.name}.yaml instead"
+            f"{source}: name: the config is for stack {config.name!r}, but it is deployed as stack {cluster!r}; "
+            f"set name: {cluster} if this file is meant for {cluster}, or name it in Pulumi.{config.name}.yaml instead"
         )
     return config
 
@@ -312,7 +310,7 @@ def _import(name: str, path: Path, source: str) -> Any:
     sys.modules[spec.name] = module  # as an import would: a dataclass in the module looks its module up
     sys.path.insert(0, folder)
     try:
-        with contextlib.redirect_stdout(sys.stderr), _time_limit(source):
+        with contextlib.redirect_stdout(sys.stderr), _time_limit():
             # From the file as it is now, not a cached .pyc (trusted by mtime and size, which an edit within one tick keeps).
             exec(compile(path.read_bytes(), str(path), "exec", dont_inherit=True), module.__dict__)
     except ModelError as err:
@@ -335,7 +333,7 @@ def _import(name: str, path: Path, source: str) -> Any:
 
 
 @contextlib.contextmanager
-def _time_limit(source: str) -> Iterator[None]:
+def _time_limit() -> Iterator[None]:
     """Stop a module that loops or waits with ModuleTimeout: by SIGALRM in the main thread, else (an inline Pulumi
     program runs in a gRPC thread) by an exception set on the thread, which interrupts a loop but not a sleep."""
     text = os.environ.get(TIME_LIMIT_KEY) or "20"
