@@ -15,7 +15,7 @@ from config.text import escaped, escaped_lines
 
 def from_args(args: argparse.Namespace) -> list[ClusterConfig]:
     """The configs a command names: its stacks (each once), --all or none (every stack), or --config FILE."""
-    if getattr(args, "config", None):
+    if args.config:
         if args.stacks or args.all:
             raise stacks.ConfigError("give either stack names/--all or --config FILE, not both")
         return [stacks.load_file(args.config)]
@@ -26,7 +26,7 @@ def from_args(args: argparse.Namespace) -> list[ClusterConfig]:
 
 def each_from_args(args: argparse.Namespace) -> tuple[list[ClusterConfig], bool]:
     """(the configs that loaded, whether any did not): a stack that does not load is said on stderr and stops only itself."""
-    if getattr(args, "config", None) or args.all and args.stacks or len(dict.fromkeys(args.stacks)) == 1:
+    if args.config or args.all and args.stacks or len(dict.fromkeys(args.stacks)) == 1:
         return from_args(args), False
     wanted = list(dict.fromkeys(args.stacks or stacks.names()))
     if not wanted:

@@ -189,18 +189,16 @@ class DiffError(stacks.ConfigError):
     """No git repository, or an unknown ref: the message says why."""
 
 
-def parse(path: str, text: str, source: str | None = None) -> Any:
+def parse(path: str, text: str, source: str) -> Any:
     """One rendered file (outputs.json, or one YAML object) read with a rendered file's limits; `source` names it."""
     if path.endswith(".json"):
-        return stacks.parse_json(text, source or path, stacks.RENDERED_LIMITS)
-    doc = stacks.parse_yaml(text, source or path, stacks.RENDERED_LIMITS)
+        return stacks.parse_json(text, source, stacks.RENDERED_LIMITS)
+    doc = stacks.parse_yaml(text, source, stacks.RENDERED_LIMITS)
     # Anything but one object (a list, an empty file) would show as a change of nothing in particular.
     meta = doc.get("metadata") if isinstance(doc, dict) else None
     if not (isinstance(doc, dict) and isinstance(doc.get("kind"), str) and isinstance(meta, dict) and isinstance(meta.get("name"), str)):
         what = {type(None): "empty", list: "a list", dict: "a mapping without them"}.get(type(doc), "a scalar")
-        raise stacks.ConfigError(
-            f"{source or path}: not a rendered object ({what}): a rendered file is one mapping with kind and metadata.name"
-        )
+        raise stacks.ConfigError(f"{source}: not a rendered object ({what}): a rendered file is one mapping with kind and metadata.name")
     return doc
 
 

@@ -156,17 +156,15 @@ def problem(value: Any, shape: Shape) -> str:
         item, want, where = todo.pop()
         if item is None:
             continue  # an absent field, as the API server omits it
+        if isinstance(want, dict | MapOf) and not isinstance(item, dict):
+            return f"{where or 'the object'} is {_type(item)}, not a mapping"
         if isinstance(want, dict):
-            if not isinstance(item, dict):
-                return f"{where or 'the object'} is {_type(item)}, not a mapping"
             todo += [(item.get(k), sub, f"{where}.{k}" if where else k) for k, sub in reversed(want.items())]
         elif isinstance(want, list):
             if not isinstance(item, list):
                 return f"{where} is {_type(item)}, not a list"
             todo += [(v, want[0], f"{where}[{i}]") for i, v in reversed(list(enumerate(item)))]
         elif isinstance(want, MapOf):
-            if not isinstance(item, dict):
-                return f"{where} is {_type(item)}, not a mapping"
             todo += [(v, want.value, f"{where}[{k}]") for k, v in reversed(list(item.items()))]
         elif said := want(item):
             return f"{where} is {said}"
