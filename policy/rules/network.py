@@ -5,10 +5,11 @@ from collections import Counter
 from collections.abc import Iterator
 from functools import partial
 
+from config.cluster import NodeSet
 from config.kube import HOSTNAME, NETWORKS, RESOURCE_NAME, node_policy_name, operator_network_name
 from config.stack import ClusterConfig
 from config.values import MAX_CNI_DEPTH, bounded_json
-from policy.core import Finding, Stack, amount, error, grouped, ref, rule, warning
+from policy.core import Finding, Stack, amount, error, ref, rule, warning
 
 # Namespaces whose NADs a pod of any namespace may use (OpenShift Multus namespace isolation).
 GLOBAL_NAD_NAMESPACES = frozenset({"default", "openshift-multus", "openshift-sriov-network-operator", "openshift-cnv"})
@@ -140,18 +141,14 @@ def ib_hca(stack: Stack) -> Iterator[Finding]:
             yield hca_error(f"NCCL_IB_HCA entries are prefix matches: {listed}", f"write the exact form: {'^' if exclude else ''}={body}")
 
 
-def _pods_on_one_node(config: ClusterConfig) -> dict[str, int]:
-    """Per node set, the most running RDMA pods that fit on one of its nodes by their GPUs (smallest first)."""
+def _pods_on_one_node(config: ClusterConfig, node_set: NodeSet) -> int:
+    """The most running RDMA pods that fit on one node of `node_set` by their GPUs (smallest first)."""
     running = [w for w in config.pod_specs() if w.uses_rdma and getattr(w, "state", "running") == "running"]
-    shapes = grouped((config.node_set(w.node_set).name, (w.gpus_per_node, w.nodes)) for w in running)
-    out: dict[str, int] = {}
-    for node_set in config.node_sets:
-        free, count = node_set.gpus_per_node, 0
-        for gpus, pods in sorted(shapes.get(node_set.name, [])):
-            fit = min(pods, free // gpus)
-            count, free = count + fit, free - fit * gpus
-        out[node_set.name] = count
-    return out
+    free, count = node_set.gpus_per_node, 0
+    for gpus, pods in sorted((w.gpus_per_node, w.nodes) for w in running if config.node_set(w.node_set).name == node_set.name):
+        fit = min(pods, free // gpus)
+        count, free = count + fit, free - fit * gpus
+    return count
 
 
 def _cni_mtu(cni_config: str | None) -> int | None:
@@ -166,9 +163,8 @@ def sriov_node_policies(stack: Stack) -> Iterator[Finding]:
         return
     per_pod = Counter(a.resource for a in fabric.attachments)
     mtus = {a.resource: (a.network, m) for a in fabric.attachments if (m := _cni_mtu(a.cni_config)) is not None}
-    per_node = _pods_on_one_node(config)
     for i, node_set in enumerate(config.node_sets):
-        pods = per_node[node_set.name]
+        pods = _pods_on_one_node(config, node_set)
         made = node_set.vfs_per_node
         for j, p in enumerate(node_set.node_policies):
             obj = f"SriovNetworkNodePolicy {fabric.operator_namespace}/{node_policy_name(node_set.name, p.resource, node_set.nodes[0])}"
