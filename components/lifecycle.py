@@ -41,8 +41,7 @@ QUEUED_START = "it waits in the queue until Kueue admits all its pods at once (`
 
 
 def queued_replacements(obj: dict[str, Any]) -> list[str] | None:
-    labels = (obj.get("metadata") or {}).get("labels") or {}
-    return list(QUEUED_SHAPE) if obj.get("kind") == "StatefulSet" and QUEUE_NAME in labels else None
+    return list(QUEUED_SHAPE) if obj["kind"] == "StatefulSet" and QUEUE_NAME in obj["metadata"]["labels"] else None
 
 
 def queued_replacement(kind: str, path: str) -> str | None:

@@ -212,8 +212,8 @@ class StackOutputs(_Outputs):
         fabric = config.fabric
         if fabric is None:
             nads: list[str] = []
-        elif copy_namespaces(config):
-            nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copy_namespaces(config)]
+        elif copies := copy_namespaces(config):
+            nads = [f"{ns}/{a.network}" for a in fabric.attachments for ns in copies]
         elif served := operator_namespaces(config):
             nads = [f"{ns}/{operator_network_name(ns, a.network)}" for a in fabric.attachments for ns in served]
         else:

@@ -70,11 +70,9 @@ def layout(config: ClusterConfig, tier: str = "all") -> list[Declared]:
 
 
 def sources(declared: list[Declared]) -> dict[ObjectKey, ConfigPath]:
-    out: dict[ObjectKey, ConfigPath] = {}
-    for d in declared:
-        meta = d.object.get("metadata") or {}
-        out[(str(d.object.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")), d.patch)] = d.source
-    return out
+    return {
+        (d.object["kind"], d.object["metadata"].get("namespace") or "", d.object["metadata"]["name"], d.patch): d.source for d in declared
+    }
 
 
 def objects(config: ClusterConfig, tier: str = "all") -> list[dict[str, Any]]:

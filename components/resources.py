@@ -17,7 +17,6 @@ from components.outputs import stack_outputs
 from components.prerequisites import Requirement, requirements
 from components.queueing import LOCAL_QUEUE
 from config.stack import ClusterConfig
-from config.workloads import Workload
 
 Options = pulumi.ResourceOptions
 Dependency = pulumi.Input[pulumi.Resource]
@@ -186,10 +185,9 @@ def build(
         if declared := parts.get((typ, name)):
             after.append(STACK_WIDE.get(typ, Component)(typ, name, config, declared, opts))
     # Stopped workloads first: `up` waits until their pods are gone, so their nodes are free before a bandwidth check.
-    workloads: list[tuple[Workload, str, list[Declared]]] = []
-    for w in config.all_workloads():
-        if declared := parts.get((program.TRAINING_WORKLOAD, name := f"{w.namespace}/{w.name}")):
-            workloads.append((w, name, declared))
+    workloads = [
+        (w, name, d) for w in config.all_workloads() if (d := parts.get((program.TRAINING_WORKLOAD, name := f"{w.namespace}/{w.name}")))
+    ]
     stopping: list[pulumi.Resource] = [
         TrainingWorkload(program.TRAINING_WORKLOAD, name, d, after, opts) for w, name, d in workloads if w.state == "stopped"
     ]
