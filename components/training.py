@@ -161,7 +161,7 @@ def scheduling(config: ClusterConfig, w: Workload) -> dict[str, Any]:
             "requiredDuringSchedulingIgnoredDuringExecution": [{"labelSelector": {"matchLabels": selector(w)}, "topologyKey": HOSTNAME}]
         }
     tolerations = [toleration(t) for t in [*config.gpu_tolerations, *w.tolerations]]
-    node_selector = {**config.gpu_node_selector, **node_set.labels, **w.node_selector}
+    node_selector = {**config.flavor_labels(node_set), **w.node_selector}
     return {k: v for k, v in (("affinity", affinity), ("tolerations", tolerations), ("nodeSelector", node_selector)) if v}
 
 
@@ -285,8 +285,6 @@ def per_pod_volumes(config: ClusterConfig, w: Workload) -> list[Volume]:
 
 
 def per_pod_claims(config: ClusterConfig, w: Workload) -> list[str]:
-    if w.kind != "statefulset":
-        return []
     return [f"{w.namespace}/{v.name}-{w.name}-{r}" for v in per_pod_volumes(config, w) for r in range(w.nodes)]  # Kubernetes' names
 
 
