@@ -218,11 +218,10 @@ def _existing(api: str, kind: str, ns: str, name: str, fix: str) -> Requirement:
 
 
 def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
-    project, platform = tier in ("all", "project"), tier in ("all", "platform")
     out: list[Requirement] = []
     sec = config.security
     grants = granted_accounts(config)
-    if project:
+    if tier in ("all", "project"):
         out += [_namespace(config, ns, "project") for ns in config.namespaces]
         for o in config.existing.config_maps:
             fix = f"create it (`oc create configmap {o.name} --from-file=... -n {o.namespace}`) or drop it from existing.config_maps"
@@ -237,7 +236,7 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
             # In `all` the same run declares the SriovNetworks: their NADs cannot be read before it.
             served = operator_namespaces(config)
             out += [_operator_nad(config, a, ns) for a in config.fabric.attachments for ns in served] if config.fabric else []
-    if platform:
+    if tier in ("all", "platform"):
         if tier == "platform":
             # The grants it makes need their namespaces (in `all`, the project side reads every namespace).
             out += [_namespace(config, ns, "platform") for ns in sorted(grants)]

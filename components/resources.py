@@ -106,7 +106,7 @@ class Prerequisites(pulumi.ComponentResource):
         # A namespaced read waits for its namespace's: with the namespace gone, the namespace's fix is the one shown.
         namespaces: dict[str, LiveObject] = {}
         for req in requirements(config, tier):
-            ns = req.object_id.split("/", 1)[0] if "/" in req.object_id else None
+            ns = req.object_id.rpartition("/")[0]
             after = [namespaces[ns]] if ns in namespaces else []
             name = f"{req.object_id} (if missing: {req.hint})" if req.hint else req.object_id
             live = LiveObject(req, Options(parent=self, depends_on=after), name)

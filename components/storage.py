@@ -9,7 +9,6 @@ from config.stack import ClusterConfig
 
 
 def claim_spec(volume: Volume) -> dict[str, Any]:
-    assert volume.size is not None
     mode = "ReadWriteMany" if volume.shared else "ReadWriteOnce"
     spec: dict[str, Any] = {"accessModes": [mode], "resources": {"requests": {"storage": volume.size}}}
     if volume.storage_class is not None:
