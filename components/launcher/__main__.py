@@ -7,9 +7,7 @@ import sys
 import types
 
 if __name__ == "__main__":
-    package = __package__ or "launcher"
-    if not __package__:
-        folder = types.ModuleType(package)
-        folder.__path__ = [os.path.dirname(os.path.abspath(__file__))]
-        sys.modules[package] = folder
-    sys.exit(importlib.import_module(package + ".launch").main())
+    folder = types.ModuleType("launcher")
+    folder.__path__ = [os.path.dirname(os.path.abspath(__file__))]
+    sys.modules["launcher"] = folder
+    sys.exit(importlib.import_module("launcher.launch").main())

@@ -45,7 +45,7 @@ def table_trailer(busbw: Sequence[float], wrong: int) -> List[str]:
     return [f"# Out of bounds values : {wrong} {'OK' if wrong == 0 else 'FAILED'}", f"# Avg bus bandwidth    : {avg:.4f}", "#"]
 
 
-def benchmark(sizes: Sequence[int], iters: int, warmup: int, backend: str = "nccl", emit: Optional[Callable[[str], None]] = None) -> None:
+def benchmark(sizes: Sequence[int], iters: int, warmup: int, backend: str, emit: Callable[[str], None]) -> None:
     """The first all-reduce of each size fills #wrong; the timed ones run on zeros; the slowest rank's time counts."""
     import torch
     import torch.distributed as dist
@@ -62,7 +62,7 @@ def benchmark(sizes: Sequence[int], iters: int, warmup: int, backend: str = "ncc
     dist.init_process_group(backend=backend)
     try:
         world = dist.get_world_size()
-        say = emit if (emit is not None and local_rank == 0) else (lambda _line: None)
+        say = emit if local_rank == 0 else (lambda _line: None)
         per_node = int(os.environ.get("LOCAL_WORLD_SIZE", "0"))  # torchrun's nproc_per_node
         placed = f"nodes {world // per_node} ranks per node {per_node} " if per_node > 0 and world % per_node == 0 else ""
         title = f"torch.distributed all_reduce (allreduce.py): backend {backend} world size {world} {placed}"

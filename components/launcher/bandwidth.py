@@ -15,6 +15,7 @@ import signal
 import stat
 import subprocess
 import sys
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -226,13 +227,13 @@ def net_family(name: str) -> str:  # ib: NCCL's IB transport and IB plugins (Inf
 
 @dataclass
 class NcclNet:  # what NCCL's INIT and NET lines say about the network it used
-    networks: Dict[str, int] = field(default_factory=dict)  # `Using network NAME`, counted
-    channels: Dict[str, int] = field(default_factory=dict)  # `via NET/NAME/...`, counted
+    networks: Counter[str] = field(default_factory=Counter)  # `Using network NAME`, counted
+    channels: Counter[str] = field(default_factory=Counter)  # `via NET/NAME/...`, counted
     gdr_channels: int = 0
     ib_ports: List[str] = field(default_factory=list)  # mlx5_6:1/RoCE
     socket_ifaces: List[str] = field(default_factory=list)  # eth0:10.0.0.1<0>
     ib_not_found: int = 0
-    local_channels: Dict[str, int] = field(default_factory=dict)  # `via P2P/...`, `via SHM/...`, counted
+    local_channels: Counter[str] = field(default_factory=Counter)  # `via P2P/...`, `via SHM/...`, counted
     comms: List[Tuple[int, int, int]] = field(default_factory=list)  # (nRanks, nNodes, localRanks) of each communicator
 
     def families(self) -> Dict[str, List[str]]:  # each transport family with the evidence for it
@@ -253,7 +254,7 @@ def parse_nccl(text: str) -> NcclNet:
     for info in filter(None, (_NCCL_INFO.search(raw) for raw in log_lines(text))):
         msg = info.group(1).strip()
         if m := _USING_NETWORK.match(msg):
-            net.networks[m.group(1)] = net.networks.get(m.group(1), 0) + 1
+            net.networks[m.group(1)] += 1
         elif m := _NET_IB_USING.match(msg):
             net.ib_ports += [p for p in dict.fromkeys(_IB_PORT.findall(m.group(1))) if p not in net.ib_ports]
         elif _NET_IB_NONE.match(msg):
@@ -261,11 +262,11 @@ def parse_nccl(text: str) -> NcclNet:
         elif m := _NET_SOCKET_USING.match(msg):
             net.socket_ifaces += [i for i in dict.fromkeys(_SOCKET_IFACE.findall(m.group(1))) if i not in net.socket_ifaces]
         elif m := _VIA_NET.search(msg):
-            net.channels[m.group(1)] = net.channels.get(m.group(1), 0) + 1
+            net.channels[m.group(1)] += 1
             if "GDRDMA" in m.group(2):
                 net.gdr_channels += 1
         elif m := _VIA_LOCAL.search(msg):
-            net.local_channels[m.group(1)] = net.local_channels.get(m.group(1), 0) + 1
+            net.local_channels[m.group(1)] += 1
         elif m := _COMM.search(msg):
             net.comms.append((int(m.group(1)), int(m.group(2)), int(m.group(3))))
     return net

@@ -162,8 +162,8 @@ class Config:
         self.tcp_socket_ifname = get("LAUNCHER_TCP_SOCKET_IFNAME") or "^lo,docker0"
         self.nnodes = integer("LAUNCHER_NNODES", 1, 1)
         self.gpus_per_node = integer("LAUNCHER_GPUS_PER_NODE", 1, 1)
-        self.master_addr = get("MASTER_ADDR")
-        self.master_port = integer("MASTER_PORT", 0, 1, 65535) if get("MASTER_PORT") else None
+        self.master_addr = get("MASTER_ADDR") or "127.0.0.1"
+        self.master_port = integer("MASTER_PORT", DEFAULT_MASTER_PORT, 1, 65535)
         self.pod_name = get("POD_NAME")
         self.completion_index = get("JOB_COMPLETION_INDEX") or None
         self.nccl = {k: v for k, v in environ.items() if k.startswith("NCCL_")}  # every NCCL_* present at start

@@ -62,12 +62,9 @@ class RdmaPort:
     def roce(self) -> bool:
         return self.link_layer == "Ethernet"
 
-    def roce_v2_ipv4(self, ndevs: Optional[FrozenSet[str]] = None, ours: bool = True) -> List[Gid]:
+    def roce_v2_ipv4(self, ndevs: Optional[FrozenSet[str]], ours: bool = True) -> List[Gid]:
         """Those of `ndevs` (the pod's interfaces) or of no netdev: a device shared with the host has its GIDs too."""
         return [g for g in self.gids if g.v2_ipv4 and (ndevs is None or not g.ndev or g.ndev in ndevs) == ours]
-
-    def roce_v2_ipv4_indexes(self, ndevs: Optional[FrozenSet[str]] = None) -> List[int]:
-        return [g.index for g in self.roce_v2_ipv4(ndevs)]
 
 
 @dataclass(frozen=True)

@@ -51,10 +51,9 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
         f"SYS_RESOURCE {'effective' if f.sys_resource else 'not effective'})",
         f"RLIMIT_MEMLOCK: soft {fmt_limit(f.limit_before[0])}, hard {fmt_limit(f.limit_before[1])}",
     ]
-    if f.soft_raised and f.soft_raise_error is None:
-        lines.append(f"raised the soft RLIMIT_MEMLOCK to the hard limit, {fmt_limit(f.limit_before[1])} (needs no privilege)")
-    elif f.soft_raised:
-        lines.append(f"could not raise the soft RLIMIT_MEMLOCK to the hard limit: {f.soft_raise_error}")
+    if f.soft_raised:
+        raised = f"raised the soft RLIMIT_MEMLOCK to the hard limit, {fmt_limit(f.limit_before[1])} (needs no privilege)"
+        lines.append(f"could not raise the soft RLIMIT_MEMLOCK to the hard limit: {f.soft_raise_error}" if f.soft_raise_error else raised)
     if f.raise_target is not None:
         wanted = "/".join(fmt_limit(v) for v in f.raise_target)
         raised = f"raised RLIMIT_MEMLOCK to {wanted} (soft/hard)"

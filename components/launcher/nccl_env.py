@@ -39,10 +39,6 @@ class DeviceSelection:
     def gid_ndevs(self) -> Optional[FrozenSet[str]]:
         return frozenset(self.mapping) if self.mapping else None
 
-    @property
-    def pod_devices(self) -> List[str]:
-        return sorted({p.device for p in self.pod_ports}, key=natural_key)
-
 
 def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
     known = {p.device for p in facts.ports}
@@ -61,7 +57,7 @@ def decide_devices(cfg: Config, facts: Facts) -> DeviceSelection:
         elif len(claims) == 1:
             mapping[interface] = claims
             lines.append(f"{interface} -> {claims[0]} (through its GID table entries (gid_attrs/ndevs))")
-        if not behind and len(claims) > 1:
+        elif len(claims) > 1:
             why = f"{interface} has no PCI link to an RDMA device, and the GID tables of {', '.join(claims)} all name it "
             warnings.append(why + "(other pods' interfaces can have the same name); it is mapped to none of them")
     unmapped = [i for i in present if i not in mapping]
@@ -162,12 +158,12 @@ def no_active_port(cfg: Config, sel: DeviceSelection, other_layer: List[RdmaPort
     return d
 
 
-def choose_gid_index(ports: Sequence[RdmaPort], ndevs: Optional[FrozenSet[str]] = None) -> Tuple[Optional[int], str]:
+def choose_gid_index(ports: Sequence[RdmaPort], ndevs: Optional[FrozenSet[str]]) -> Tuple[Optional[int], str]:
     """One RoCE v2 IPv4 GID index on every RoCE port, else None (NCCL >= 2.21.5 picks per port; 3 is only usual)."""
     roce = [p for p in ports if p.roce]
     if not roce:
         return None, "no RoCE port selected; InfiniBand uses GID index 0, NCCL needs no setting"
-    per_port = {p.name: p.roce_v2_ipv4_indexes(ndevs) for p in roce}
+    per_port = {p.name: [g.index for g in p.roce_v2_ipv4(ndevs)] for p in roce}
     counted = ""
     if any(p.roce_v2_ipv4(ndevs, ours=False) for p in roce):
         counted = f"counting only GIDs of the pod's interfaces ({', '.join(sorted(ndevs or (), key=natural_key))})"
@@ -201,8 +197,8 @@ def describe_port(p: RdmaPort, sel: DeviceSelection) -> str:
     text = f"{p.name} {p.state} {'RoCE' if p.roce else p.link_layer}"
     if p.roce:
         # A pod's port counts only the GIDs of the pod's interfaces; a host device's are shown as they are.
-        ndevs = sel.gid_ndevs if p.device in sel.pod_devices else None
-        indexes = p.roce_v2_ipv4_indexes(ndevs)
+        ndevs = sel.gid_ndevs if p in sel.pod_ports else None
+        indexes = [g.index for g in p.roce_v2_ipv4(ndevs)]
         text += f", RoCE v2 IPv4 GID index {','.join(map(str, indexes))}" if indexes else ", no RoCE v2 IPv4 GID"
         if foreign := ", ".join(f"{g.index} is {g.ndev}'s" for g in p.roce_v2_ipv4(ndevs, ours=False)):
             text += f" (index {foreign}, not this pod's)"
@@ -269,7 +265,7 @@ def nccl_problems(key: str, value: str, cfg: Config, facts: Facts, net: NetworkD
         if index is None or index < 0:
             return [NcclProblem("is not a GID index (a decimal integer >= 0)")], []
         ndevs = net.sel.gid_ndevs
-        wrong = [p for p in net.selected if p.roce and index not in p.roce_v2_ipv4_indexes(ndevs)]
+        wrong = [p for p in net.selected if p.roce and all(g.index != index for g in p.roce_v2_ipv4(ndevs))]
         if not wrong:
             return [], []
         # The index may be a good GID of another netdev (the host's, on a device the pod shares): say whose.
@@ -302,7 +298,7 @@ def hca_problems(spec: str, cfg: Config, facts: Facts, net: NetworkDecision) -> 
     # NCCL skips ports that are not ACTIVE; an empty list is no list: NCCL then takes every device.
     listed = entries or problems
     picked = [p for p in facts.ports if p.active and (not listed or any(hit(p, n, q) for n, q in entries) != exclude)]
-    if host := [p.name for p in picked if p.device not in net.sel.pod_devices]:
+    if host := [p.name for p in picked if p not in net.sel.pod_ports]:
         problems.append(NcclProblem(f"selects {', '.join(host)}: host devices not attached to this pod"))
     if cfg.link_layer:
         for layer, names in by_link_layer([p for p in picked if p.link_layer != cfg.link_layer]).items():

@@ -9,7 +9,7 @@ import shlex
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
-from .contract import DEFAULT_BASH_ENV_FILE, DEFAULT_MASTER_PORT, Config, ConfigError, parse_decimal, shown
+from .contract import DEFAULT_BASH_ENV_FILE, Config, ConfigError, parse_decimal, shown
 from .facts import Facts
 from .memlock import bash_env_text, pinning_section, pinning_summary
 from .nccl_env import NetworkDecision, decide_devices, decide_nccl, decide_network, describe_port
@@ -64,14 +64,14 @@ def rendezvous(cfg: Config, plan: Plan) -> None:
     except ConfigError as exc:
         plan.errors.append(str(exc))
         return
-    env = {"MASTER_ADDR": cfg.master_addr or "127.0.0.1", "MASTER_PORT": str(cfg.master_port or DEFAULT_MASTER_PORT)}
+    env = {"MASTER_ADDR": cfg.master_addr, "MASTER_PORT": str(cfg.master_port)}
     env.update(NNODES=str(cfg.nnodes), NODE_RANK=str(rank), NPROC_PER_NODE=str(cfg.gpus_per_node))
     plan.env.update(env, WORLD_SIZE=str(cfg.nnodes * cfg.gpus_per_node))
-    flags = {"nnodes": "NNODES", "nproc_per_node": "NPROC_PER_NODE", "node_rank": "NODE_RANK", "master_addr": "MASTER_ADDR"}
-    torchrun = ["torchrun", *(x for flag, key in {**flags, "master_port": "MASTER_PORT"}.items() for x in ("--" + flag, env[key]))]
+    flags = ("NNODES", "NPROC_PER_NODE", "NODE_RANK", "MASTER_ADDR", "MASTER_PORT")  # --nnodes ... --master_port
+    torchrun = ["torchrun", *(x for key in flags for x in ("--" + key.lower(), env[key]))]
     plan.argv = [*([] if cfg.run == "command" else torchrun), *cfg.args]
     ranks = f"node rank {rank} (from {source}) of {cfg.nnodes}; {cfg.gpus_per_node} processes per node"
-    lines = [f"{ranks}; world size {plan.env['WORLD_SIZE']}", f"master {env['MASTER_ADDR']}:{env['MASTER_PORT']}"]
+    lines = [f"{ranks}; world size {plan.env['WORLD_SIZE']}", f"master {cfg.master_addr}:{cfg.master_port}"]
     plan.sections.append(("rendezvous", [*lines, "command: " + " ".join(shlex.quote(a) for a in plan.argv)]))
 
 
