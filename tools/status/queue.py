@@ -5,6 +5,7 @@ import re
 from typing import Any
 
 from components.queueing import flavor_name
+from config.cluster import Queueing
 from config.kube import GPU
 from config.stack import ClusterConfig
 from tools.status.cluster import Cluster, admission, admitted_by, amount, bounded, condition, count, cut, holds, meta, namespace_of
@@ -116,10 +117,8 @@ def queue_place(config: ClusterConfig, s: Subject, cluster: Cluster) -> tuple[di
     return waiting, f"waiting in queue {q.cluster_queue}{at}" + (": " + "; ".join(said) if said else "")
 
 
-def broken_admission(config: ClusterConfig, unplaced: int, wanted: int) -> str:
+def broken_admission(q: Queueing, unplaced: int, wanted: int) -> str:
     """A run Kueue admitted (by quota, or the nodes it counts) whose pods the scheduler cannot all place."""
-    q = config.queueing
-    assert q is not None
     cause = (
         "the nodes changed since Kueue's Topology Aware Scheduling counted them"
         if q.topology_aware

@@ -80,10 +80,6 @@ def _tolerates(tolerations: Iterable[Mapping[str, Any]], taint: Mapping[str, Any
     return any(t.get("effect") in (None, "", taint.get("effect")) and matches(t) for t in tolerations)
 
 
-def _labels_text(wanted: Mapping[str, str]) -> str:
-    return ", ".join(f"{k}={v}" for k, v in wanted.items()) or "(none)"
-
-
 @dataclass
 class NodeSetView:  # a node set as the cluster shows it
     name: str
@@ -190,6 +186,7 @@ def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cl
     """Why no node of the set is one the pods may use, from the nodes where readable, else the scheduler's counts."""
     w = s.workload
     selector = {**config.gpu_node_selector, **w.node_selector}
+    selected = ", ".join(f"{k}={v}" for k, v in selector.items()) or "(none)"
     sel_where, tol_where = where(config, ("gpu_node_selector",)), where(config, ("gpu_tolerations",))
     if w.node_selector and s.path[0] == "workloads":
         sel_where += f", {where(config, (*s.path, 'node_selector'))}"
@@ -206,14 +203,12 @@ def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cl
                 for t in spec.get("taints") or []
                 if t.get("effect") in ("NoSchedule", "NoExecute") and not _tolerates(tolerations, t)
             ]
-            if spec.get("unschedulable"):
-                out.append(f"node {name} of {view.name} is cordoned (unschedulable)")
-            if lacking:
-                out.append(f"node {name} of {view.name} lacks the label {', '.join(lacking)} the pods select ({sel_where})")
-            if taints:
-                out.append(f"node {name} of {view.name} has the taint {', '.join(taints)}, which the pods do not tolerate ({tol_where})")
+            said = ["is cordoned (unschedulable)"] if spec.get("unschedulable") else []
+            said += [f"lacks the label {', '.join(lacking)} the pods select ({sel_where})"] if lacking else []
+            said += [f"has the taint {', '.join(taints)}, which the pods do not tolerate ({tol_where})"] if taints else []
+            out += [f"node {name} of {view.name} {what}" for what in said]
         if not view.names:
-            out.append(f"no node carries the labels {_labels_text(selector)} of the selector with GPUs ({sel_where})")
+            out.append(f"no node carries the labels {selected} of the selector with GPUs ({sel_where})")
         if out:
             return out
     for reason, n in sorted(reasons.items()):
@@ -224,7 +219,7 @@ def _placement(config: ClusterConfig, s: Subject, view: NodeSetView, cluster: Cl
         elif "node affinity/selector" in reason:
             pinned = config.node_set(w.node_set).nodes
             pins = f"the nodes of {view.name} ({where(config, view.path)})" if pinned else f"the unnamed nodes of {view.name}"
-            out.append(f"{n} node(s) are not among {pins} or lack the labels {_labels_text(selector)} ({sel_where})")
+            out.append(f"{n} node(s) are not among {pins} or lack the labels {selected} ({sel_where})")
         elif "unschedulable" in reason:
             out.append(f"{n} node(s) are cordoned (unschedulable)")
         else:

@@ -162,7 +162,7 @@ def _causes(
     one the controller has not created (of `unfinished`)."""
     found = [pod_reason(config, s, p, cluster) for p in live if not holds(p, "Ready") or relaunched(p)]
     found += [("failed earlier", r[1]) for p in pods if not active(p) and (r := container_reason(config, s, p, cluster)) is not None]
-    missing = unfinished - len(live) - sum(1 for p in pods if not active(p) and (p.get("status") or {}).get("phase") == "Failed")
+    missing = unfinished - len(live) - sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed")
     if missing > 0:
         found += [("not created", failed_create(config, s, cluster) or "not created yet (no event says why)")] * missing
     return found
@@ -198,8 +198,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
         succeeded = int((obj.get("status") or {}).get("succeeded") or 0)
         if holds(obj, "Complete"):
             return WorkloadStatus(**base, state="succeeded", ready=succeeded, wanted=wanted, reasons=head, ok=True)
-        if holds(obj, "Failed"):
-            failed = condition(obj, "Failed")
+        if (failed := condition(obj, "Failed")).get("status") == "True":
             reasons = [f"the Job failed ({failed.get('reason')}: {cut(failed.get('message'))})"]
             reasons += _grouped([r for p in pods if (r := container_reason(config, s, p, cluster)) is not None], wanted)
             return WorkloadStatus(**base, state="failed", ready=succeeded, wanted=wanted, reasons=head + reasons, ok=False)
@@ -209,7 +208,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
     # The pods the scheduler found no node for, not those that wait for a gate.
     unplaced = sum(1 for p in live if (c := condition(p, "PodScheduled")).get("status") == "False" and c.get("reason") == "Unschedulable")
     if q is not None and unplaced:
-        head = [broken_admission(config, unplaced, wanted)]
+        head = [broken_admission(q, unplaced, wanted)]
     found = _causes(config, s, cluster, pods, live, wanted - succeeded)
     reasons = head + reasons + _grouped(found, wanted)
     failing = any(verb in ("failing", "failed") for verb, _ in found)
