@@ -170,6 +170,14 @@ def _already_raised(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) ->
     loop.default_exception_handler(context)
 
 
+def drain(loop: asyncio.AbstractEventLoop) -> None:
+    """End the tasks a failed program left waiting, so that none is destroyed pending (asyncio would print each)."""
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
 def run(
     config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None, adopt: bool = False
 ) -> Rendering:
@@ -198,11 +206,7 @@ def run(
         # Raised here; the other futures that hold the error would say so again on stderr when collected.
         for failed_loop in (loop, *monitor.thread_loops):
             failed_loop.set_exception_handler(_already_raised)
-        # The tasks the failed program left waiting are ended, so that none is destroyed pending (asyncio would print each).
-        pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in pending:
-            task.cancel()
-        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        drain(loop)
         raise
     finally:
         pulumi_resource._get_stack_trace = stack_trace
