@@ -9,7 +9,7 @@ from typing import Any
 from components.kube import NAD_API, NAD_KIND, SCC_API, SRIOV_OWNER_REF
 from components.networks import operator_namespaces
 from components.security import granted_accounts, use_binding, use_role_name
-from config.cluster import PvcStorageClassFix, SriovAttachment
+from config.cluster import PvcStorageClassFix, RdmaFabric, SriovAttachment
 from config.kube import RESOURCE_NAME, operator_network_name
 from config.openshift import BUILTIN_SCCS, SCC_FIELDS, SccFacts
 from config.stack import ClusterConfig
@@ -67,13 +67,10 @@ def _grant(config: ClusterConfig, ns: str, accounts: list[str]) -> Requirement:
     )  # fmt: skip
 
 
-def _scc(config: ClusterConfig) -> Requirement:
+def _scc(config: ClusterConfig, scc: str, stated: SccFacts) -> Requirement:
     """The existing SCC the pods pin admits what they need and allows no more than its stated facts say."""
     sec = config.security
-    assert sec.scc is not None
-    stated = sec.stated_facts()
-    assert stated is not None
-    needs = config.scc_needs(sec.scc)
+    needs = config.scc_needs(scc)
 
     def verify(state: dict[str, Any]) -> str | None:
         live = SccFacts.from_object(state)
@@ -83,19 +80,19 @@ def _scc(config: ClusterConfig) -> Requirement:
             refused.setdefault(fact, []).append(need)
         problems = [f"it does not admit {', '.join(what)} (its {live.said(fact)})" for fact, what in refused.items()]
         for fact in verdict.unstated:
-            said = f"OpenShift ships it with {stated.said(fact)} (security.scc)" if sec.scc in BUILTIN_SCCS else sec.says(fact)
+            said = f"OpenShift ships it with {stated.said(fact)} (security.scc)" if scc in BUILTIN_SCCS else sec.says(fact)
             problems.append(f"it has {live.said(fact)}, where {said}")
         return "; ".join(problems) or None
 
     return Requirement(
-        SCC_API, "SecurityContextConstraints", sec.scc,
+        SCC_API, "SecurityContextConstraints", scc,
         why="the stack's pods pin it (openshift.io/required-scc) and the stack does not create it",
         fix=f"state what it allows in security.existing_* of clusters/{config.name}.py (what it allows beyond what the pods "
         "need asks for security.broad_grant_reason), have its admin narrow it, or let the stack create a least-privilege one "
         "(security.create: true with another name)",
-        expected={"metadata": {"name": sec.scc}, **stated.to_object()},
+        expected={"metadata": {"name": scc}, **stated.to_object()},
         verify=verify,
-        hint=f"create the SCC {sec.scc}, or correct security in clusters/{config.name}.py",
+        hint=f"create the SCC {scc}, or correct security in clusters/{config.name}.py",
         fields=("metadata", *SCC_FIELDS),
         tier="platform",
     )  # fmt: skip
@@ -137,9 +134,8 @@ def _storage_class(config: ClusterConfig, name: str) -> Requirement:
     )  # fmt: skip
 
 
-def _source_nad(config: ClusterConfig, att: SriovAttachment, copies: bool) -> Requirement:
-    assert config.fabric is not None
-    ns = config.fabric.nad_source_namespace
+def _source_nad(fabric: RdmaFabric, att: SriovAttachment) -> Requirement:
+    ns, copies = fabric.nad_source_namespace, fabric.nad_mode == "copy"
     owner = f"SriovNetwork.sriovnetwork.openshift.io/openshift-sriov-network-operator/{att.network}"
     meta = {"name": att.network, "namespace": ns, "annotations": {RESOURCE_NAME: att.resource, SRIOV_OWNER_REF: owner}}
 
@@ -191,9 +187,7 @@ def _operator_nad(config: ClusterConfig, att: SriovAttachment, ns: str) -> Requi
     )  # fmt: skip
 
 
-def _operator_namespace(config: ClusterConfig) -> Requirement:
-    assert config.fabric is not None
-    ns = config.fabric.operator_namespace
+def _operator_namespace(config: ClusterConfig, ns: str) -> Requirement:
     return Requirement(
         "v1", "Namespace", ns,
         why="the platform tier declares SriovNetworks or node policies there, for the SR-IOV network operator to reconcile",
@@ -240,8 +234,8 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         if tier == "platform":
             # The grants it makes need their namespaces (in `all`, the project side reads every namespace).
             out += [_namespace(config, ns, "platform") for ns in sorted(grants)]
-        if sec.scc and not sec.create and any(config.scc_of(w) == sec.scc for w in config.pod_specs()):
-            out.append(_scc(config))
+        if sec.scc and (stated := sec.stated_facts()) is not None and any(config.scc_of(w) == sec.scc for w in config.pod_specs()):
+            out.append(_scc(config, sec.scc, stated))
         out += [_fixed_claim(f) for f in config.pvc_fixes]
         classes = sorted(
             {v.storage_class for v in config.volumes if v.storage_class and not v.existing} | {f.storage_class for f in config.pvc_fixes}
@@ -249,9 +243,9 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
         out += [_storage_class(config, c) for c in classes]
         fabric = config.fabric
         if fabric is not None and (operator_namespaces(config) or any(s.node_policies for s in config.node_sets)):
-            out.append(_operator_namespace(config))
+            out.append(_operator_namespace(config, fabric.operator_namespace))
         if fabric is not None and fabric.device_access == "sriov" and fabric.nad_mode != "operator" and config.rdma_namespaces():
-            out += [_source_nad(config, a, fabric.nad_mode == "copy") for a in fabric.attachments]
+            out += [_source_nad(fabric, a) for a in fabric.attachments]
     return _merged(out)
 
 

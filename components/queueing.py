@@ -8,7 +8,7 @@ from typing import Any
 
 from components.kube import Sourced, managed
 from components.training import toleration
-from config.cluster import NodeSet
+from config.cluster import NodeSet, Queueing
 from config.kube import HOSTNAME, KUEUE_API, NAME_DIGEST
 from config.stack import ClusterConfig
 
@@ -50,9 +50,8 @@ def flavor(config: ClusterConfig, node_set: NodeSet) -> dict[str, Any]:
     return managed(KUEUE_API, "ResourceFlavor", flavor_name(config, node_set)) | ({"spec": spec} if spec else {})
 
 
-def cluster_queue(config: ClusterConfig) -> dict[str, Any]:
+def cluster_queue(config: ClusterConfig, q: Queueing) -> dict[str, Any]:
     """One resource group: every node set's flavor covers the same resources, in the same order (Kueue requires it)."""
-    assert config.queueing is not None
     quota = config.queue_quota()
     covered = list(next(iter(quota.values())))
     flavors = [
@@ -64,7 +63,7 @@ def cluster_queue(config: ClusterConfig) -> dict[str, Any]:
         "namespaceSelector": {"matchExpressions": [{"key": NAMESPACE_NAME, "operator": "In", "values": sorted(config.namespaces)}]},
         "resourceGroups": [{"coveredResources": covered, "flavors": flavors}],
     }
-    return managed(KUEUE_API, "ClusterQueue", config.queueing.cluster_queue, spec=spec)
+    return managed(KUEUE_API, "ClusterQueue", q.cluster_queue, spec=spec)
 
 
 def topology(config: ClusterConfig) -> dict[str, Any]:
@@ -78,7 +77,7 @@ def queue_objects(config: ClusterConfig) -> list[Sourced]:
         return []
     out: list[Sourced] = [(("queueing", "topology_aware"), topology(config))] if q.topology_aware else []
     out += [(("node_sets", i), flavor(config, s)) for i, s in enumerate(config.node_sets)]
-    out.append((("queueing", "cluster_queue"), cluster_queue(config)))
+    out.append((("queueing", "cluster_queue"), cluster_queue(config, q)))
     out += [
         (("queueing", "priority_classes", name), managed(KUEUE_API, "WorkloadPriorityClass", name, value=value))
         for name, value in q.priority_classes.items()

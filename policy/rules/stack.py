@@ -358,7 +358,7 @@ def _undeclared_because(stack: Stack, h: HandMade) -> tuple[str, bool]:
             return "the stack has no fabric, so no pod attaches an SR-IOV network", False
         if h.name not in {a.network for a in fabric.attachments}:
             return f"fabric.attachments names no network {h.name}", False
-        if fabric.nad_mode == "operator" and ns in c.rdma_namespaces():
+        if _served_by_operator(stack, h):
             made = f"{ns}/{operator_network_name(ns, h.name)}"
             return (
                 f"fabric.nad_mode is operator: the SR-IOV operator makes {made} instead, from the platform tier's SriovNetwork. Delete "
