@@ -11,7 +11,6 @@ import pulumi
 import stacks
 from config.kube import ConfigPath, ObjectKey
 from config.stack import ClusterConfig
-from policy.core import Finding
 from policy.run import check, errors
 
 
@@ -87,11 +86,8 @@ def check_kube_context(context: str | None, stack: str) -> None:
 
 
 def preflight(
-    config: ClusterConfig,
-    objects: Iterable[dict[str, Any]],
-    patches: Iterable[dict[str, Any]] = (),
-    sources: Mapping[ObjectKey, ConfigPath] | None = None,
-) -> list[Finding]:
+    config: ClusterConfig, objects: Iterable[dict[str, Any]], patches: Iterable[dict[str, Any]], sources: Mapping[ObjectKey, ConfigPath]
+) -> None:
     """Log the warnings and infos; on any error stop the program, naming every error."""
     findings = check(config, objects, patches, others=stacks.others(config.name), sources=sources)
     log = {"warning": pulumi.log.warn, "info": pulumi.log.info}
@@ -104,4 +100,3 @@ def preflight(
             f"preflight: stack {config.name} has {len(bad)} error(s); nothing was declared "
             f"(`python -m stacks check {config.name}` shows the same findings):\n{lines}"
         )
-    return findings
