@@ -265,8 +265,6 @@ def _orphaned_by(stack: Stack, name: str) -> tuple[ConfigPath | None, str]:
 
 def _claim_prefixes(pod: PodView) -> list[str]:
     """`NAMESPACE/TEMPLATE-NAME-` of a StatefulSet's per-pod claims, less the ordinal (they exist whether it runs or is stopped)."""
-    if pod.owner.get("kind") != "StatefulSet":
-        return []
     return [f"{pod.namespace}/{t['metadata']['name']}-{pod.name}-" for t in (pod.owner.get("spec") or {}).get("volumeClaimTemplates") or []]
 
 
