@@ -96,17 +96,13 @@ def queue_edits(stack: Stack) -> Iterator[Finding]:
             stuck = stuck or (not queue_now and w.kind == "statefulset")
             change = (queue_was, queue_now)
         if priority_was and not priority_now or priority_now and not priority_was and ran and queue_was:
-            removed = f"this change removes priority {priority_was!r} from {what}: Kueue refuses to remove a workload's priority"
-            added = f"this change gives the running {what} priority {priority_now!r}: Kueue refuses to add one to a running workload"
-            yield error(
-                f"Workload {w.name}",
-                f'metadata.labels["{PRIORITY_CLASS}"]',
-                removed if priority_was else added,
-                "keep it, or name another of queueing.priority_classes"
-                if priority_was
-                else "stop it first (state: stopped, `pulumi up`), then give it the priority",
-                config=(*path, "priority"),
-            )
+            if priority_was:
+                message = f"this change removes priority {priority_was!r} from {what}: Kueue refuses to remove a workload's priority"
+                fix = "keep it, or name another of queueing.priority_classes"
+            else:
+                message = f"this change gives the running {what} priority {priority_now!r}: Kueue refuses to add one to a running workload"
+                fix = "stop it first (state: stopped, `pulumi up`), then give it the priority"
+            yield error(f"Workload {w.name}", f'metadata.labels["{PRIORITY_CLASS}"]', message, fix, config=(*path, "priority"))
     if moved:
         queue_was, queue_now = change
         if queue_was and queue_now:
