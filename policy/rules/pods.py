@@ -176,18 +176,17 @@ def debugger_route(stack: Stack) -> Iterator[Finding]:
             if target not in (p.name, p.port) or not (p.name in DEBUGGER_PORT_NAMES or p.port in DEBUGGER_PORTS):
                 continue
             exposes = f"the Route exposes the debugger port {p.name} ({p.port}) outside the cluster"
-            yield (info if p.route_reason else error)(
-                ref(r),
-                "spec.port.targetPort",
-                f"{exposes}; its route_reason: {p.route_reason}"
-                if p.route_reason
-                else f"{exposes}: whoever reaches the router can run any code in the pod, with its GPUs, data and service account",
-                f"set route: false once the reason no longer holds (`oc port-forward POD {p.port}` reaches it from your machine)"
-                if p.route_reason
-                else f"set route: false and reach it with `oc port-forward POD {p.port}`; if it must be routed, say why in the "
-                "port's route_reason (printed with every check)",
-                config=(*at, "ports", k, "route_reason" if p.route_reason else "route"),
-            )
+            if p.route_reason:
+                message = f"{exposes}; its route_reason: {p.route_reason}"
+                fix = f"set route: false once the reason no longer holds (`oc port-forward POD {p.port}` reaches it from your machine)"
+            else:
+                message = f"{exposes}: whoever reaches the router can run any code in the pod, with its GPUs, data and service account"
+                fix = (
+                    f"set route: false and reach it with `oc port-forward POD {p.port}`; if it must be routed, say why in the "
+                    "port's route_reason (printed with every check)"
+                )
+            setting = "route_reason" if p.route_reason else "route"
+            yield (info if p.route_reason else error)(ref(r), "spec.port.targetPort", message, fix, config=(*at, "ports", k, setting))
 
 
 @rule("shm-size", "/dev/shm fits in the container's memory limit, and is at least the runtime's 64 MiB")

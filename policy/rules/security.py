@@ -350,17 +350,13 @@ def privileged_container(stack: Stack) -> Iterator[Finding]:
         if not _security(c).get("privileged"):
             continue
         reason = spec.privileged_reason if (spec := stack.spec_of(pod)) else None
-        yield (warning if reason else error)(
-            pod.ref,
-            f"{path}.securityContext.privileged",
-            f"privileged container (every capability and host device); the workload's privileged_reason: {reason}"
-            if reason
-            else "privileged container (every capability and host device) without a stated reason",
-            "move to a device plugin and a least-privilege SCC when the cluster offers one"
-            if reason
-            else f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a least-privilege SCC",
-            setting="privileged_reason",
-        )
+        if reason:
+            message = f"privileged container (every capability and host device); the workload's privileged_reason: {reason}"
+            fix = "move to a device plugin and a least-privilege SCC when the cluster offers one"
+        else:
+            message = "privileged container (every capability and host device) without a stated reason"
+            fix = f"set privileged_reason on {pod.instance!r} to say why, or use memlock root-ipc-lock under a least-privilege SCC"
+        yield (warning if reason else error)(pod.ref, f"{path}.securityContext.privileged", message, fix, setting="privileged_reason")
 
 
 @rule("privileged-scc", "the stack's SCC grants only what its pods need, or says why (broad_grant_reason)")
@@ -382,18 +378,17 @@ def privileged_scc(stack: Stack) -> Iterator[Finding]:
         for s in b.get("subjects") or []
     )
     granted, reason = f"is granted to {', '.join(bound) or 'nobody'}", sec.broad_grant_reason
-    yield (warning if reason else error)(
-        obj,
-        where,
-        f"SCC {scc.name!r} allows {allows} and {granted}; the stack's broad_grant_reason: {reason}"
-        if reason
-        else f"SCC {scc.name!r} allows {allows}, more than its pods need, and {granted} without a stated reason",
-        "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds"
-        if reason
-        else "set security.broad_grant_reason to say why this stack accepts it, or use a least-privilege SCC (security.create: "
-        "true, with a name of your own)",
-        config=None if scc.created else ("security", "scc") if scc.shipped and reason else ("security", "broad_grant_reason"),
-    )
+    if reason:
+        message = f"SCC {scc.name!r} allows {allows} and {granted}; the stack's broad_grant_reason: {reason}"
+        fix = "replace it with a least-privilege SCC (security.create: true) as soon as the reason no longer holds"
+    else:
+        message = f"SCC {scc.name!r} allows {allows}, more than its pods need, and {granted} without a stated reason"
+        fix = (
+            "set security.broad_grant_reason to say why this stack accepts it, or use a least-privilege SCC (security.create: "
+            "true, with a name of your own)"
+        )
+    cause = None if scc.created else ("security", "scc") if scc.shipped and reason else ("security", "broad_grant_reason")
+    yield (warning if reason else error)(obj, where, message, fix, config=cause)
 
 
 @rule("shipped-scc", "the config's existing_* facts of an SCC OpenShift ships agree with what it ships")
