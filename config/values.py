@@ -455,8 +455,8 @@ def kubelet_escape(value: str) -> str:
 
 def kubelet_expand(value: str, defined: Mapping[str, str]) -> str:
     """What the kubelet makes of an env value or argument: `$$` is `$`, `$(NAME)` NAME's value where `defined` has it."""
-    if "$" not in value:  # nearly every value: the preflight asks for each env value and argument of each pod
-        return value
+    if "$(" not in value:  # nearly every value (the preflight asks for each of each pod): `$$` is `$`, read left to right
+        return value.replace("$$", "$")
     return _KUBELET.sub(lambda m: "$" if m.group(1) is None else defined.get(m.group(1), m.group(0)), value)
 
 
