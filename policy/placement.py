@@ -1,11 +1,11 @@
 """Can every running pod be scheduled at once (GPUs; CPU, memory and VFs where stated; one pod of a multi-node workload
 per node; node pins)? An exact search on classes of interchangeable nodes that remembers hopeless states, tries the
 tightest fit first and drops a branch once the nodes left cannot hold the pods left; past its budget of steps the
-answer is "unknown", never a hang. On a queued cluster (`Admission`): does every combination a quota admits fit?
-"""
+answer is "unknown", never a hang. On a queued cluster (`Admission`): does every combination a quota admits fit?"""
 
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
 
@@ -39,10 +39,8 @@ def fits(free: Free, need: Free) -> bool:
 
 
 def _less(free: Free, need: Free) -> Free:
-    def less(f: int, n: int) -> int:
-        return f if f >= UNBOUNDED else f - n
-
-    return (free[0] - need[0], less(free[1], need[1]), less(free[2], need[2]), less(free[3], need[3]))
+    gpus, cpu, memory, vfs = (f if f >= UNBOUNDED else f - n for f, n in zip(free, need, strict=True))  # GPUs are always stated
+    return (gpus, cpu, memory, vfs)
 
 
 def free_of(value: int | tuple[int, ...]) -> Free:
@@ -138,10 +136,8 @@ def place(
 
     def _room(i: int, state: State) -> bool:
         """What the nodes have left can hold what the remaining groups need, each with enough nodes with room for one pod."""
-        for r in bounded:
-            if demand[i][r] and sum(n * keys[c][1][r] for c, n in state if keys[c][0]) < demand[i][r]:
-                return False
-        return all(
+        short = any(demand[i][r] and sum(n * keys[c][1][r] for c, n in state if keys[c][0]) < demand[i][r] for r in bounded)
+        return not short and all(
             sum(n for c, n in state if j in keys[c][0] and fits(keys[c][1], needs[j])) >= order[j].pods for j in range(i, len(order))
         )
 
@@ -296,13 +292,11 @@ class Admission:
     def _shrunk(self, runs: Sequence[int], budget: Budget) -> tuple[int, ...]:
         """The runs of a failing combination it cannot do without (at least two)."""
         culprit = list(runs)
-        try:
+        with suppress(_Spent):  # past the budget what is left fails all the same: a proof, shrunk as far as the budget went
             for j in runs:
                 rest = [i for i in culprit if i != j]
                 if len(culprit) > 2 and not self.holds(rest, budget):
                     culprit = rest
-        except _Spent:
-            pass  # what is left fails all the same: a proof, shrunk as far as the budget went
         return tuple(sorted(culprit))
 
     def _maximal(self, runs: Sequence[int], limit: Charges, budget: Budget) -> Iterator[list[int]]:

@@ -26,9 +26,8 @@ def _internal(image: str) -> tuple[str, str] | None:
 
 @rule("image", "every container's image exists (built or declared), is pinned, has RDMA userspace where RDMA pods use it")
 def image(stack: Stack) -> Iterator[Finding]:
-    config = stack.config
-    built = {(b.namespace, b.name): b for b in config.images}
-    declared = {(o.namespace, o.name) for o in config.existing.image_streams}
+    built = {(b.namespace, b.name): b for b in stack.config.images}
+    declared = {(o.namespace, o.name) for o in stack.config.existing.image_streams}
     for pod, path, c in stack.containers():
         ref_ = str(c.get("image"))  # the model requires one
         yield from _mutable_image(pod, path, ref_, built)

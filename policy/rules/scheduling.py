@@ -79,15 +79,14 @@ def node_selector(stack: Stack) -> Iterator[Finding]:
         elif host is not None and w.nodes > 1:
             problem = f"pins all {w.nodes} pods to {host}, but the pods of a workload take one node each"
         else:
-            problem = ""
-        if problem:
-            yield error(
-                stack.owner(w),
-                "spec.template.spec.nodeSelector",
-                f"{HOSTNAME}: {problem}: they never schedule",
-                "Choose the nodes with node_set (and the set's nodes), not node_selector",
-                config=(*at, "node_selector", HOSTNAME) if HOSTNAME in own else ("gpu_node_selector", HOSTNAME),
-            )
+            continue
+        yield error(
+            stack.owner(w),
+            "spec.template.spec.nodeSelector",
+            f"{HOSTNAME}: {problem}: they never schedule",
+            "Choose the nodes with node_set (and the set's nodes), not node_selector",
+            config=(*at, "node_selector", HOSTNAME) if HOSTNAME in own else ("gpu_node_selector", HOSTNAME),
+        )
 
 
 _ANY_VALUE = ("Exists",)  # a toleration's value that matches any: no taint value is a tuple

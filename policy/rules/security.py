@@ -40,16 +40,15 @@ def _under_sccs(stack: Stack) -> Iterator[tuple[PodView, str, SccView | None]]:
 
 @rule("required-scc", "every pod pins the SCC its memlock strategy needs (openshift.io/required-scc)")
 def required_scc(stack: Stack) -> Iterator[Finding]:
-    config = stack.config
     for pod in stack.pods():
         spec = stack.spec_of(pod)
-        want = config.scc_of(spec) if spec is not None else None
+        want = stack.config.scc_of(spec) if spec is not None else None
         pin_error = partial(error, pod.ref, pod.at_annotation(REQUIRED_SCC))
         if (got := pod.annotations.get(REQUIRED_SCC)) is None:
             yield pin_error(
                 "the pod does not pin its SCC: admission takes whichever SCC the service account may use that admits the "
                 "pod, so a missing grant shows up later as missing capabilities instead of a clear rejection",
-                f"annotate the pod with {REQUIRED_SCC}: {want or config.security.unprivileged_scc}",
+                f"annotate the pod with {REQUIRED_SCC}: {want or stack.config.security.unprivileged_scc}",
             )
         elif want is not None and got != want:
             yield pin_error(f"the pod pins SCC {got!r}, but its memlock strategy runs under {want!r}", f"pin {want!r}")

@@ -346,8 +346,7 @@ def _hand_made_fix(entries: list[HandMade], origins: list[tuple[str, int] | None
 
 def _undeclared_because(stack: Stack, h: HandMade) -> tuple[str, bool]:
     """Why the stack does not declare a hand-made object; and whether a workload's transport switch is why."""
-    c = stack.config
-    ns = h.namespace
+    c, ns = stack.config, h.namespace
     if ns and ns not in c.namespaces:
         return f"{ns} is not one of the stack's namespaces ({', '.join(c.namespaces)})", False
     sec = c.security

@@ -26,13 +26,12 @@ def storage_class(stack: Stack) -> Iterator[Finding]:
     classes = {s.name for s in stack.config.storage_classes}
     known = ", ".join(sorted(classes)) or "none"
     claims = [(ref(o), path, spec, _volume_setting(stack, o, name)) for o, path, spec, name in _claims(stack)]
-    fixes = {(f.namespace, f.pvc): ("pvc_fixes", i, "storage_class") for i, f in enumerate(stack.config.pvc_fixes)}
+    fixes = {
+        f"PersistentVolumeClaim {f.namespace}/{f.pvc}": ("pvc_fixes", i, "storage_class") for i, f in enumerate(stack.config.pvc_fixes)
+    }
     for p in stack.patches:  # a patch sets the class of a claim that exists already (Cairo's NFS server volume)
         if p.get("kind") == "PersistentVolumeClaim":
-            meta = p.get("metadata") or {}
-            claims.append(
-                (ref(p) + " (patch)", "spec", p.get("spec") or {}, fixes.get((str(meta.get("namespace")), str(meta.get("name")))))
-            )
+            claims.append((ref(p) + " (patch)", "spec", p.get("spec") or {}, fixes.get(ref(p))))
     for obj, path, spec, setting in claims:
         if (sc := spec.get("storageClassName")) is None:
             yield warning(
@@ -89,8 +88,7 @@ def access_mode(stack: Stack) -> Iterator[Finding]:
             )
         if path != "spec":
             continue  # volumeClaimTemplates: one claim per pod
-        meta = o.get("metadata") or {}
-        n = users[(str(meta.get("namespace") or "default"), str(meta.get("name")))]
+        n = users[(str((o.get("metadata") or {}).get("namespace") or "default"), str(name))]
         if n > 1 and "ReadWriteMany" not in modes:
             yield mode_error(
                 f"mounted by {n} pods, one per node, but not ReadWriteMany: all but the first stay ContainerCreating (Multi-Attach error)",
