@@ -61,11 +61,10 @@ def node_selector(stack: Stack) -> Iterator[Finding]:
     named = {n for s in c.node_sets for n in s.nodes}
     for at, w in pod_entries(c):
         own: dict[str, str] = w.node_selector if isinstance(w, Workload) else {}
+        selector_error = partial(error, stack.owner(w), "spec.template.spec.nodeSelector")
         for key, value in own.items():
             if c.gpu_node_selector.get(key, value) != value:
-                yield error(
-                    stack.owner(w),
-                    "spec.template.spec.nodeSelector",
+                yield selector_error(
                     f"{key}={value} contradicts the stack's gpu_node_selector {key}={c.gpu_node_selector[key]}: the workload's "
                     "value replaces it, so the pods leave the GPU nodes the stack counts on",
                     "Remove it, or change gpu_node_selector",
@@ -80,9 +79,7 @@ def node_selector(stack: Stack) -> Iterator[Finding]:
             problem = f"pins all {w.nodes} pods to {host}, but the pods of a workload take one node each"
         else:
             continue
-        yield error(
-            stack.owner(w),
-            "spec.template.spec.nodeSelector",
+        yield selector_error(
             f"{HOSTNAME}: {problem}: they never schedule",
             "Choose the nodes with node_set (and the set's nodes), not node_selector",
             config=(*at, "node_selector", HOSTNAME) if HOSTNAME in own else ("gpu_node_selector", HOSTNAME),
@@ -529,13 +526,12 @@ def _started_by_this_change(stack: Stack, pod: PodView, group: Group) -> str:
 
 def _unplaceable(nodes: dict[str, Free], counts: dict[str, int], groups: list[Group], changed: dict[str, str]) -> list[str]:
     """The groups this change made ask for more that do not fit beside what ran before (none where that alone fails)."""
-    before = [g for g in groups if g.name not in changed]
-    if not changed or not place(nodes, before, counts=counts).placed:
+    fitting = [g for g in groups if g.name not in changed]  # what ran before, then each changed group that fits beside it
+    if not changed or not place(nodes, fitting, counts=counts).placed:
         return []
-    fitting: list[Group] = []
     out = []
     for g in (g for g in groups if g.name in changed):
-        if place(nodes, [*before, *fitting, g], counts=counts).placed:
+        if place(nodes, [*fitting, g], counts=counts).placed:
             fitting.append(g)
         else:
             out.append(g.name)

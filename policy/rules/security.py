@@ -199,16 +199,14 @@ def memlock_strategy(stack: Stack) -> Iterator[Finding]:
                 continue  # not a training container: the launcher does not run it
             strategy = _strategy(pod, c) or "none"
             where = f"{path}.env[LAUNCHER_MEMLOCK_STRATEGY]"
+            strategy_error = partial(error, pod.ref, where, fix=FIX_STRATEGY)
             if strategy not in STRATEGY_CAPABILITIES:
-                yield error(pod.ref, where, f"unknown memlock strategy {strategy!r}", FIX_STRATEGY)
+                yield strategy_error(f"unknown memlock strategy {strategy!r}")
                 continue
             if mode == "rdma" and strategy == "none":
-                yield error(
-                    pod.ref,
-                    where,
+                yield strategy_error(
                     "an RDMA pod with memlock strategy 'none' can pin only CRI-O's default 8 MiB: memory registration fails "
-                    "with 'Cannot allocate memory'",
-                    FIX_STRATEGY,
+                    "with 'Cannot allocate memory'"
                 )
             if strategy in STRATEGY_RUNS_AS_ROOT:
                 uid_error = partial(error, pod.ref, f"{path}.securityContext.runAsUser")
@@ -278,9 +276,8 @@ def pin_bytes(stack: Stack) -> Iterator[Finding]:
 def _shipped_cause(stack: Stack, scc: SccView) -> tuple[str | int, ...] | None:
     """The config field that names a shipped SCC the pods run under (one cause for every pod under it), if one does."""
     sec = stack.config.security
-    if scc.shipped and scc.name == sec.scc:
-        return ("security", "scc")
-    return ("security", "unprivileged_scc") if scc.shipped and scc.name == sec.unprivileged_scc else None
+    field = {sec.unprivileged_scc: "unprivileged_scc", sec.scc: "scc"}.get(scc.name)  # security.scc where both name it
+    return ("security", field) if scc.shipped and field else None
 
 
 def _root_strategy_reason(stack: Stack) -> Iterator[Finding]:

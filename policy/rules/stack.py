@@ -5,6 +5,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 from config import provenance
@@ -24,12 +25,12 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
     too_large: set[ConfigPath] = set()  # the entries whose pods are too large: a TCP variant's are its source's
     for obj, shown in [*((o, ref(o)) for o in stack.objects), *((p, ref(p) + " (patch)") for p in stack.patches)]:
         pod = pod_view(obj)
+        limit_error = partial(error, shown)
         metas = [("metadata", obj.get("metadata") or {})] + ([(pod.at("metadata"), pod.meta)] if pod else [])
         for where, meta in metas:
             size = sum(len(str(k).encode()) + len(str(v).encode()) for k, v in (meta.get("annotations") or {}).items())
             if size > ANNOTATIONS_MAX:
-                yield error(
-                    shown,
+                yield limit_error(
                     f"{where}.annotations",
                     f"its annotations take {size} bytes, over the {ANNOTATIONS_MAX} the API server takes (the object is refused)",
                     "shorten the text the config writes into it (a reason, a description): keep long text in the stack's notes",
@@ -37,8 +38,7 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
             for key, value in (meta.get("labels") or {}).items():
                 value_problem = "" if is_label_value(str(value)) else f"its value {str(value)[:80]!r} is not a label value"
                 if problem := qualified_name_problem(str(key)) or value_problem:
-                    yield error(
-                        shown,
+                    yield limit_error(
                         f"{where}.labels[{key}]",
                         f"the label {str(key)[:80]!r} is refused by the API server: {problem}",
                         "a label key is [DNS subdomain/]name with a name of at most 63 characters, a value at most 63 letters, "
@@ -46,8 +46,7 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
                     )
         data = sum(len(k) + len(str(v).encode("utf-8", "surrogatepass")) for k, v in (obj.get("data") or {}).items())
         if obj.get("kind") == "ConfigMap" and data > CONFIG_MAP_MAX:
-            yield error(
-                shown,
+            yield limit_error(
                 "data",
                 f"{data} bytes of keys and files: the API server refuses a ConfigMap over 1 MiB of data (and etcd a request over 1.5 MiB)",
                 "Split the files over several entries of scripts, or put large files on a volume",
@@ -59,8 +58,7 @@ def api_limits(stack: Stack) -> Iterator[Finding]:
         if size > OBJECT_MAX and entry not in too_large:
             if entry is not None:
                 too_large.add(entry)
-            yield error(
-                shown,
+            yield limit_error(
                 "",
                 f"the object takes {size} bytes, over the {OBJECT_MAX} the API server takes in one request (etcd's limit)",
                 "move long text (scripts, environment values) into a volume or several ConfigMaps",
