@@ -45,20 +45,17 @@ def check_workload(config: ClusterConfig, check: CheckConfig) -> Workload:
     if check.nodes == 1:
         env.update(NCCL_P2P_DISABLE="1", NCCL_SHM_DISABLE="1")
     env.update(check.env)
-    # model_construct: the check was validated already (its Job is named by job_name).
+    # model_construct (which fills in the defaults): the check was validated already (its Job is named by job_name).
     return Workload.model_construct(
-        **{
-            **{k: f.default for k, f in Workload.model_fields.items() if not f.is_required()},
-            **{k: getattr(check, k) for k in SHARED_FIELDS.split()},
-            "user": "bandwidth check",
-            "source": f"bandwidth check {check.name}",
-            "kind": "job",
-            "state": "running",
-            "run": "command",
-            "args": args,
-            "env": env,
-            "backoff_limit": 0,  # a failed measurement is the answer, not something to retry
-        }
+        **{k: getattr(check, k) for k in SHARED_FIELDS.split()},
+        user="bandwidth check",
+        source=f"bandwidth check {check.name}",
+        kind="job",
+        state="running",
+        run="command",
+        args=args,
+        env=env,
+        backoff_limit=0,  # a failed measurement is the answer, not something to retry
     )
 
 

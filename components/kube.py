@@ -32,17 +32,11 @@ class Declared:
 
 MANAGED_BY = {"app.kubernetes.io/managed-by": "pulumi", "app.kubernetes.io/part-of": "gpu-training"}
 REASON = "gpu-training/reason"  # the stack's reason for an object that reboots nodes or patches another's
+Meta = dict[str, str] | None  # an object's labels or annotations
 
 
 def managed(
-    api: str,
-    kind: str,
-    name: str,
-    namespace: str | None = None,
-    *,
-    labels: dict[str, str] | None = None,
-    annotations: dict[str, str] | None = None,
-    **fields: Any,
+    api: str, kind: str, name: str, namespace: str | None = None, *, labels: Meta = None, annotations: Meta = None, **fields: Any
 ) -> dict[str, Any]:
     """An object of this program: named, in `namespace` if given, with the MANAGED_BY labels (or `labels`), and `fields`."""
     meta: dict[str, Any] = {"name": name, **({"namespace": namespace} if namespace else {}), "labels": labels or dict(MANAGED_BY)}

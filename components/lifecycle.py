@@ -111,6 +111,5 @@ def held(kind: str, path: str) -> bool:
 
 def owned(obj: dict[str, Any]) -> dict[str, Any]:
     """`pulumi.com/patchForce`: `up` takes its fields back from a hand edit (else an SSA conflict stops every `up`)."""
-    meta = dict(obj["metadata"])
-    meta["annotations"] = {**(meta.get("annotations") or {}), PATCH_FORCE: "true"}
-    return {**obj, "metadata": meta}
+    meta = obj["metadata"]
+    return {**obj, "metadata": {**meta, "annotations": {**(meta.get("annotations") or {}), PATCH_FORCE: "true"}}}

@@ -27,13 +27,8 @@ def node_objects(config: ClusterConfig) -> list[Sourced]:
     nl = config.node_level
     objs: list[Sourced] = []
     if nl.crio_memlock_unlimited:
-        data = base64.b64encode(CRIO_MEMLOCK.encode()).decode()
-        file = {
-            "path": CRIO_MEMLOCK_PATH,
-            "mode": 0o644,
-            "overwrite": True,
-            "contents": {"source": f"data:text/plain;charset=utf-8;base64,{data}"},
-        }
+        source = "data:text/plain;charset=utf-8;base64," + base64.b64encode(CRIO_MEMLOCK.encode()).decode()
+        file = {"path": CRIO_MEMLOCK_PATH, "mode": 0o644, "overwrite": True, "contents": {"source": source}}
         spec: dict[str, Any] = {"config": {"ignition": {"version": IGNITION_VERSION}, "storage": {"files": [file]}}}
         objs.append((("node_level", "crio_memlock_unlimited"), _machine_config(f"99-{nl.pool}-crio-memlock", nl.pool, spec, nl.reason)))
     if nl.iommu_passthrough:

@@ -2,7 +2,7 @@
 preview swallows AlreadyExists, Forbidden and missing-namespace errors). Secrets are never read (the state would hold
 them). `expected` is the state the stack assumes: the offline renderer answers each read with it."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -246,31 +246,26 @@ def requirements(config: ClusterConfig, tier: str) -> list[Requirement]:
             out.append(_operator_namespace(config, fabric.operator_namespace))
         if fabric is not None and fabric.device_access == "sriov" and fabric.nad_mode != "operator" and config.rdma_namespaces():
             out += [_source_nad(fabric, a) for a in fabric.attachments]
-    return _merged(out)
+    return list(_merged(out))
 
 
-def _merged(reqs: list[Requirement]) -> list[Requirement]:
+def _merged(reqs: list[Requirement]) -> Iterator[Requirement]:
     """One read per object (the engine rejects two reads of one URN): the merged read runs every check, names every reason."""
     by_id: dict[tuple[str, str, str], list[Requirement]] = {}
     for r in reqs:
         by_id.setdefault((r.api_version, r.kind, r.object_id), []).append(r)
-    out = []
     for group in by_id.values():
         checks = [r.verify for r in group if r.verify is not None]
 
         def verify(state: dict[str, Any], checks: list[Check] = checks) -> str | None:
             return "; ".join(p for p in (c(state) for c in checks) if p) or None
 
-        first = max(group, key=lambda r: len(r.fields))
-        out.append(
-            replace(
-                first,
-                why="; ".join(dict.fromkeys(r.why for r in group)),
-                fix="; or ".join(dict.fromkeys(r.fix for r in group)),
-                verify=verify if checks else None,
-                hint="; ".join(dict.fromkeys(r.hint for r in group if r.hint)),
-                fields=tuple(dict.fromkeys(f for r in group for f in r.fields)),
-                tier="platform" if any(r.tier == "platform" for r in group) else group[0].tier,
-            )
+        yield replace(
+            max(group, key=lambda r: len(r.fields)),
+            why="; ".join(dict.fromkeys(r.why for r in group)),
+            fix="; or ".join(dict.fromkeys(r.fix for r in group)),
+            verify=verify if checks else None,
+            hint="; ".join(dict.fromkeys(r.hint for r in group if r.hint)),
+            fields=tuple(dict.fromkeys(f for r in group for f in r.fields)),
+            tier="platform" if any(r.tier == "platform" for r in group) else group[0].tier,
         )
-    return out

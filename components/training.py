@@ -265,11 +265,9 @@ def dev_tools(w: Workload, names: Names) -> list[dict[str, Any]]:
     dev = f"{w.name}-dev"
     rank0 = {STS_POD_NAME: names.pod(0)} if w.kind == "statefulset" else {JOB_INDEX: "0"}
     ports = [{"name": p.name, "port": p.port, "targetPort": p.name, "protocol": "TCP"} for p in routed]
+    spec = {"selector": {**selector(w), **rank0}, "ports": ports}
     # The provider would wait for the rank-0 pod's endpoints (Ready), which a developer pod may never be.
-    service = managed(
-        "v1", "Service", dev, w.namespace, labels=labels(w), annotations={SKIP_AWAIT: "true"},
-        spec={"selector": {**selector(w), **rank0}, "ports": ports},
-    )  # fmt: skip
+    service = managed("v1", "Service", dev, w.namespace, labels=labels(w), annotations={SKIP_AWAIT: "true"}, spec=spec)
 
     def route(port: str) -> dict[str, Any]:
         to = {"kind": "Service", "name": dev, "weight": 100}
