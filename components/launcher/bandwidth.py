@@ -263,8 +263,7 @@ def parse_nccl(text: str) -> NcclNet:
             net.socket_ifaces += [i for i in dict.fromkeys(_SOCKET_IFACE.findall(m.group(1))) if i not in net.socket_ifaces]
         elif m := _VIA_NET.search(msg):
             net.channels[m.group(1)] += 1
-            if "GDRDMA" in m.group(2):
-                net.gdr_channels += 1
+            net.gdr_channels += "GDRDMA" in m.group(2)
         elif m := _VIA_LOCAL.search(msg):
             net.local_channels[m.group(1)] += 1
         elif m := _COMM.search(msg):
@@ -429,9 +428,8 @@ def placement_failures(single: Optional[bool], where: str, net: NcclNet, nodes: 
 
 def transport_failures(mode: str, families: Dict[str, List[str]], evidence: str, net: NcclNet, notes: List[str]) -> List[str]:
     if mode == "tcp":
-        if "ib" in families:
-            return [f"NCCL used InfiniBand/RoCE in tcp mode ({evidence}): the result does not measure TCP; set NCCL_IB_DISABLE=1"]
-        return []
+        used_ib = f"NCCL used InfiniBand/RoCE in tcp mode ({evidence}): the result does not measure TCP; set NCCL_IB_DISABLE=1"
+        return [used_ib] if "ib" in families else []
     if "socket" in families:
         why = " NCCL found no RDMA device in the pod (NET/IB : No device found): check the SR-IOV networks annotation, "
         why += "the openshift.io/... resources and /dev/infiniband (the launcher's report at the top of the pod log)."

@@ -22,8 +22,7 @@ checked in one place, every problem at once. What the launcher does with it: doc
   NCCL_*, BASH_ENV, PYTHON*   checked and passed on; a PYTHONHOME that is not this interpreter's prefix is refused
   every variable              a value naming $PATH, ${PATH}, $(PATH) or its own variable is refused (not LAUNCHER_ARGS)
 
-Numbers are ASCII decimal integers below 2**63.
-"""
+Numbers are ASCII decimal integers below 2**63."""
 
 from __future__ import annotations
 
@@ -41,7 +40,6 @@ EXIT_EXEC_FAILED = 127
 MIB = 1024 * 1024
 MAX_PIN_BYTES = 16 * 1024 * MIB  # the proof only has to beat CRI-O's 8 MiB; more is likely a unit mistake
 INT64_MAX = (1 << 63) - 1
-DEFAULT_MASTER_PORT = 29500
 DEFAULT_ENV_FILE = "/tmp/launcher.env"
 DEFAULT_BASH_ENV_FILE = "/tmp/launcher-bash-env.sh"
 DEFAULT_REPORT_JSON = "/tmp/launcher-report.json"
@@ -163,7 +161,7 @@ class Config:
         self.nnodes = integer("LAUNCHER_NNODES", 1, 1)
         self.gpus_per_node = integer("LAUNCHER_GPUS_PER_NODE", 1, 1)
         self.master_addr = get("MASTER_ADDR") or "127.0.0.1"
-        self.master_port = integer("MASTER_PORT", DEFAULT_MASTER_PORT, 1, 65535)
+        self.master_port = integer("MASTER_PORT", 29500, 1, 65535)
         self.pod_name = get("POD_NAME")
         self.completion_index = get("JOB_COMPLETION_INDEX") or None
         self.nccl = {k: v for k, v in environ.items() if k.startswith("NCCL_")}  # every NCCL_* present at start

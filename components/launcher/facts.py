@@ -7,8 +7,7 @@ sysfs as the launcher reads it (<root> is /sys or --sysfs-root):
   class/infiniband/DEV/ports/P/gid_attrs/types/I      "RoCE v2" or "IB/RoCE v1" (EINVAL for an unpopulated entry)
   class/infiniband/DEV/ports/P/gid_attrs/ndevs/I      the netdev of a RoCE GID
   class/net/IF/device -> the PCI function             whose infiniband/DEV names the interface's RDMA device
-  fs/cgroup/memory.max (v2), fs/cgroup/memory/memory.limit_in_bytes (v1)   the container's memory limit
-"""
+  fs/cgroup/memory.max (v2), fs/cgroup/memory/memory.limit_in_bytes (v1)   the container's memory limit"""
 
 from __future__ import annotations
 
@@ -90,10 +89,6 @@ class MemlockFacts:
     @property
     def sys_resource(self) -> bool:
         return has_cap(self.cap_eff, CAP_SYS_RESOURCE)
-
-    @property
-    def soft_raised(self) -> bool:
-        return limit_value(self.limit_before[0]) < limit_value(self.limit_before[1])
 
     @property
     def ipc_lock_survives_exec(self) -> bool:  # root keeps its bounding set across execve, another uid only its ambient set

@@ -12,17 +12,7 @@ import shlex
 from contextlib import suppress
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from .contract import (
-    DEFAULT_BASH_ENV_FILE,
-    DEFAULT_ENV_FILE,
-    DEFAULT_REPORT_JSON,
-    EXIT_EXEC_FAILED,
-    EXIT_OK,
-    EXIT_OUTPUT_FAILED,
-    EXIT_WOULD_NOT_START,
-    Config,
-    ConfigError,
-)
+from . import contract
 from .facts import gather_facts
 from .plan import Plan, decide, render_report, report_data, report_line
 
@@ -87,31 +77,32 @@ def main(argv: Optional[Sequence[str]] = None, environ: Optional[Mapping[str, st
     parser = argparse.ArgumentParser(description="Check the pod, set NCCL's environment and exec torchrun (docs/launcher.md).")
     parser.add_argument("--print-env", action="store_true", help="run every check, print the exported environment (KEY=VALUE) and exit")
     parser.add_argument("--sysfs-root", help="sysfs to read RDMA devices and interfaces from (default LAUNCHER_SYSFS_ROOT or /sys)")
-    parser.add_argument("--env-file", default=DEFAULT_ENV_FILE, help=f"the environment for oc exec sessions (default {DEFAULT_ENV_FILE})")
-    shim = f"the file BASH_ENV names, the `ulimit` shim (default {DEFAULT_BASH_ENV_FILE})"
-    parser.add_argument("--bash-env-file", default=DEFAULT_BASH_ENV_FILE, help=shim)
+    sessions = f"the environment for oc exec sessions (default {contract.DEFAULT_ENV_FILE})"
+    parser.add_argument("--env-file", default=contract.DEFAULT_ENV_FILE, help=sessions)
+    shim = f"the file BASH_ENV names, the `ulimit` shim (default {contract.DEFAULT_BASH_ENV_FILE})"
+    parser.add_argument("--bash-env-file", default=contract.DEFAULT_BASH_ENV_FILE, help=shim)
     context: List[str] = []  # what the line about a failed write adds: the verdict, where the JSON report is
     try:
         return run(parser.parse_args(argv), os.environ if environ is None else environ, context)
     except OutputFailed as exc:
         with suppress(OutputFailed):
-            line = f"launcher: {exc}" + "".join(f"; {c}" for c in context) + f"; exit {EXIT_OUTPUT_FAILED}\n"
+            line = f"launcher: {exc}" + "".join(f"; {c}" for c in context) + f"; exit {contract.EXIT_OUTPUT_FAILED}\n"
             write_stream(1 if exc.stream == "stderr" else 2, line, "")
-        return EXIT_OUTPUT_FAILED
+        return contract.EXIT_OUTPUT_FAILED
 
 
 def run(cli: argparse.Namespace, environ: Mapping[str, str], context: List[str]) -> int:
     try:
-        cfg = Config(environ, cli.sysfs_root)
-    except ConfigError as exc:
+        cfg = contract.Config(environ, cli.sysfs_root)
+    except contract.ConfigError as exc:
         errors = str(exc).splitlines()
         data = report_data(None, errors)
         context.append("verdict: would not start (the configuration is invalid)")
-        path = environ.get("LAUNCHER_REPORT_JSON", "").strip() or DEFAULT_REPORT_JSON
+        path = environ.get("LAUNCHER_REPORT_JSON", "").strip() or contract.DEFAULT_REPORT_JSON
         if not cli.print_env and write_file(path, json.dumps(data, indent=2) + "\n") is None:
             context.append(f"the report is in {path}")
         write_stream(2, render_report(None, None, errors) + report_line(data), "the report")
-        return EXIT_WOULD_NOT_START
+        return contract.EXIT_WOULD_NOT_START
     plan = decide(cfg, gather_facts(cfg), cli.bash_env_file)
     if not plan.errors and not cli.print_env:
         write_outputs(cli, plan)
@@ -125,14 +116,14 @@ def run(cli: argparse.Namespace, environ: Mapping[str, str], context: List[str])
         context.append(f"the report is in {cfg.report_json}")
     write_stream(2, render_report(cfg, plan) + report_line(report_data(plan)), "the report")
     if plan.errors:
-        return EXIT_WOULD_NOT_START
+        return contract.EXIT_WOULD_NOT_START
     if cli.print_env:
         write_stream(1, "".join(f"{k}={v}\n" for k, v in sorted(plan.env.items())), "the environment (--print-env)")
-        return EXIT_OK
+        return contract.EXIT_OK
     try:
         # exec, not a child: the command keeps PID 1, so the kubelet's SIGTERM reaches torchrun and its workers.
         os.execvpe(plan.argv[0], plan.argv, child_environment(environ, plan))
     except OSError as exc:
         with suppress(OutputFailed):
             write_stream(2, f"launcher: cannot execute {plan.argv[0]}: {exc}\n", "")
-        return EXIT_EXEC_FAILED
+        return contract.EXIT_EXEC_FAILED

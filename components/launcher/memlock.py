@@ -51,7 +51,7 @@ def judge_memlock(strategy: str, f: MemlockFacts) -> MemlockVerdict:
         f"SYS_RESOURCE {'effective' if f.sys_resource else 'not effective'})",
         f"RLIMIT_MEMLOCK: soft {fmt_limit(f.limit_before[0])}, hard {fmt_limit(f.limit_before[1])}",
     ]
-    if f.soft_raised:
+    if limit_value(f.limit_before[0]) < limit_value(f.limit_before[1]):  # soft below hard: gather_memlock raised it
         raised = f"raised the soft RLIMIT_MEMLOCK to the hard limit, {fmt_limit(f.limit_before[1])} (needs no privilege)"
         lines.append(f"could not raise the soft RLIMIT_MEMLOCK to the hard limit: {f.soft_raise_error}" if f.soft_raise_error else raised)
     if f.raise_target is not None:
@@ -111,9 +111,8 @@ def diagnose_pinning(strategy: str, f: MemlockFacts) -> str:
         moot = "IPC_LOCK is effective" if f.ipc_lock else f"RLIMIT_MEMLOCK ({fmt_limit(soft)}) covers the {fmt_bytes(f.proof_bytes)} buffer"
         refused = f"the kernel refused with {errno.errorcode.get(f.pin_errno or 0, f.pin_errno)}"
         if f.pin_errno in (errno.ENOMEM, errno.EAGAIN):
-            refused += (
-                ", so memory itself is short: the container's memory cgroup (its limit, or what it already uses) or the node's free memory"
-            )
+            refused += ", so memory itself is short: the container's memory cgroup (its limit, or what it already uses) or the node's "
+            refused += "free memory"
         fix = "give the pod more memory, or lower LAUNCHER_PIN_BYTES well below its memory limit"
         return header + f"  cause: the memlock limit is not the cause ({moot}): {refused}\n  fix: {fix}"
     if f.uid != 0:

@@ -11,8 +11,7 @@ inherited from the image, a wrong one is overridden or stops the pod (docs/launc
              is a RoCE v2 IPv4 GID (of the pod's interfaces) on every chosen RoCE port; NCCL_IB_DISABLE is 0;
              NCCL_NET is not Socket
   tcp mode   NCCL_IB_DISABLE is 1 and NCCL_NET not IB; every other NCCL_IB_* and NCCL_NET_GDR_* is RDMA-only
-  both       NCCL_SOCKET_IFNAME selects an interface of the pod, and more than lo when LAUNCHER_NNODES > 1
-"""
+  both       NCCL_SOCKET_IFNAME selects an interface of the pod, and more than lo when LAUNCHER_NNODES > 1"""
 
 from __future__ import annotations
 
