@@ -3,8 +3,9 @@ it: objects told apart by uid, as their controllers tell them, never by a name o
 
 import json
 import shlex
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import stacks
@@ -165,8 +166,7 @@ class Cluster:
         return [p for p in found if all(labels(p).get(k) == v for k, v in match.items())]
 
     def kueue_workload(self, kind: str, namespace: str, name: str, uid: str | None) -> Obj | None:
-        owned = [wl for wl, owner_uid in self._kueue.get((kind, namespace, name), []) if same_uid(owner_uid, uid)]
-        return owned[-1] if owned else None
+        return next((wl for wl, owner_uid in reversed(self._kueue.get((kind, namespace, name), [])) if same_uid(owner_uid, uid)), None)
 
     def stranded(self, namespace: str) -> list[Obj]:
         """The Kueue Workloads holding quota for a StatefulSet or Job gone or at 0 replicas (kueue#12232)."""
@@ -252,7 +252,7 @@ def read_cluster(
             logs[f"{check.namespace}/{name}"] = answer.stdout
         else:
             unreadable.append(f"the log of job/{name} ({answer.said or 'refused'})")
-    for ns, pod, container, previous in launcher_stopped(objects)[:LAUNCHER_LOGS]:
+    for ns, pod, container, previous in islice(launcher_stopped(objects), LAUNCHER_LOGS):
         # The kubelet may restart the container between the `get` and this read: the run it read as stopped is then
         # the previous one, and the current one has not written its report yet. The first log with a report is kept.
         for last in (previous, not previous):
@@ -263,12 +263,10 @@ def read_cluster(
     return objects, logs, unreadable
 
 
-def launcher_stopped(objects: list[dict[str, Any]]) -> list[tuple[str, str, str, bool]]:
+def launcher_stopped(objects: list[dict[str, Any]]) -> Iterator[tuple[str, str, str, bool]]:
     """(namespace, pod, container, whether it is the last run's) of each container the launcher stopped (exit 2)."""
-    out = []
     for o in objects:
         for c in (o.get("status") or {}).get("containerStatuses") or [] if o.get("kind") == "Pod" else []:
             now, last = ((c.get(k) or {}).get("terminated") or {} for k in ("state", "lastState"))
             if 2 in (now.get("exitCode"), last.get("exitCode")):
-                out.append((namespace_of(o), str(meta(o).get("name")), str(c.get("name")), now.get("exitCode") != 2))
-    return out
+                yield namespace_of(o), str(meta(o).get("name")), str(c.get("name")), now.get("exitCode") != 2

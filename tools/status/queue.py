@@ -82,10 +82,9 @@ def stranded_reason(wl: dict[str, Any], what: str, effect: str, cluster: Cluster
     )
 
 
-def queue_place(config: ClusterConfig, s: Subject, cluster: Cluster) -> tuple[dict[str, Any], str]:
+def queue_place(config: ClusterConfig, q: Queueing, s: Subject, cluster: Cluster) -> tuple[dict[str, Any], str]:
     """A queued workload's QueueStatus fields (admission, position, workload), and why it waits or what admission means."""
-    q, w = config.queueing, s.workload
-    assert q is not None
+    w = s.workload
     if (wl := cluster.kueue_workload(s.kind, w.namespace, s.object, meta(cluster.get(s.kind, w.namespace, s.object)).get("uid"))) is None:
         return {"admission": "unknown", "position": None, "workload": None}, (
             f"Kueue made no Workload for its {s.kind}: Kueue is not installed, or does not manage namespace {w.namespace} "

@@ -119,8 +119,7 @@ def _whose(pod: Mapping[str, Any], cluster: Cluster) -> str | None:
     if owner is None or not same_uid(ref.get("uid"), meta(owner).get("uid")):
         return None
     theirs = labels(owner)
-    ours = all(theirs.get(k) == v for k, v in MANAGED_BY.items())
-    return str(theirs[INSTANCE]) if ours and theirs.get(INSTANCE) else None
+    return str(theirs[INSTANCE]) if theirs.get(INSTANCE) and all(theirs.get(k) == v for k, v in MANAGED_BY.items()) else None
 
 
 def _use(config: ClusterConfig, view: NodeSetView, cluster: Cluster, resource: str) -> tuple[dict[str, float], list[str]]:
@@ -274,20 +273,18 @@ def _scc_refusal(config: ClusterConfig, s: Subject, message: str, cluster: Clust
     scc_where = where(config, ("security", "scc") if scc == config.security.scc else ("security", "unprivileged_scc"))
     if "failed to retrieve the required SCC" in message:
         # The SCC the pods pin (openshift.io/required-scc) is gone: --refresh sees what Pulumi's state still holds.
-        made = (
-            "the platform tier creates it (`pulumi up --refresh` of the platform stack)"
-            if config.security.create and scc == config.security.scc
-            else "the stack does not create it (security.create): a cluster admin must"
-        )
+        if config.security.create and scc == config.security.scc:
+            made = "the platform tier creates it (`pulumi up --refresh` of the platform stack)"
+        else:
+            made = "the stack does not create it (security.create): a cluster admin must"
         return f"the SCC admission refuses the pods: the SCC {scc} they pin ({scc_where}) is not on the cluster: {made}"
     if re.search(rf'provider "?{re.escape(scc)}"?: Forbidden: not usable by user or serviceaccount', message):
         accounts = [(a.name, a.namespace) for a in config.security.service_accounts]
         account = (w.service_account, w.namespace)
-        sa = (
-            where(config, ("security", "service_accounts", accounts.index(account)))
-            if account in accounts
-            else f"service account {w.service_account}"
-        )
+        if account in accounts:
+            sa = where(config, ("security", "service_accounts", accounts.index(account)))
+        else:
+            sa = f"service account {w.service_account}"
         # --refresh: a grant removed by hand is still in Pulumi's state, and a plain `up` would change nothing.
         grant = (
             "its grant is the platform tier's (`pulumi up --refresh` of the platform stack)"

@@ -155,14 +155,12 @@ def _stopped(config: ClusterConfig, s: Subject, cluster: Cluster, obj: Obj | Non
     return reasons, not held
 
 
-def _causes(
-    config: ClusterConfig, s: Subject, cluster: Cluster, pods: list[Obj], live: list[Obj], unfinished: int
-) -> list[tuple[str, str]]:
+def _causes(config: ClusterConfig, s: Subject, cluster: Cluster, pods: list[Obj], live: list[Obj], to_run: int) -> list[tuple[str, str]]:
     """(verb, reason) of each pod that does not run: a live one not ready, one that failed (why a Job is not done yet),
-    one the controller has not created (of `unfinished`)."""
+    one the controller has not created (of the `to_run` pods)."""
     found = [pod_reason(config, s, p, cluster) for p in live if not holds(p, "Ready") or relaunched(p)]
     found += [("failed earlier", r[1]) for p in pods if not active(p) and (r := container_reason(config, s, p, cluster)) is not None]
-    missing = unfinished - len(live) - sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed")
+    missing = to_run - len(live) - sum(1 for p in pods if (p.get("status") or {}).get("phase") == "Failed")
     if missing > 0:
         found += [("not created", failed_create(config, s, cluster) or "not created yet (no event says why)")] * missing
     return found
@@ -186,7 +184,7 @@ def workload_status(config: ClusterConfig, s: Subject, cluster: Cluster) -> Work
         return WorkloadStatus(**base, state="missing", ready=0, wanted=wanted, reasons=[absent], ok=False)
     head: list[str] = []
     if (q := config.queueing) is not None:
-        place, why = queue_place(config, s, cluster)
+        place, why = queue_place(config, q, s, cluster)
         base["queue"] = QueueStatus(local_queue=q.local_queue, cluster_queue=q.cluster_queue, **place)
         if place["admission"] != "admitted":
             # Its pods (a StatefulSet's, gated) or none (a suspended Job's) say nothing the queue does not.
@@ -224,8 +222,7 @@ def verdict_of(log: str) -> str | None:
         return None
     indented = takewhile(lambda line: line.startswith("  "), lines[starts[-1] + 1 :])
     # A log line holds whatever the container wrote: cut to a line's worth.
-    kept = [cut(lines[starts[-1]]), *(cut(line.strip()) for line in indented if line.strip().startswith(("measured:", "FAIL:")))]
-    return "; ".join(kept)
+    return "; ".join([cut(lines[starts[-1]]), *(cut(line.strip()) for line in indented if line.strip().startswith(("measured:", "FAIL:")))])
 
 
 def check_status(config: ClusterConfig, index: int, check: BandwidthCheck, cluster: Cluster) -> CheckStatus:
