@@ -269,13 +269,12 @@ def _diff_one(config: ClusterConfig, live: dict[str, Any], declared: dict[str, A
     narrows: list[str] = []
     for path in sorted(before.keys() | after.keys()):
         old, new = before.get(path), after.get(path)
+        unset = DEFAULTED if path in defaulted else ""
         if path not in after:
             lines.append(f"  = keeps {path}: {_yaml(old)} (not declared: it stays with the field manager that wrote it)")
+        elif old == new:
             continue
-        if old == new:
-            continue
-        unset = DEFAULTED if path in defaulted else ""
-        if narrowing := _narrowing(path, old, new):
+        elif narrowing := _narrowing(path, old, new):
             narrows.append(path)
             lines.append(f"  - {narrowing}{unset}")
         elif path not in before:

@@ -132,9 +132,7 @@ def pending(state: dict[str, Any]) -> list[Pending]:
     return out
 
 
-def plan(
-    stack: str, ops: list[Pending], on_cluster: set[tuple[str, str, str]], locked: list[Path] | None = None
-) -> tuple[str, list[str] | None]:
+def plan(stack: str, ops: list[Pending], live: set[tuple[str, str, str]], locked: list[Path] | None = None) -> tuple[str, list[str] | None]:
     """(the report, the refresh's arguments or None). `locked`: a file backend's lock files (None: not seen from here)."""
     # Every command is printed quoted (shlex), ready to paste; everything read from the state is shown escaped.
     up, unlock = shlex.join(["pulumi", "up", "-s", stack]), shlex.join(["pulumi", "cancel", "--yes", "-s", stack])
@@ -153,8 +151,7 @@ def plan(
     for p in ops:
         if p.op != "creating":
             lines.append(escaped(f"  {p.op} {p.label}: the refresh reads it again"))
-            continue
-        if p.obj is not None and drift.key_of(p.obj) in on_cluster:
+        elif p.obj is not None and drift.key_of(p.obj) in live:
             imports += [p.urn, logical_name(p.obj)]
             lines.append(escaped(f"  creating {p.label}: it exists on the cluster: imported into the state"))
         else:

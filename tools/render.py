@@ -23,6 +23,7 @@ from config.stack import ClusterConfig
 
 STACK_TOKEN = "pulumi:pulumi:Stack"
 MISSING = None  # in `live`: the cluster has no such object (the read fails as on a cluster)
+Live = dict[tuple[str, str], dict[str, Any] | None]  # {(kind, id): the object a read finds, or MISSING}
 
 
 @dataclass
@@ -85,8 +86,8 @@ class DuplicateRead(ValueError):
 
 
 class Mocks(pulumi.runtime.Mocks):
-    def __init__(self, config: ClusterConfig, tier: str, live: dict[tuple[str, str], dict[str, Any] | None]) -> None:
-        self.cluster: dict[tuple[str, str], dict[str, Any] | None] = {(r.kind, r.object_id): r.expected for r in requirements(config, tier)}
+    def __init__(self, config: ClusterConfig, tier: str, live: Live) -> None:
+        self.cluster: Live = {(r.kind, r.object_id): r.expected for r in requirements(config, tier)}
         self.cluster.update(live)
         self.resources: dict[str, Recorded] = {}
         self.reads: list[Recorded] = []
@@ -178,9 +179,7 @@ def drain(loop: asyncio.AbstractEventLoop) -> None:
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
-def run(
-    config: ClusterConfig, tier: str = "all", live: dict[tuple[str, str], dict[str, Any] | None] | None = None, adopt: bool = False
-) -> Rendering:
+def run(config: ClusterConfig, tier: str = "all", live: Live | None = None, adopt: bool = False) -> Rendering:
     """Run the program for one config (and tier) under fresh mocks; `live`: {(kind, id): state, or MISSING} for reads."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
