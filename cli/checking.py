@@ -2,6 +2,7 @@
 same rules over a rendering, which `render` runs before it writes (cli/rendering.py)."""
 
 import argparse
+from collections.abc import Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -61,7 +62,7 @@ def cmd_check(args: argparse.Namespace) -> int:
             if unmarked:
                 print(f"{config.name}: nothing is marked new: {unmarked}")
         if not args.config:  # about the stack files beside the module, not its config: never compared with a commit
-            findings = stack_files(config, whole) + findings
+            findings = [*stack_files(config, whole), *findings]
         # The accepted warnings and the info lines are the same on every run: counted, and printed by -v.
         for f in findings if args.verbose else [f for f in findings if f.severity != "info" and not f.accepted]:
             print("\n".join(f.wrapped(f"{config.name}: ")))  # a long finding wraps: no line over policy.core.WIDTH
@@ -70,17 +71,16 @@ def cmd_check(args: argparse.Namespace) -> int:
     return 2 if broken else 1 if failed else 0
 
 
-def stack_files(config: ClusterConfig, whole: list[Declared]) -> list[Finding]:
+def stack_files(config: ClusterConfig, whole: list[Declared]) -> Iterator[Finding]:
     """An error where the stack declares objects of a tier none of its Pulumi stack files deploys (a ClusterQueue on a
     cluster with only a project tier's stack file): no `pulumi up` would declare them."""
     try:
         files = [s for s in stacks.pulumi_stacks() if s.cluster == config.name]
     except stacks.ConfigError:  # a broken stack file: the loading of the stack says so
-        return []
+        return
     tiers = {s.tier for s in files}
     if not files or "all" in tiers:  # no stack file at all: `list --pulumi-stacks` and the tests say so
-        return []
-    found = []
+        return
     for tier in sorted({tier_of(d.object, config) for d in whole} - tiers):
         mine = [d for d in whole if tier_of(d.object, config) == tier]
         # Located at the config entry that makes most of them (`queueing`, `security`): what turned the tier on.
@@ -99,10 +99,7 @@ def stack_files(config: ClusterConfig, whole: list[Declared]) -> list[Finding]:
             "stack files (docs/shared-clusters.md shows one)"
         )
         where, origin = located(entry, config), provenance.shown(provenance.origin(config, entry))
-        found.append(
-            Finding("error", f"Stack {config.name}", "Pulumi stack files", message, fix, rule="stack-files", where=where, origin=origin)
-        )
-    return found
+        yield Finding("error", f"Stack {config.name}", "Pulumi stack files", message, fix, rule="stack-files", where=where, origin=origin)
 
 
 def _marked_new(config: ClusterConfig, findings: list[Finding], ref: str, previous: dict[str, object] | None) -> tuple[list[Finding], str]:

@@ -6,11 +6,9 @@ import signal
 import sys
 
 if sys.argv[:1] == ["-m"]:  # `python -m stacks` importing the program: Ctrl-C and SIGTERM end it quietly from here on
-    for _signum in (signal.SIGINT, signal.SIGTERM):  # (cli/process.py takes over once the command starts)
-        if signal.getsignal(_signum) is not signal.SIG_IGN:
-            signal.signal(
-                _signum, lambda n, _: (os.write(2, b"interrupted\n" if n == signal.SIGINT else b"terminated\n"), os._exit(128 + n))
-            )
+    for _sig in (signal.SIGINT, signal.SIGTERM):  # (cli/process.py takes over once the command starts)
+        if signal.getsignal(_sig) is not signal.SIG_IGN:
+            signal.signal(_sig, lambda n, _: (os.write(2, b"interrupted\n" if n == signal.SIGINT else b"terminated\n"), os._exit(128 + n)))
 
 # isort: split
 
@@ -369,8 +367,7 @@ def load_committed(name: str, ref: str) -> ClusterConfig | None:
     if name not in committed_names(ref):
         return None
     with tempfile.TemporaryDirectory(prefix="stacks-committed-") as tmp:
-        env = {**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")}
-        _git(f"--work-tree={tmp}", "checkout", ref, "--", CLUSTERS, env=env)
+        _git(f"--work-tree={tmp}", "checkout", ref, "--", CLUSTERS, env={**os.environ, "GIT_INDEX_FILE": os.path.join(tmp, "index")})
         try:
             return load_module(name, Path(tmp) / CLUSTERS)
         except ConfigError as err:  # named as the committed file, not the temporary one
