@@ -70,10 +70,8 @@ class SccFacts(NamedTuple):
 
     @property
     def allows_root(self) -> bool:
-        if self.run_as_user == "RunAsAny":
-            return True
-        held = self.run_as_user in ("MustRunAs", "MustRunAsRange") and self.uid_range is not None
-        return held and self.uid_range[0] <= 0 <= self.uid_range[1]  # type: ignore[index]
+        held = self.uid_range is not None and self.uid_range[0] <= 0 <= self.uid_range[1]
+        return self.run_as_user == "RunAsAny" or (self.run_as_user in ("MustRunAs", "MustRunAsRange") and held)
 
     def allows(self, capability: str) -> bool:
         return self.capabilities is None or capability in self.capabilities
@@ -166,10 +164,9 @@ class SccFacts(NamedTuple):
         broad += [("host_paths", "hostPath volumes (the node's file system)")] if self.host_paths else []
         broad += [("host_namespaces", f"the node's namespaces and ports ({_listed(self.host_namespaces)})")] if self.host_namespaces else []
         if needs.used and not needs.privileged:  # a privileged container holds every capability and uid anyway
-            extra = None if self.capabilities is None else self.capabilities - needs.capabilities
-            if extra is None:
+            if self.capabilities is None:
                 broad.append(("capabilities", "every capability (allowedCapabilities *)"))
-            elif extra:
+            elif extra := self.capabilities - needs.capabilities:
                 broad.append(("capabilities", f"capabilities no pod under it adds ({_listed(extra)})"))
             if self.allows_root and not needs.root:
                 broad.append(("root", f"uid 0, which no pod under it runs as ({self.said('root')})"))

@@ -292,7 +292,7 @@ class _Checks:
         self.namespaces = set(c.namespaces)
         self.node_sets = {s.name for s in c.node_sets}
         self.seen: dict[tuple[str, str, str], FieldPath] = {}
-        self.declared: dict[str, dict[tuple[str, str], FieldPath]] = {}
+        self.declared: dict[str, dict[tuple[str, str], FieldPath]] = {"volume": {}, "service account": {}, "ConfigMap": {}, "Secret": {}}
 
     @contextmanager
     def collect(self) -> Iterator[None]:
@@ -417,7 +417,6 @@ def _declared(k: _Checks) -> None:
         (("images",), "image", "image", c.images),
         *((("existing", f), what, f"existing {what}", getattr(existing, f)) for f, what in EXISTING),
     ]
-    k.declared = {"volume": {}, "service account": {}, "ConfigMap": {}, "Secret": {}}  # what pods reference
     for field, what, kind, objects in entries:
         for i, o in enumerate(objects):
             if what in k.declared:

@@ -259,21 +259,17 @@ class Workload(RunsPods):
         # No mount takes the program's own paths, and nothing is mounted twice (one path twice: the stack-wide check).
         placed = [(("mounts", k, "mount_path"), m.mount_path) for k, m in enumerate(self.mounts) if m.mount_path]
         placed += [(("scripts", k, "mount_path"), s.mount_path) for k, s in enumerate(self.scripts)]
-        for _, p in placed:
-            if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/"):
-                raise FieldError(("mounts",), f"{p} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
+        if own := next((p for _, p in placed if p in values.RESERVED_PATHS or p.startswith(values.LAUNCHER_DIR + "/")), None):
+            raise FieldError(("mounts",), f"{own} is the program's own mount (/dev/shm, {values.LAUNCHER_DIR}): choose another path")
         for at, p in placed:
             if problem := values.system_path_problem(p):
                 raise FieldError(at, problem)
         # The program's own port and master_port count as taken.
+        port_names = [p.name for p in self.ports] + ["rendezvous"]
         for field, taken, message in (
             ("mounts", [m.volume for m in self.mounts], "a volume is mounted twice"),
             ("scripts", [s.config_map for s in self.scripts], "a ConfigMap is mounted twice"),
-            (
-                "ports",
-                [p.name for p in self.ports] + ["rendezvous"],
-                "port names must be unique and not 'rendezvous' (the program's own port)",
-            ),
+            ("ports", port_names, "port names must be unique and not 'rendezvous' (the program's own port)"),
             ("ports", [p.port for p in self.ports] + [self.master_port], "a port number is used twice (master_port counts)"),
         ):
             if len(set(taken)) != len(taken):
