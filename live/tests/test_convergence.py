@@ -147,7 +147,9 @@ def test_without_patch_force_the_up_after_a_refresh_is_stuck(
         project = _project(plane, tools, pulumi_tools, work)
         lifecycle = project.root / "components" / "lifecycle.py"
         text = lifecycle.read_text()
-        lifecycle.write_text(text.replace('    meta = dict(obj["metadata"])\n', '    return obj\n    meta = dict(obj["metadata"])\n', 1))
+        signature = "def owned(obj: dict[str, Any]) -> dict[str, Any]:\n"  # a `return obj` first, whatever its body is
+        assert signature in text, "lifecycle.owned's signature changed: the control cannot make it a no-op"
+        lifecycle.write_text(text.replace(signature, signature + "    return obj\n", 1))
         up = project.drive(STACK, "up")
         assert up["ok"], failure(up)
         assert "pulumi.com/patchForce" not in statefulset(plane)["metadata"].get("annotations", {})
